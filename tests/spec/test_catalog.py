@@ -1,0 +1,78 @@
+"""The shipped catalog loads, carries provenance, and user files and multipliers apply."""
+
+import pytest
+
+from designer.errors import SpecError
+from designer.spec.catalog import load_catalog
+
+
+def test_every_priced_entry_has_a_source():
+    cat = load_catalog()
+    for section in ("gpus", "platforms", "nics", "switches", "media"):
+        for entry in getattr(cat, section):
+            assert entry.source.strip(), f"{section}.{entry.id} has no source"
+
+
+def test_catalog_covers_the_required_hardware():
+    cat = load_catalog()
+    gpus = {g.id for g in cat.gpus}
+    assert {"a100_80gb", "h100_sxm", "h200_sxm", "b200", "gb200"} <= gpus
+    sizes = {p.hb_domain_size for p in cat.platforms}
+    assert {8, 72, 256} <= sizes
+    assert {n.gbps for n in cat.nics} >= {200, 400, 800}
+    radices = {(m.radix, m.port_gbps) for s in cat.switches for m in s.modes}
+    # 64x400G, 64x800G with breakout to 128x400G, 144x800G
+    assert {(64, 400), (64, 800), (128, 400), (144, 800)} <= radices
+    assert {m.kind.value for m in cat.media} == {"optic", "dac", "aoc"}
+    v1, v5 = cat.price_set("railonly-v1"), cat.price_set("railonly-v5")
+    assert (v1.switch_port_usd, v1.transceiver_usd) == (748, 374)
+    assert (v5.switch_port_usd, v5.transceiver_usd) == (694, 199)
+
+
+def test_h100_perf_record_in_si_units():
+    perf = load_catalog().gpu("h100_sxm").perf()
+    assert perf.peak_flops["bf16"] == pytest.approx(989e12)
+    assert perf.hbm_bytes == pytest.approx(80e9)
+
+
+def test_user_file_overrides_and_adds(tmp_path):
+    extra = tmp_path / "mine.yaml"
+    extra.write_text(
+        "switches:\n"
+        "  - {id: qm9790, price_usd: 20000}\n"
+        "nics:\n"
+        "  - {id: my_nic, gbps: 1600, power_w: 30, price_usd: 4000, source: quote 2026-11}\n"
+    )
+    cat = load_catalog(extra_files=(extra,))
+    assert cat.switch("qm9790").price_usd == 20000
+    assert cat.switch("qm9790").modes[0].radix == 64  # untouched fields stay
+    assert cat.nic("my_nic").gbps == 1600
+
+
+def test_price_multiplier():
+    base = load_catalog()
+    half = load_catalog(price_multipliers={"switches": 0.5})
+    assert half.switch("sn5600").price_usd == pytest.approx(base.switch("sn5600").price_usd * 0.5)
+    assert half.gpu("h100_sxm").price_usd == base.gpu("h100_sxm").price_usd
+
+
+@pytest.mark.parametrize(
+    "content, needle",
+    [
+        ("switches:\n  - {id: qm9790, price_usd: -5}\n", "price_usd"),
+        ("switches:\n  - {id: qm9790, colour: red}\n", "unknown key"),
+        ("gadgets: []\n", "unknown section 'gadgets'"),
+    ],
+)
+def test_bad_user_catalog_is_one_line(tmp_path, content, needle):
+    f = tmp_path / "bad.yaml"
+    f.write_text(content)
+    with pytest.raises(SpecError) as err:
+        load_catalog(extra_files=(f,))
+    assert needle in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_unknown_id_lists_allowed():
+    with pytest.raises(SpecError, match="allowed: .*qm9790"):
+        load_catalog().switch("nope")
