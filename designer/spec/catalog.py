@@ -33,6 +33,7 @@ class Entry(Record):
 
 
 class Gpu(Entry):
+    architecture: str = Field(pattern="^(ampere|hopper|blackwell)$", description="GPU generation")
     bf16_tflops: float = Field(gt=0, description="dense")
     fp16_tflops: float | None = Field(default=None, gt=0, description="dense; None means the bf16 figure")
     fp8_tflops: float | None = Field(default=None, gt=0, description="dense; None means no fp8 tensor cores")
@@ -45,7 +46,7 @@ class Gpu(Entry):
                 "fp16": (self.fp16_tflops or self.bf16_tflops) * units.TFLOPS_TO_FLOPS}
         if self.fp8_tflops is not None:
             peak["fp8"] = self.fp8_tflops * units.TFLOPS_TO_FLOPS
-        return GpuPerf(name=self.id, peak_flops=peak, hbm_bytes=self.hbm_gb * units.GB_TO_BYTES,
+        return GpuPerf(name=self.id, architecture=self.architecture, peak_flops=peak, hbm_bytes=self.hbm_gb * units.GB_TO_BYTES,
                        hbm_bandwidth_bytes_per_s=self.hbm_tb_per_s * units.TB_PER_S_TO_BYTES_PER_S)
 
 

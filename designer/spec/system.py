@@ -65,6 +65,7 @@ class GpuPerf(Record):
     """What the performance model needs of a GPU."""
 
     name: str
+    architecture: str = Field(default="hopper", description="ampere | hopper | blackwell: selects NCCL's per-generation tuning constants")
     peak_flops: dict[str, float]  # by precision: "bf16", "fp16", "fp8" -> dense FLOP/s
     hbm_bytes: float = Field(gt=0)
     hbm_bandwidth_bytes_per_s: float = Field(gt=0)

@@ -1,0 +1,1 @@
+"""The analytic performance model: pure functions of spec records, vectorizable with numpy."""

@@ -1,0 +1,946 @@
+"""Time of one collective on its group's actual path through a ClusterSystem.
+
+The model follows NCCL's own structure (collectives.md §7.1): for every (algorithm, protocol) pair
+valid on the group's path, predict
+
+    t = base + L + X + 2*sqrt(phi * L * X)
+
+where `L` is the sum of per-hop latencies (NCCL's `lat`, §4.2), `X` = bytes / algorithm bandwidth
+(§4.3, with the bandwidth taken from the links the group really uses) and the last term is the
+pipeline fill of a chunked pipeline (§2.2 linear-pipeline optimum, T* = (sqrt(L) + sqrt(X))^2 at
+phi = 1; `phi` = `pipeline_fill_factor` is calibrated on the mid-size ramp of the §5 curves, for a
+20 GB/s channel, and scales as 1/(per-channel bandwidth) because NCCL's chunks have a fixed size).
+MPI-style algorithms (recursive doubling/halving, Rabenseifner, Bruck, binomial, pairwise,
+two-phase, hierarchical) use the plain alpha-beta costs of §2, step by step, without a fill term.
+The chosen pair is the argmin of the predicted time, as NCCL's tuner does (§4.1).
+
+GPU generation (`system.gpu.architecture`: ampere | hopper | blackwell) selects NCCL's
+per-generation constants (§4.3, §4.4; `ArchitectureConstants`): the usable NVLink bandwidth per
+link (hence the HB ring efficiency 0.800 / 0.824 / 0.802 of line rate), llMaxBw on one node, and the
+per-channel caps of ring LL128 and tree Simple/LL128, applied as NCCL does (busBw capped at
+nChannels x cap) with one channel per NVLink inside a domain and one per NIC across domains.
+
+Placement of a group (`GroupShape`): `size` = p ranks, `ranks_per_domain` = g members per HB domain
+(so N = p/g domains), spread over `domain_span` consecutive domains, and `same_rail` when the
+members in different domains sit on the same local ranks.
+
+Paths (§3.3, §3.4):
+* traffic between members of one HB domain uses the HB fabric, with its topology (switched
+  crossbar, bidirectional ring, 2-D/3-D torus; §3.1, §3.2);
+* traffic between the same local rank of different domains ("rail traffic": rings, trees,
+  hierarchical phases of a same_rail group) climbs to the lowest tier spanning `domain_span`
+  domains;
+* traffic between different local ranks of different domains ("cross-rail") climbs to the lowest
+  tier that spans the domains and is `cross_rail`. If there is none (Rail-only), it is forwarded:
+  first over the HB domain to the GPU that owns the destination rail, then over the rail (PXN).
+
+Scale-out contention (§3.3 max-load recipe). A tier's `oversubscription` r_t throttles the traffic
+climbing *into* it: a subtree of the tier below (tier t-1's span, or one HB domain for t = 0) has
+uplink capacity (GPUs in subtree x bandwidth_per_gpu_t) / r_t. A fraction `concurrency` of the
+subtree's GPUs send across it at once (default 1: all data-parallel groups run together), each
+pushing the fraction `out_t` of its scale-out bytes whose destination is outside the subtree.
+The per-GPU scale-out time is max(bytes/B_nic, max_t out_t*concurrency*r_t*bytes/B_t).
+* ring-like traffic (rings, trees, hierarchical rail phases): with k_t of the group's domains in the
+  subtree the ring crosses its boundary once per rail, so out_t = 1/k_t and a ring barely notices
+  oversubscription unless a subtree holds few of its domains;
+* all-to-all-like traffic: out_t = (N - k_t)/(N - 1), the share of remote destinations outside.
+The group's domains are assumed spread evenly over its span, k_t = max(1, N*S_{t-1}/span).
+
+Rail-only all-to-all (railonly.md §5). A uniform all-to-all over N GPUs in domains of K is
+(K-1)/K*n/B_hb + (N-K)/N*n/B_net with forwarding (two phases that do not overlap, §2.7) against
+(N-K)/N*n/B_net direct on a rail-optimized fat-tree. With line rates this gives 7.3% (A100) and
+9.7% (H100), the first-order numbers of railonly.md §5. What reproduces the published 8.2% and
+11.2% is evaluating both phases at their *effective* link bandwidths: NVLink reaches
+the HB link efficiency (NCCL's usable NVLink bandwidth per link: 20.0 of 25 GB/s = 0.80 on A100,
+20.6 of 25 = 0.824 on H100) while a NIC reaches nic_efficiency = 0.88 (calibrated on §5 F; §3.4
+quotes 48 of 50 GB/s for CX-7 all-to-all). The effective NIC-to-NVLink ratio is 1.07-1.10x the
+line-rate ratio, giving 8.1% (A100) and 10.5% (H100) at N = 1024 in the bandwidth-bound limit
+(§3.4's 48 vs 370 GB/s gives 11.4% the same way).
+
+Conventions: `n` (nbytes) as collectives.md: the vector for all_reduce/broadcast, the total
+(gathered output / reduce-scatter input) for all_gather/reduce_scatter, the total a rank sends for
+all_to_all, the message for send_recv. Bandwidths per GPU per direction in bytes/s, times in s.
+
+All functions except `load_collective_calibration` are pure; the core is vectorised: nbytes, size,
+ranks_per_domain, domain_span, same_rail and concurrency broadcast as numpy arrays. Every
+candidate's time is a + b*n + c*sqrt(n) (n divided by NCCL's tree correction for tree candidates)
+with coefficients that depend on the group shape only; they are computed once per distinct shape
+and broadcast over the byte counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import yaml
+from pydantic import Field, model_validator
+
+from designer.spec.base import Record
+from designer.spec.system import ClusterSystem, HBTopology
+
+OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "send_recv")
+PROTOCOLS = ("LL", "LL128", "Simple")
+ALGORITHMS = (
+    "ring",  # NCCL ring (flat, rail-aligned across domains)
+    "tree",  # NCCL double binary tree (all_reduce)
+    "nvls",  # NVLink SHARP inside one NVSwitch HB domain
+    "nvls_tree",  # NVLS inside domains + tree across them
+    "collnet",  # SHARP on the scale-out tier (CollNetDirect)
+    "hierarchical",  # two-level: intra-HB, then across domains on rails, then intra-HB (§2.6)
+    "torus",  # dimension-ordered ring per torus dimension (§3.2)
+    "recursive_doubling",
+    "rabenseifner",
+    "recursive_halving",
+    "bruck",
+    "binomial",
+    "scatter_allgather",
+    "pairwise",  # direct all-to-all
+    "two_phase",  # all-to-all with HB shuffle to the rail owner, then rails (PXN / rail-only)
+    "p2p",
+    "none",  # a group of one rank: nothing to do
+)
+_LL, _LL128, _SIMPLE = 0, 1, 2
+_NCCL_ALGOS = ("ring", "tree", "nvls", "nvls_tree", "collnet")
+_DEFAULT_CALIBRATION = Path(__file__).resolve().parent.parent / "data" / "collectives.yaml"
+
+
+# --------------------------------------------------------------------------------------------
+# Records
+
+
+class _HopLatency(Record):
+    hb: tuple[float, float, float]  # (LL, LL128, Simple)
+    net: tuple[float, float, float]
+
+
+class ArchitectureConstants(Record):
+    """NCCL's per-GPU-generation tuner constants (collectives.md §4.3, §4.4), bytes/s.
+
+    Channels: NCCL's busBw is nChannels x per-channel bandwidth, and its per-channel caps bound a
+    protocol's busBw by nChannels x cap. The model counts one channel per NVLink inside a domain
+    (HB bandwidth / `nvlink_line_rate_per_link`, the links NCCL's ring search packs with channels of
+    one link's bandwidth each) and one channel per NIC across domains."""
+
+    nvlink_bandwidth_per_link_bytes_per_s: float = Field(gt=0, description="NCCL topo.h SMxx_NVLINK_BW")
+    nvlink_line_rate_per_link_bytes_per_s: float = Field(gt=0, description="per direction")
+    ll_max_single_domain_bytes_per_s: float = Field(gt=0, description="NCCL llMaxBw, one node")
+    ring_ll128_per_channel_bytes_per_s: float = Field(gt=0)
+    tree_per_channel_bytes_per_s: tuple[float, float, float] = Field(description="1 / 2 / >= 3 domains")
+    tree_ll128_per_channel_bytes_per_s: tuple[float, float, float] = Field(description="1 / 2 / >= 3 domains")
+
+    @property
+    def nvlink_efficiency(self) -> float:
+        """NCCL's usable NVLink bandwidth over the line rate (busBw = links x per-link bandwidth)."""
+        return self.nvlink_bandwidth_per_link_bytes_per_s / self.nvlink_line_rate_per_link_bytes_per_s
+
+
+class CollectiveCalibration(Record):
+    """Calibrated and externally sourced constants; see designer/data/collectives.yaml."""
+
+    hb_link_efficiency: float | None = Field(default=None, gt=0, le=1, description=(
+        "fraction of the HB line rate a ring reaches; None: NCCL's per-link NVLink bandwidth over the "
+        "line rate of the GPU's architecture (ArchitectureConstants.nvlink_efficiency)"))
+    nic_efficiency: float = Field(gt=0, le=1)
+    hb_in_network_efficiency: float = Field(gt=0, le=1)
+    net_in_network_efficiency: float = Field(gt=0, le=1)
+    pipeline_fill_factor: float = Field(ge=0)
+    pipeline_fill_channel_bytes_per_s: float = Field(gt=0)
+    ll_bandwidth_fraction: float = Field(gt=0, le=1)
+    ll128_bandwidth_fraction: float = Field(gt=0, le=1)
+    ll_max_two_domains_bytes_per_s: float = Field(gt=0)
+    ll_max_many_domains_bytes_per_s: float = Field(gt=0)
+    ll128_over_network: bool
+    tree_ll_divisor: float = Field(gt=0)
+    tree_ll128_fraction_one_domain: float = Field(gt=0, le=1)
+    tree_ll128_fraction_many_domains: float = Field(gt=0, le=1)
+    tree_simple_fraction: float = Field(gt=0, le=1)
+    ring_simple_multidomain_latency_factor: float = Field(ge=1)
+    net_overhead_s: float = Field(ge=0)
+    net_overhead_simple_factor: float = Field(ge=1)
+    collnet_per_rank_latency_s: float = Field(ge=0)
+    base_latency_s: dict[str, tuple[float, float, float]]
+    hop_latency_s: dict[str, _HopLatency]
+    tree_correction: dict[str, tuple[float, ...]]
+    architectures: dict[str, ArchitectureConstants] = Field(description="keyed by GpuPerf.architecture")
+    algorithms: tuple[str, ...] = Field(description="the library's repertoire the argmin chooses from")
+    sources: dict[str, str] = {}
+
+    @model_validator(mode="after")
+    def _complete(self) -> "CollectiveCalibration":
+        for table in (self.base_latency_s, self.hop_latency_s):
+            missing = set(_NCCL_ALGOS) - set(table)
+            if missing:
+                raise ValueError(f"calibration lacks NCCL algorithms {sorted(missing)}")
+        unknown = set(self.algorithms) - set(ALGORITHMS)
+        if unknown:
+            raise ValueError(f"unknown algorithms {sorted(unknown)}")
+        if not self.architectures:
+            raise ValueError("calibration lacks per-architecture constants")
+        if set(self.tree_correction) != set(PROTOCOLS) or any(len(v) == 0 for v in self.tree_correction.values()):
+            raise ValueError(f"tree_correction needs a non-empty list for each of {PROTOCOLS}")
+        return self
+
+
+class GroupShape(Record):
+    """Where the ranks of one communication group sit."""
+
+    size: int = Field(ge=1, description="p ranks")
+    ranks_per_domain: int = Field(ge=1, description="members sharing one HB domain (g)")
+    domain_span: int = Field(ge=1, description="consecutive HB domains the group's domains spread over")
+    same_rail: bool = Field(description="members in different domains sit on the same local ranks")
+
+    @property
+    def n_domains(self) -> int:
+        return self.size // self.ranks_per_domain
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "GroupShape":
+        if self.size % self.ranks_per_domain:
+            raise ValueError(f"size {self.size} is not a multiple of ranks_per_domain {self.ranks_per_domain}")
+        if self.domain_span < self.size // self.ranks_per_domain:
+            raise ValueError(f"domain_span {self.domain_span} < the group's {self.n_domains} domains")
+        return self
+
+
+class CollectiveEstimate(Record):
+    """One collective: its time, the chosen algorithm and protocol, and bytes sent per GPU on each
+    level (hb: HB fabric; rail: scale-out traffic that stays on rails / the lowest tier; spine:
+    scale-out traffic that climbs to a cross-rail tier above the lowest)."""
+
+    time_s: float
+    algorithm: str
+    protocol: str
+    hb_bytes: float
+    rail_bytes: float
+    spine_bytes: float
+
+
+@dataclass(frozen=True)
+class CollectiveEstimates:
+    """Vector form of CollectiveEstimate; algorithm/protocol are indices into ALGORITHMS/PROTOCOLS."""
+
+    time_s: np.ndarray
+    algorithm_index: np.ndarray
+    protocol_index: np.ndarray
+    hb_bytes: np.ndarray
+    rail_bytes: np.ndarray
+    spine_bytes: np.ndarray
+
+    def algorithm(self, i: int | tuple = ()) -> str:
+        return ALGORITHMS[int(self.algorithm_index[i])]
+
+    def protocol(self, i: int | tuple = ()) -> str:
+        return PROTOCOLS[int(self.protocol_index[i])]
+
+
+def load_collective_calibration(path: str | Path | None = None) -> CollectiveCalibration:
+    """Read designer/data/collectives.yaml (or `path`) into a frozen record. The only I/O here."""
+    with open(path or _DEFAULT_CALIBRATION, encoding="utf-8") as fh:
+        return CollectiveCalibration.model_validate(yaml.safe_load(fh))
+
+
+# --------------------------------------------------------------------------------------------
+# Geometry of the HB fabric
+
+
+def _architecture(system: ClusterSystem, calib: CollectiveCalibration) -> ArchitectureConstants:
+    arch = system.gpu.architecture
+    if arch not in calib.architectures:
+        raise ValueError(f"no collective constants for GPU architecture {arch!r}; have {sorted(calib.architectures)}")
+    return calib.architectures[arch]
+
+
+def hb_link_efficiency(system: ClusterSystem, calib: CollectiveCalibration) -> float:
+    """Fraction of the HB line rate a ring reaches on `system` (calibration override, else NCCL's
+    per-link NVLink bandwidth of the GPU generation over its line rate)."""
+    if calib.hb_link_efficiency is not None:
+        return calib.hb_link_efficiency
+    return _architecture(system, calib).nvlink_efficiency
+
+
+def _hb_dims(system: ClusterSystem) -> tuple[int, ...] | None:
+    """Dimensions of a direct-link HB fabric; None for a switched crossbar."""
+    hb = system.hb
+    if hb.topology == HBTopology.switched:
+        return None
+    if hb.topology == HBTopology.ring:
+        return (hb.size,)
+    return tuple(hb.torus_dims)  # validated by HBDomain
+
+
+def _extents(g: np.ndarray, dims: tuple[int, ...]) -> list[np.ndarray]:
+    """Extent of a g-member sub-block along each dim, filling the first dim first."""
+    out, rest = [], g
+    for d in dims:
+        e = np.minimum(rest, d)
+        out.append(e)
+        rest = np.maximum(rest // np.maximum(e, 1), 1)
+    return out
+
+
+def _hb_ring_bandwidth(system: ClusterSystem, g: np.ndarray) -> np.ndarray:
+    """Line bandwidth a ring among g members of one domain gets, per GPU per direction.
+
+    Switched: the full per-GPU bandwidth. Direct links (§3.1, §3.2): each GPU has 2d links of
+    B/(2d); a bidirectional ring uses two of them (2 B_link), except on a line segment of a ring
+    without its wrap-around, where only one effective ring fits (B_link)."""
+    b = system.hb.bandwidth_per_gpu_bytes_per_s
+    dims = _hb_dims(system)
+    if dims is None:
+        return np.full(np.shape(g), b, dtype=float)
+    b_link = b / (2 * len(dims))
+    ext = _extents(g, dims)
+    one_dim_line = (ext[0] < dims[0]) & (ext[0] == g)  # the group is a segment of dim 0
+    return np.where(one_dim_line, b_link, 2.0 * b_link)
+
+
+def _hb_torus_allreduce(system: ClusterSystem, n: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Dimension-ordered allreduce (§3.2): ring reduce-scatter along each dimension in turn on the
+    shrinking shard, then allgather back. Returns (bandwidth seconds at line rate, hop count)."""
+    dims = _hb_dims(system)
+    b_link = system.hb.bandwidth_per_gpu_bytes_per_s / (2 * len(dims))
+    x = np.zeros(np.broadcast(n, g).shape)
+    hops = np.zeros_like(x)
+    shard = n.astype(float)
+    for e, d in zip(_extents(g, dims), dims):
+        bw = np.where(e == d, 2.0 * b_link, b_link)  # wrap-around ring uses both directions
+        x = x + 2.0 * (e - 1) / e * shard / bw
+        hops = hops + 2.0 * (e - 1)
+        shard = shard / e
+    return x, hops
+
+
+def _hb_alltoall_inverse_bw(system: ClusterSystem, g: np.ndarray) -> np.ndarray:
+    """Seconds per byte of n for an all-to-all among g members of one domain.
+
+    Switched: (g-1)/g n at full bandwidth. Direct links: the larger of injection and the bisection
+    bound (§3.1, §3.2): g/2 ranks each send n/2 across the cut of the longest extent."""
+    b = system.hb.bandwidth_per_gpu_bytes_per_s
+    inj = (g - 1) / g / b
+    dims = _hb_dims(system)
+    if dims is None:
+        return inj
+    b_link = b / (2 * len(dims))
+    ext = _extents(g, dims)
+    longest = ext[0]
+    wrap = ext[0] == dims[0]
+    for e, d in zip(ext[1:], dims[1:]):
+        take = e > longest
+        longest = np.where(take, e, longest)
+        wrap = np.where(take, e == d, wrap)
+    cut_links = g / longest * np.where(wrap, 2.0, 1.0)
+    bisect = np.where(longest > 1, (g / 4.0) / (cut_links * b_link), 0.0)
+    return np.maximum(inj, bisect)
+
+
+def _hb_p2p_bandwidth(system: ClusterSystem) -> float:
+    """A single flow between two GPUs of a domain: all links on a crossbar, one link otherwise."""
+    dims = _hb_dims(system)
+    b = system.hb.bandwidth_per_gpu_bytes_per_s
+    return b if dims is None else b / (2 * len(dims))
+
+
+# --------------------------------------------------------------------------------------------
+# Scale-out paths
+
+
+@dataclass(frozen=True)
+class _Path:
+    exists: np.ndarray  # bool: a tier connects the group on this kind of path
+    bw: np.ndarray  # effective bytes/s per GPU (link efficiency and contention applied)
+    latency_s: np.ndarray  # sum of the tiers' latencies up to the tier used
+    spine_fraction: np.ndarray  # share of the bytes that climbs to a cross-rail tier above tier 0
+
+
+def _scaleout_path(system: ClusterSystem, calib: CollectiveCalibration, n_dom, span, conc, *, cross: bool,
+                   a2a: bool, nic_bw: float) -> _Path:
+    """Per-GPU scale-out bandwidth for one traffic pattern on one path kind (§3.3 recipe)."""
+    shape = np.broadcast(n_dom, span, conc).shape
+    tiers = system.tiers
+    if not tiers:
+        z = np.zeros(shape)
+        return _Path(np.zeros(shape, bool), z, z, z)
+    top = np.full(shape, -1)
+    for t in range(len(tiers) - 1, -1, -1):
+        tier = tiers[t]
+        if tier.cross_rail or not cross:
+            top = np.where(tier.span_domains >= span, t, top)
+    inv = np.full(shape, 1.0 / nic_bw)
+    lat = np.zeros(shape)
+    spine = np.zeros(shape)
+    sub = 1.0  # HB domains in a subtree below tier t that this traffic can stay inside
+    for t, tier in enumerate(tiers):
+        active = t <= top
+        k = np.maximum(1.0, n_dom * np.minimum(sub, span) / span)
+        out = (n_dom - k) / np.maximum(n_dom - 1.0, 1.0) if a2a else 1.0 / k
+        inv = np.where(active, np.maximum(inv, out * conc * tier.oversubscription / tier.bandwidth_per_gpu_bytes_per_s), inv)
+        lat = np.where(active, lat + tier.latency_s, lat)
+        if t >= 1 and tier.cross_rail:
+            # first cross-rail tier above the lowest: the bytes leaving the lowest subtrees are spine bytes
+            spine = np.where(active & (spine == 0), out_first, spine)
+        if t == 0:
+            k1 = np.maximum(1.0, n_dom * np.minimum(tier.span_domains if (tier.cross_rail or not cross) else 1.0, span) / span)
+            out_first = (n_dom - k1) / np.maximum(n_dom - 1.0, 1.0) if a2a else 1.0 / k1
+            out_first = np.broadcast_to(out_first, shape)
+        if tier.cross_rail or not cross:
+            sub = float(tier.span_domains)
+    exists = top >= 0
+    bw = np.where(exists, calib.nic_efficiency / inv, 0.0)
+    return _Path(exists, bw, lat, np.where(exists, spine, 0.0))
+
+
+# --------------------------------------------------------------------------------------------
+# The core
+
+
+@dataclass
+class _Candidates:
+    """Every (algorithm, protocol) pair, per distinct group shape, in the closed form
+
+        t(n) = a + b*n/corr(n) + c*sqrt(n/corr(n))
+
+    (`corr` the tree correction of §4.1 for tree candidates, 1 otherwise), with the bytes per GPU
+    on the HB fabric and on the scale-out network linear in n: hb*n and net*n."""
+
+    shape: tuple
+    valid_protocols: tuple | None = None
+    algo: list = None
+    proto: list = None
+    a: list = None
+    b: list = None
+    c: list = None
+    corr: list = None
+    hb: list = None
+    net: list = None
+    spine_fraction: list = None
+
+    def __post_init__(self):
+        self.algo, self.proto, self.a, self.b, self.c, self.corr = [], [], [], [], [], []
+        self.hb, self.net, self.spine_fraction = [], [], []
+
+    def add(self, algo: str, proto: int, a, b, c, valid, hb, net, spine_fraction, corr: int | None = None):
+        if self.valid_protocols is not None and proto not in self.valid_protocols:
+            return
+        shape = self.shape
+        a, b, c = (np.broadcast_to(np.asarray(x, float), shape) for x in (a, b, c))
+        # an invalid pair, or one whose coefficients are not finite, never wins
+        ok = np.broadcast_to(valid, shape) & np.isfinite(a) & np.isfinite(b) & np.isfinite(c)
+        self.algo.append(ALGORITHMS.index(algo))
+        self.proto.append(proto)
+        self.a.append(np.where(ok, a, np.inf))
+        self.b.append(np.where(ok, b, 0.0))
+        self.c.append(np.where(ok, c, 0.0))
+        self.corr.append(corr)
+        self.hb.append(np.broadcast_to(np.asarray(hb, float), shape))
+        self.net.append(np.broadcast_to(np.asarray(net, float), shape))
+        self.spine_fraction.append(np.broadcast_to(np.asarray(spine_fraction, float), shape))
+
+
+def _lg(x):
+    return np.log2(np.maximum(x, 1.0))
+
+
+def _ceil_lg(x):
+    return np.ceil(_lg(x) - 1e-9)
+
+
+def _is_pow2(x):
+    lg = np.round(_lg(x))
+    return np.abs(2.0**lg - x) < 0.5
+
+
+def _pipelined(base, lat, k, phi):
+    """NCCL time with the pipeline fill of a chunked pipeline (§2.2 linear pipeline, §4.1):
+    t = base + lat + X + 2*sqrt(phi*lat*X) with X = k*n, as (a, b, c) coefficients of
+    t = a + b*n + c*sqrt(n)."""
+    return base + lat, k, 2.0 * np.sqrt(phi * lat * k)
+
+
+def collective_estimate_vec(op: str, nbytes, size, ranks_per_domain, domain_span, same_rail,
+                            system: ClusterSystem, calib: CollectiveCalibration, *, concurrency=1.0,
+                            algorithms: tuple[str, ...] | None = None,
+                            protocols: tuple[str, ...] | None = None) -> CollectiveEstimates:
+    """Vectorised estimate: every array argument broadcasts; returns arrays of the broadcast shape.
+
+    `concurrency` is the fraction of GPUs of a subtree sending across its uplinks at once (§3.3).
+    `algorithms` replaces the calibration's repertoire (`calib.algorithms`), `protocols` restricts the
+    protocols (e.g. to force one pair in a test); a point where none of the allowed pairs is valid
+    gets an infinite time.
+
+    Every candidate's time is a + b*n + c*sqrt(n) with coefficients that depend on the group shape
+    only, so they are computed once per distinct (size, ranks_per_domain, domain_span, same_rail,
+    concurrency) -- usually a few tens among 1e5 points -- and broadcast over the byte counts."""
+    if op not in OPS:
+        raise ValueError(f"unknown collective {op!r}; expected one of {OPS}")
+    n = np.asarray(nbytes, dtype=float)
+    # integer shape arrays stay integer until their distinct values are found (no conversions of
+    # the point count)
+    p, g, span = (_numeric(x) for x in (size, ranks_per_domain, domain_span))
+    rail = np.asarray(same_rail, dtype=bool)
+    conc = np.asarray(concurrency, dtype=float)
+    shape = np.broadcast_shapes(n.shape, p.shape, g.shape, span.shape, rail.shape, conc.shape)
+    if np.any(n < 0) or np.any(p < 1) or np.any(g < 1) or np.any(g > system.hb.size):
+        raise ValueError("need nbytes >= 0, size >= 1 and 1 <= ranks_per_domain <= HB size")
+    if np.any(conc <= 0) or np.any(conc > 1):
+        raise ValueError("concurrency must lie in (0, 1]")
+    allowed = set(calib.algorithms if algorithms is None else algorithms)
+    unknown = allowed - set(ALGORITHMS)
+    if unknown:
+        raise ValueError(f"unknown algorithms {sorted(unknown)}")
+    protos = None if protocols is None else tuple(PROTOCOLS.index(pr) for pr in protocols if pr in PROTOCOLS)
+
+    # distinct group shapes and, per point, the index of its shape
+    cols = [np.broadcast_to(x, shape) for x in (p, g, span, rail, conc)]
+    flat = [np.ravel(c) for c in cols] if shape else [np.reshape(c, 1) for c in cols]
+    uniq, inv = _distinct_shapes(*flat)
+    uniq = tuple(np.asarray(u, dtype=bool if i == 3 else float) for i, u in enumerate(uniq))
+    # invalid (algorithm, shape) pairs are computed with zero or infinite bandwidths and masked
+    # to an infinite time, so their divisions are expected to misbehave
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        cand = _candidates(op, *uniq, system, calib, allowed, protos)
+        return _select(cand, np.reshape(np.broadcast_to(n, shape), -1), inv, uniq[0], shape, calib)
+
+
+def _numeric(x) -> np.ndarray:
+    a = np.asarray(x)
+    return a if a.dtype.kind in "iu" else a.astype(float, copy=False)
+
+
+def _distinct_shapes(p, g, span, rail, conc):
+    """(unique columns, inverse index) of the shape columns; one entry when they are all equal.
+
+    Each column is replaced by its dense rank among its distinct values (a lookup table over the
+    integer range, no sort), the ranks are combined into one mixed-radix key, and the key's distinct
+    values are found the same way; np.unique (a sort) only where the ranges are too large."""
+    m = p.size
+    cols = (p, g, span, rail, conc)
+    if m == 1 or all((c == c[0]).all() for c in cols):
+        return tuple(c[:1] for c in cols), np.zeros(m, dtype=np.intp)
+    codes, radices = [], []
+    for col in cols:
+        if (col == col[0]).all():
+            continue
+        code, k = _dense_rank(col)
+        if code is None:
+            return cols, np.arange(m)  # non-integer or huge values: one "shape" per point
+        codes.append(code)
+        radices.append(k)
+    key = codes[0]
+    total = radices[0]
+    for code, k in zip(codes[1:], radices[1:]):
+        key = key * k + code
+        total *= k
+    if total <= max(4 * m, 1 << 16):
+        present = np.zeros(total, dtype=bool)
+        present[key] = True
+        first_key = np.flatnonzero(present)
+        lut = np.empty(total, dtype=np.intp)
+        lut[first_key] = np.arange(first_key.size)
+        inv = lut[key]
+        first = np.empty(first_key.size, dtype=np.intp)
+        first[inv] = np.arange(m)  # any representative point of each shape
+    else:
+        _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    inv = inv.reshape(-1)
+    return tuple(c[first] for c in cols), inv
+
+
+def _dense_rank(col: np.ndarray):
+    """(rank of each value among the column's distinct values, number of distinct values), or
+    (None, 0) when the values are not small non-negative integers."""
+    if col.dtype == bool:
+        return col.astype(np.intp), 2
+    lo, hi = col.min(), col.max()
+    if lo < 0 or hi > (1 << 24):
+        return None, 0
+    ints = col.astype(np.intp, copy=False)
+    if col.dtype.kind not in "iu" and not (ints == col).all():
+        return None, 0
+    present = np.zeros(int(hi) + 1, dtype=bool)
+    present[ints] = True
+    rank = np.cumsum(present) - 1
+    return rank[ints], int(rank[-1]) + 1
+
+
+def _candidates(op, p, g, span, rail, conc, system, calib, allowed, protos) -> _Candidates:
+    """Coefficients of every valid (algorithm, protocol) pair for each distinct group shape."""
+    n_dom = np.maximum(np.floor(p / g + 1e-9), 1.0)
+    span = np.maximum(span, n_dom)
+    multi = n_dom > 1
+    shape = p.shape
+    hb = system.hb
+    c = calib
+    want = allowed.__contains__  # skip the arithmetic of algorithms outside the repertoire
+    cand = _Candidates(shape, protos)
+
+    # ---- HB side
+    b_hb = hb.bandwidth_per_gpu_bytes_per_s
+    arch = _architecture(system, c)
+    eta_hb = hb_link_efficiency(system, c)
+    bw_hb_ring = eta_hb * _hb_ring_bandwidth(system, g)
+    hb_nvls_ok = hb.in_network_reduction and hb.topology == HBTopology.switched
+
+    def a_hb(algo: str, proto: int) -> float:
+        # the NCCL per-hop cost is a floor; a slower physical link raises it
+        return max(hb.latency_s, c.hop_latency_s[algo].hb[proto])
+
+    # ---- scale-out side
+    nic = system.nic_bandwidth_per_gpu_bytes_per_s
+    ring_rail = _scaleout_path(system, c, n_dom, span, conc, cross=False, a2a=False, nic_bw=nic)
+    ring_cross = _scaleout_path(system, c, n_dom, span, conc, cross=True, a2a=False, nic_bw=nic)
+    a2a_rail = _scaleout_path(system, c, n_dom, span, conc, cross=False, a2a=True, nic_bw=nic)
+    a2a_cross = _scaleout_path(system, c, n_dom, span, conc, cross=True, a2a=True, nic_bw=nic)
+
+    def rail_or_cross(r: _Path, x: _Path):
+        """Path of traffic between members' own ranks: on rails if same_rail; otherwise a cross-rail
+        tier, or PXN-style forwarding over the HB domain onto the rail when there is none (§3.4)."""
+        forwarded = ~rail & ~x.exists
+        use_x = ~rail & x.exists
+        bw = np.where(use_x, x.bw, np.where(forwarded, np.minimum(r.bw, eta_hb * b_hb), r.bw))
+        lat = np.where(use_x, x.latency_s, r.latency_s)
+        sf = np.where(use_x, x.spine_fraction, np.where(forwarded, 0.0, r.spine_fraction))
+        return r.exists & (rail | x.exists | forwarded), bw, lat, sf, forwarded
+
+    ring_ok, bw_net_ring, lat_net_ring, sf_ring, fwd_ring = rail_or_cross(ring_rail, ring_cross)
+    step_ok, bw_net_step, lat_net_step, sf_step, fwd_step = rail_or_cross(a2a_rail, a2a_cross)
+    net_ok_ring = ~multi | ring_ok
+    net_ok_step = ~multi | step_ok
+
+    def a_net(algo: str, proto: int, lat_path, fwd):
+        hop = np.maximum(lat_path, c.hop_latency_s[algo].net[proto])
+        return hop + np.where(fwd, a_hb(algo, proto), 0.0)  # forwarding adds one HB hop
+
+    # NCCL ring busBw: min of the intra-domain share (§3.5: B_hb g/(g-1)) and the domain's g NICs
+    g_intra = np.where(g > 1, g / np.maximum(g - 1, 1), np.inf)
+    bus_simple = np.where(multi, np.minimum(bw_hb_ring * g_intra, g * np.where(ring_ok, bw_net_ring, 1.0)), bw_hb_ring)
+    ll_max = np.where(multi, np.where(n_dom <= 2, c.ll_max_two_domains_bytes_per_s, c.ll_max_many_domains_bytes_per_s),
+                      arch.ll_max_single_domain_bytes_per_s)
+    # NCCL's channels (§4.3): one per NVLink inside a domain, one per NIC across domains
+    n_ch = np.where(multi, g * system.nics_per_gpu, b_hb / arch.nvlink_line_rate_per_link_bytes_per_s)
+    scale = np.minimum(n_dom - 1, 2).astype(np.intp)  # NCCL's tuning scale: 1 / 2 / >= 3 nodes
+    # pipeline fill: NCCL's chunks have a fixed size, so a chunk's time on one channel -- and the
+    # fill -- scales with 1/(per-channel bandwidth); pipeline_fill_factor holds at the reference
+    phi = c.pipeline_fill_factor * c.pipeline_fill_channel_bytes_per_s / (bus_simple / n_ch)
+    bus = {
+        _LL: np.minimum(c.ll_bandwidth_fraction * bus_simple, ll_max),
+        _LL128: np.minimum(c.ll128_bandwidth_fraction * bus_simple, n_ch * arch.ring_ll128_per_channel_bytes_per_s),
+        _SIMPLE: bus_simple,
+    }
+    ll128_ok = ~multi | c.ll128_over_network
+    proto_ok = {_LL: True, _LL128: ll128_ok, _SIMPLE: True}
+
+    # ---- NCCL ring (AR, RS, AG, broadcast)
+    if want("ring") and op in ("all_reduce", "reduce_scatter", "all_gather", "broadcast"):
+        if op == "all_reduce":
+            coef, nsteps, ninter = 2 * (p - 1) / p, 2 * (p - 1), 2 * (n_dom - 1)
+        elif op == "broadcast":
+            coef, nsteps, ninter = np.ones(shape), p - 1, n_dom - 1
+        else:
+            coef, nsteps, ninter = (p - 1) / p, p - 1, n_dom - 1
+        net = coef / g * multi
+        hbb = coef - net + np.where(fwd_ring, net, 0.0)
+        for proto in (_LL, _LL128, _SIMPLE):
+            overhead = c.net_overhead_s * (c.net_overhead_simple_factor if proto == _SIMPLE else 1.0)
+            intra = np.where(multi, max(a_hb("ring", proto), overhead), a_hb("ring", proto))
+            # with one GPU per domain NCCL uses the Tree NET latency for the inter hops (§4.2)
+            inter = np.where(g == 1, a_net("tree", proto, lat_net_ring, fwd_ring), a_net("ring", proto, lat_net_ring, fwd_ring))
+            lat = (nsteps - ninter) * intra + ninter * inter
+            base = c.base_latency_s["ring"][proto]
+            if proto == _SIMPLE:
+                f = np.where(multi, c.ring_simple_multidomain_latency_factor, 1.0)
+                lat, base = lat * f, base * f
+            cand.add("ring", proto, *_pipelined(base, lat, coef / bus[proto], phi), net_ok_ring & proto_ok[proto],
+                     hbb, net, sf_ring)
+
+    # ---- NCCL double binary tree (AR)
+    if want("tree") and op == "all_reduce":
+        # NCCL's correction table (§4.1) multiplies the bandwidth by corr(n); see _select
+        net = 2.0 / g * multi
+        hbb = 2.0 * (g - 1) / g + np.where(fwd_ring, net, 0.0)
+        for proto in (_LL, _LL128, _SIMPLE):
+            if proto == _LL:
+                bw = np.minimum(bus_simple / c.tree_ll_divisor, ll_max)
+            elif proto == _LL128:
+                bw = np.minimum(bus_simple * np.where(multi, c.tree_ll128_fraction_many_domains, c.tree_ll128_fraction_one_domain),
+                                n_ch * np.take(arch.tree_ll128_per_channel_bytes_per_s, scale))
+            else:
+                bw = np.minimum(c.tree_simple_fraction * bus_simple, n_ch * np.take(arch.tree_per_channel_bytes_per_s, scale))
+            lat = 2.0 * ((g - 1) * a_hb("tree", proto) + _lg(n_dom) * a_net("tree", proto, lat_net_ring, fwd_ring))
+            cand.add("tree", proto, *_pipelined(c.base_latency_s["tree"][proto], lat, 1.0 / (0.5 * bw), phi),
+                     net_ok_ring & proto_ok[proto], hbb, net, sf_ring, corr=proto)
+
+    # ---- NVLS / NVLSTree (in-network reduction in the NVSwitch, §2.6, §4.3)
+    if hb_nvls_ok and (want("nvls") or want("nvls_tree")) and op in ("all_reduce", "reduce_scatter", "all_gather"):
+        bw_nvls = c.hb_in_network_efficiency * b_hb
+        frac = np.ones(shape) if op == "all_reduce" else (g - 1) / g
+        k_intra = frac / bw_nvls
+        cand.add("nvls", _SIMPLE, *_pipelined(c.base_latency_s["nvls"][_SIMPLE], c.hop_latency_s["nvls"].hb[_SIMPLE],
+                                              k_intra, phi), ~multi & (g >= 2), frac, 0.0, 0.0)
+        if op == "all_reduce":
+            # NVLS reduce inside each domain, then a tree across domains on each GPU's n/g shard
+            k = np.maximum(k_intra, 2.0 / (g * np.where(ring_ok, bw_net_ring, 1.0)))
+            lat = c.hop_latency_s["nvls_tree"].hb[_SIMPLE] + 2.0 * _lg(n_dom) * a_net("nvls_tree", _SIMPLE, lat_net_ring, fwd_ring)
+            net = 2.0 / g
+            cand.add("nvls_tree", _SIMPLE, *_pipelined(c.base_latency_s["nvls_tree"][_SIMPLE], lat, k, phi),
+                     multi & ring_ok & (g >= 2), 1.0 + np.where(fwd_ring, net, 0.0), net, sf_ring)
+
+    # ---- CollNet / SHARP on the tier connecting the domains (AR)
+    if want("collnet") and op == "all_reduce" and system.tiers:
+        sharp = np.zeros(shape, bool)
+        for t_i, tier in enumerate(system.tiers):
+            # lowest tier spanning the group's domains on its rail path; SHARP must be there
+            lower = system.tiers[:t_i]
+            below = np.zeros(shape, bool)
+            for lt in lower:
+                below |= lt.span_domains >= span
+            if tier.in_network_reduction:
+                sharp |= (tier.span_domains >= span) & ~below
+        k = np.maximum(2.0 * (g - 1) / g / bw_hb_ring,
+                       (1.0 / g) / (c.net_in_network_efficiency * np.where(ring_ok, bw_net_ring, 1.0)))
+        lat = (2.0 * (np.minimum(1.0, g - 1) * a_hb("collnet", _SIMPLE) + (g - 1) * c.collnet_per_rank_latency_s)
+               + a_net("collnet", _SIMPLE, lat_net_ring, fwd_ring))
+        cand.add("collnet", _SIMPLE, *_pipelined(c.base_latency_s["collnet"][_SIMPLE], lat, k, phi),
+                 multi & ring_ok & rail & sharp, 2.0 * (g - 1) / g, 1.0 / g, sf_ring)
+
+    # MPI-style steps: alpha per step from the Simple protocol, beta from the links the step uses
+    # (a + b*n, no fill term)
+    ai = a_hb("ring", _SIMPLE)
+    ae_ring = a_net("ring", _SIMPLE, lat_net_ring, fwd_ring)
+    ae_step = a_net("ring", _SIMPLE, lat_net_step, fwd_step)
+    bi = 1.0 / bw_hb_ring
+    be_ring = 1.0 / np.where(ring_ok, bw_net_ring, np.inf)
+    be_step = 1.0 / np.where(step_ok, bw_net_step, np.inf)
+    si = _ceil_lg(g)  # steps whose partner is in the same domain (ranks numbered domain-major)
+    se = np.maximum(_ceil_lg(p) - si, 0.0) * multi  # steps whose partner is in another domain
+    pow2 = _is_pow2(p)
+    a_w = np.where(multi, ae_step, ai)  # the slowest link a non-power-of-two fold uses
+    b_w = np.where(multi, be_step, bi)
+
+    # ---- hierarchical two-level (§2.6): RS inside the domain, rings across domains per rail, AG
+    if want("hierarchical") and op in ("all_reduce", "reduce_scatter", "all_gather"):
+        k = 2.0 if op == "all_reduce" else 1.0
+        # the phases stream chunk by chunk, like NCCL's rings, so they pay the same pipeline fill
+        coef = _pipelined(0.0, k * ((g - 1) * ai + (n_dom - 1) * ae_ring),
+                          k * ((g - 1) / g * bi + (n_dom - 1) / n_dom * (1.0 / g) * be_ring), phi)
+        net = k * (n_dom - 1) / n_dom / g
+        cand.add("hierarchical", _SIMPLE, *coef, multi & ring_ok & (g >= 2), k * (g - 1) / g + np.where(fwd_ring, net, 0.0),
+                 net, sf_ring)
+
+    # ---- dimension-ordered torus / ring HB (§3.1, §3.2)
+    if want("torus") and _hb_dims(system) is not None and op in ("all_reduce", "reduce_scatter", "all_gather"):
+        x, hops = _hb_torus_allreduce(system, np.ones(shape), g)  # seconds per byte at line rate
+        k = 1.0 if op == "all_reduce" else 0.5
+        cand.add("torus", _SIMPLE, *_pipelined(0.0, k * hops * ai, k * x / eta_hb, phi), ~multi & (g >= 2),
+                 k * 2.0 * (g - 1) / g, 0.0, 0.0)
+
+    if (want("recursive_doubling") or want("rabenseifner")) and op == "all_reduce":
+        fold_a, fold_b = np.where(pow2, 0.0, 2.0 * a_w), np.where(pow2, 0.0, 2.0 * b_w)
+        # recursive doubling: lg p steps of the whole vector
+        cand.add("recursive_doubling", _SIMPLE, si * ai + se * ae_step + fold_a, si * bi + se * be_step + fold_b, 0.0,
+                 net_ok_step, si, se, sf_step)
+        # Rabenseifner: halving RS then doubling AG, the intra-domain steps first (large data on HB)
+        net = 2.0 * (n_dom - 1) / n_dom / g
+        cand.add("rabenseifner", _SIMPLE, 2.0 * (si * ai + se * ae_step) + fold_a,
+                 2.0 * ((g - 1) / g * bi + (n_dom - 1) / n_dom / g * be_step) + fold_b, 0.0,
+                 net_ok_step, 2.0 * (g - 1) / g + np.where(fwd_step, net, 0.0), net, sf_step)
+
+    if (want("recursive_halving") or want("recursive_doubling") or want("bruck")) and op in ("reduce_scatter", "all_gather"):
+        a = si * ai + se * ae_step
+        b = (g - 1) / g * bi + (n_dom - 1) / n_dom / g * be_step
+        net = (n_dom - 1) / n_dom / g
+        hbb = (g - 1) / g + np.where(fwd_step, net, 0.0)
+        if op == "reduce_scatter":
+            # Thakur: p not a power of two costs (lg p' + 2) steps and ~2n of traffic
+            cand.add("recursive_halving", _SIMPLE, a + np.where(pow2, 0.0, 2.0 * a_w), b + np.where(pow2, 0.0, b_w), 0.0,
+                     net_ok_step, hbb, net, sf_step)
+        else:
+            cand.add("recursive_doubling", _SIMPLE, a, b, 0.0, net_ok_step & pow2, hbb, net, sf_step)
+            # Bruck: ceil(lg p) steps, (p-1)/p n in total, the first (short-distance) steps on HB
+            sb = _ceil_lg(p)
+            sbi = np.minimum(si, sb)
+            net = (p - g) / p
+            cand.add("bruck", _SIMPLE, sbi * ai + (sb - sbi) * ae_step, (g - 1) / p * bi + (p - g) / p * be_step, 0.0,
+                     net_ok_step, (g - 1) / p + np.where(fwd_step, net, 0.0), net, sf_step)
+
+    if (want("binomial") or want("scatter_allgather")) and op == "broadcast":
+        cand.add("binomial", _SIMPLE, si * ai + se * ae_step, si * bi + se * be_step, 0.0, net_ok_step, si, se, sf_step)
+        net = 2.0 * (p - g) / p
+        cand.add("scatter_allgather", _SIMPLE, 2.0 * (si * ai + se * ae_step), 2.0 * ((g - 1) / p * bi + (p - g) / p * be_step),
+                 0.0, net_ok_step & pow2, 2.0 * (g - 1) / p + np.where(fwd_step, net, 0.0), net, sf_step)
+
+    if op == "all_to_all":
+        bi_a2a = _hb_alltoall_inverse_bw(system, g) / eta_hb  # s per byte of n
+        # pairwise / posted: intra-domain and remote peers served concurrently (§2.7)
+        direct_rail = (g == 1) & rail  # only then is every remote peer on the own rail
+        bw_d = np.where(direct_rail, a2a_rail.bw, a2a_cross.bw)
+        ok_d = ~multi | np.where(direct_rail, a2a_rail.exists, a2a_cross.exists)
+        sf_d = np.where(direct_rail, a2a_rail.spine_fraction, a2a_cross.spine_fraction)
+        lat_d = np.where(direct_rail, a2a_rail.latency_s, a2a_cross.latency_s)
+        ae_d = np.maximum(lat_d, c.hop_latency_s["ring"].net[_SIMPLE])
+        # all sends are posted at once (NCCL grouped p2p), so peers overlap; each extra remote peer
+        # costs one proxy operation, NCCL's netOverhead (§4.2), not a full hop latency
+        per_peer = c.net_overhead_s
+        net = (p - g) / p
+        # the intra-domain share is an all-to-all among the g members of n*g/p bytes each
+        b = np.maximum(g / p * bi_a2a, np.where(multi, net / np.where(ok_d, bw_d, np.inf), 0.0))
+        a = ai + np.where(multi, ae_d + np.maximum(p - g - 1, 0) * per_peer, 0.0)
+        cand.add("pairwise", _SIMPLE, a, b, 0.0, ok_d, (g - 1) / p, net, sf_d)
+        # two-phase (PXN / Rail-only forwarding, §2.7, §3.4): HB shuffle to the rail owner, then rails;
+        # the phases do not overlap
+        a = ai + a_net("ring", _SIMPLE, a2a_rail.latency_s, False) + np.maximum(n_dom - 2, 0) * per_peer
+        b = bi_a2a + (n_dom - 1) / n_dom / np.where(a2a_rail.exists, a2a_rail.bw, np.inf)
+        cand.add("two_phase", _SIMPLE, a, b, 0.0, multi & a2a_rail.exists, (g - 1) / g, (n_dom - 1) / n_dom,
+                 a2a_rail.spine_fraction)
+        # Bruck: lg p steps of n/2
+        cand.add("bruck", _SIMPLE, si * ai + se * ae_step, 0.5 * (si * bi + se * be_step), 0.0, net_ok_step,
+                 0.5 * si + np.where(fwd_step, 0.5 * se, 0.0), 0.5 * se, sf_step)
+
+    if op == "send_recv":
+        # one flow: one link inside the domain; one NIC (of nics_per_gpu) across (§3.5)
+        b_flow_hb = eta_hb * _hb_p2p_bandwidth(system)
+        nic_flow = nic / system.nics_per_gpu
+        r1 = _scaleout_path(system, c, n_dom, span, conc, cross=False, a2a=False, nic_bw=nic_flow)
+        x1 = _scaleout_path(system, c, n_dom, span, conc, cross=True, a2a=False, nic_bw=nic_flow)
+        forwarded = ~rail & ~x1.exists
+        use_x = ~rail & x1.exists
+        bw_e = np.where(use_x, x1.bw, np.where(forwarded, np.minimum(r1.bw, b_flow_hb), r1.bw))
+        lat_e = np.where(use_x, x1.latency_s, r1.latency_s)
+        sf = np.where(use_x, x1.spine_fraction, np.where(forwarded, 0.0, r1.spine_fraction))
+        net = 1.0 * multi
+        hbb = 1.0 * ~multi + np.where(forwarded, net, 0.0)
+        for proto in (_LL, _LL128, _SIMPLE):
+            frac = {_LL: c.ll_bandwidth_fraction, _LL128: c.ll128_bandwidth_fraction, _SIMPLE: 1.0}[proto]
+            bw = np.where(multi, bw_e, b_flow_hb) * frac
+            alpha = np.where(multi, np.maximum(lat_e, c.hop_latency_s["ring"].net[proto]) + np.where(forwarded, a_hb("ring", proto), 0.0),
+                             a_hb("ring", proto))
+            cand.add("p2p", proto, alpha, 1.0 / bw, 0.0, (~multi | r1.exists) & np.where(multi, proto_ok[proto], True),
+                     hbb, net, sf)
+
+    keep = [i for i, a in enumerate(cand.algo) if ALGORITHMS[a] in allowed]
+    for name in ("algo", "proto", "a", "b", "c", "corr", "hb", "net", "spine_fraction"):
+        setattr(cand, name, [getattr(cand, name)[i] for i in keep])
+    return cand
+
+
+def _select(cand: _Candidates, n: np.ndarray, inv: np.ndarray, p_u: np.ndarray, shape,
+            calib: CollectiveCalibration) -> CollectiveEstimates:
+    """Evaluate every candidate at every point (its coefficients gathered by shape index) and keep
+    the fastest, as NCCL's tuner does (§4.1); ties go to the earlier candidate."""
+    m = n.size
+    n_shapes = len(p_u)
+    single = (p_u <= 1)[inv]  # nothing to communicate
+    live = [i for i, a in enumerate(cand.a) if not np.isinf(a).all()]  # valid somewhere
+    if not live:
+        inf = np.full(shape, np.inf)
+        z = np.zeros(shape)
+        return CollectiveEstimates(np.where(single.reshape(shape), 0.0, inf), np.full(shape, ALGORITHMS.index("none")),
+                                   np.full(shape, _SIMPLE), z, z, z)
+    one = n_shapes == 1
+    gather = (lambda arr: np.full(m, arr[0])) if one else (lambda arr: arr.take(inv))
+    sqrt_n = None
+    corr_cache = {}
+    pos = None
+    t_best = None
+    best = np.zeros(m, dtype=np.intp)
+    t = np.empty(m)
+    better = np.empty(m, dtype=bool)
+    step = np.empty(m, dtype=np.intp)
+    for i in live:
+        b, c = cand.b[i], cand.c[i]
+        corr = cand.corr[i]
+        if corr is None:
+            nn = n
+        else:
+            if corr not in corr_cache:
+                if pos is None:
+                    # NCCL indexes its correction table by floor(log2(n/64)); a step table would make
+                    # the time drop where a factor jumps up, so interpolate linearly in log2(n/64)
+                    # instead. The largest jump (x1.33 per doubling) is below 2, so n/corr(n) stays
+                    # increasing.
+                    pos = np.log2(np.maximum(n, 64.0) / 64.0)
+                    whole = pos.astype(np.intp)
+                table = np.asarray(calib.tree_correction[PROTOCOLS[corr]], dtype=float)
+                # np.interp on the grid 0, 1, ..., len-1, clipped at both ends
+                cell = np.minimum(whole, len(table) - 1)
+                tab = np.append(table, table[-1])
+                corr_cache[corr] = n / (tab.take(cell) + np.diff(tab).take(cell) * (pos - cell))
+            nn = corr_cache[corr]
+        # t = a + b*nn + c*sqrt(nn), in place (no temporaries of the point count)
+        np.multiply(gather(b), nn, out=t)
+        t += gather(cand.a[i])
+        if (c != 0).any():
+            if corr is None:
+                if sqrt_n is None:
+                    sqrt_n = np.sqrt(n)
+                sq = sqrt_n
+            else:
+                sq = np.sqrt(nn)
+            x = gather(c)
+            x *= sq
+            t += x
+        if t_best is None:
+            t_best = t.copy()
+            best.fill(i)
+            continue
+        # running argmin; a masked assignment is slow on random masks, arithmetic is not
+        np.less(t, t_best, out=better)
+        np.minimum(t_best, t, out=t_best)
+        np.subtract(i, best, out=step)
+        step *= better
+        best += step
+    t = t_best
+    if not np.isfinite(t).all():
+        best[np.isinf(t)] = 0  # no valid pair: report the first candidate, as an argmin would
+    flat = best * n_shapes + inv  # index into the (candidate, shape) coefficient tables
+    hbc, netc, sfc = (np.stack(x).reshape(-1).take(flat) for x in (cand.hb, cand.net, cand.spine_fraction))
+    algo = np.asarray(cand.algo).take(best)
+    proto = np.asarray(cand.proto).take(best)
+    hbc *= n
+    netc *= n
+    rb, sb = netc * (1.0 - sfc), netc * sfc
+    if single.any():
+        t[single] = 0.0
+        algo[single] = ALGORITHMS.index("none")
+        proto[single] = _SIMPLE
+        hbc[single] = rb[single] = sb[single] = 0.0
+    r = lambda x: x.reshape(shape)
+    return CollectiveEstimates(time_s=r(t), algorithm_index=r(algo), protocol_index=r(proto), hb_bytes=r(hbc),
+                               rail_bytes=r(rb), spine_bytes=r(sb))
+
+
+def collective_time_s_vec(op: str, nbytes, size, ranks_per_domain, domain_span, same_rail, system: ClusterSystem,
+                          calib: CollectiveCalibration, *, concurrency=1.0, algorithms: tuple[str, ...] | None = None,
+                          protocols: tuple[str, ...] | None = None) -> np.ndarray:
+    """Time in seconds of `op` for every broadcast combination of the array arguments."""
+    return collective_estimate_vec(op, nbytes, size, ranks_per_domain, domain_span, same_rail, system, calib,
+                                   concurrency=concurrency, algorithms=algorithms, protocols=protocols).time_s
+
+
+def collective_estimate(op: str, nbytes: float, shape: GroupShape, system: ClusterSystem, calib: CollectiveCalibration,
+                        *, concurrency: float = 1.0, algorithms: tuple[str, ...] | None = None,
+                        protocols: tuple[str, ...] | None = None) -> CollectiveEstimate:
+    """Scalar estimate with the chosen algorithm/protocol and the bytes per GPU on each level."""
+    if shape.domain_span > max(system.n_domains, 1) or shape.ranks_per_domain > system.hb.size:
+        raise ValueError(f"group {shape} does not fit the system ({system.n_domains} domains of {system.hb.size})")
+    e = collective_estimate_vec(op, nbytes, shape.size, shape.ranks_per_domain, shape.domain_span, shape.same_rail,
+                                system, calib, concurrency=concurrency, algorithms=algorithms, protocols=protocols)
+    return CollectiveEstimate(time_s=float(e.time_s), algorithm=e.algorithm(), protocol=e.protocol(),
+                              hb_bytes=float(e.hb_bytes), rail_bytes=float(e.rail_bytes), spine_bytes=float(e.spine_bytes))
+
+
+def collective_time_s(op: str, nbytes: float, shape: GroupShape, system: ClusterSystem, calib: CollectiveCalibration,
+                      *, concurrency: float = 1.0) -> float:
+    """Time in seconds of one collective of `nbytes` on the group `shape`."""
+    return collective_estimate(op, nbytes, shape, system, calib, concurrency=concurrency).time_s
+
+
+def bus_bandwidth_factor(op: str, size) -> np.ndarray:
+    """nccl-tests busbw = algbw x this factor (§4.5)."""
+    p = np.asarray(size, dtype=float)
+    if op == "all_reduce":
+        return 2.0 * (p - 1) / p
+    if op in ("reduce_scatter", "all_gather", "all_to_all"):
+        return (p - 1) / p
+    return np.ones_like(p)

@@ -1,0 +1,182 @@
+"""Public entry points of the performance model.
+
+`evaluate_system` scores one strategy (-> Metrics | Infeasible); `evaluate_many` scores a
+`StrategyArrays` of many strategies on one design in a single numpy pass (-> VectorMetrics). Both
+run the same vectorized kernel (`iteration.iteration_arrays`), so they agree by construction; the
+scalar path is the kernel on one row plus the detailed record. `load_perf_calibration` is the only
+I/O: it reads designer/data/compute_efficiency.yaml and designer/data/collectives.yaml.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from designer.perf import collectives as coll
+from designer.perf.compute import ComputeCalibration
+from designer.perf.iteration import (
+    REASONS,
+    PerfCalibration,
+    binding_tier_names,
+    iteration_arrays,
+    reason_text,
+    v1_inputs,
+    v1_iteration_time_s,
+)
+from designer.perf.memory import MemoryCalibration
+from designer.perf.records import (
+    Breakdown,
+    Infeasible,
+    MemoryBreakdown,
+    Metrics,
+    StrategyArrays,
+    TierBytes,
+    TrafficSummary,
+    VectorMetrics,
+)
+from designer.spec.llm import LLMSpec, Strategy, TrainingSpec
+from designer.spec.system import ClusterSystem
+
+DATA_DIR = Path(__file__).resolve().parents[1] / "data"
+
+__all__ = [
+    "PerfCalibration", "StrategyArrays", "VectorMetrics", "Metrics", "Infeasible",
+    "evaluate_system", "evaluate_many", "load_perf_calibration", "reason_text", "compute_calibration_from_dict",
+]
+
+
+def compute_calibration_from_dict(data: dict) -> tuple[ComputeCalibration, MemoryCalibration, float]:
+    """Build the calibration records from the parsed compute_efficiency.yaml (pure)."""
+    g = data["gemm"]
+    return (
+        ComputeCalibration(
+            gemm_max_efficiency=float(g["max_efficiency"]),
+            gemm_k_half=float(g["k_half"]),
+            gemm_mn_half=float(g["mn_half"]),
+            gpu_max_efficiency=tuple((str(k), float(v)) for k, v in (g.get("max_efficiency_by_gpu") or {}).items()),
+            hbm_efficiency=float(data["elementwise"]["hbm_efficiency"]),
+            attention_kernel=str(data["attention"]["kernel"]),
+            flash_efficiency=float(data["attention"]["flash_efficiency"]),
+            optimizer_bytes_per_param=float(data["optimizer"]["bytes_per_param"]),
+            fp8_gemm_fraction=float(data["fp8"]["gemm_fraction"]),
+        ),
+        MemoryCalibration(
+            framework_reserved_bytes=float(data["memory"]["framework_reserved_bytes"]),
+            zero3_prefetch_layers=float(data["memory"]["zero3_prefetch_layers"]),
+        ),
+        float(data["data_parallel"]["bucket_bytes"]),
+    )
+
+
+def load_perf_calibration(compute_path: str | Path | None = None,
+                          collectives_path: str | Path | None = None) -> PerfCalibration:
+    """Read the calibration data files (the only I/O of the perf package besides the collectives loader)."""
+    with open(compute_path or DATA_DIR / "compute_efficiency.yaml", encoding="utf-8") as fh:
+        data = yaml.safe_load(fh)
+    compute, memory, bucket = compute_calibration_from_dict(data)
+    return PerfCalibration(compute=compute, memory=memory,
+                           collectives=coll.load_collective_calibration(collectives_path), dp_bucket_bytes=bucket)
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped_calibration() -> PerfCalibration:
+    """The shipped calibration, read once (the data files do not change during a run)."""
+    return load_perf_calibration()
+
+
+def _calib(calib: PerfCalibration | None) -> PerfCalibration:
+    return _shipped_calibration() if calib is None else calib
+
+
+def evaluate_many(llm: LLMSpec, training: TrainingSpec, strategies: StrategyArrays | list[Strategy],
+                  system: ClusterSystem, *, calib: PerfCalibration | None = None) -> VectorMetrics:
+    """Score many strategies on one design in one numpy pass."""
+    S = strategies if isinstance(strategies, StrategyArrays) else StrategyArrays.from_strategies(strategies)
+    r = iteration_arrays(llm, training, S, system, _calib(calib))
+    return VectorMetrics(iteration_time_s=r["iteration_time_s"], time_to_train_s=r["time_to_train_s"],
+                         tokens_per_s=r["tokens_per_s"], mfu=r["mfu"], memory_per_gpu_bytes=r["memory_per_gpu_bytes"],
+                         feasible=r["code"] == 0, reason_code=r["code"])
+
+
+def _reason(code: int, llm: LLMSpec, training: TrainingSpec, st: Strategy, system: ClusterSystem,
+            mem_bytes: float) -> str:
+    """A specific one-line reason with the numbers involved."""
+    B, s = training.global_batch_sequences, training.sequence_length
+    text = {
+        1: f"strategy uses {st.n_gpus} GPUs (tp {st.tp} x pp {st.pp} x dp {st.dp} x cp {st.cp}), the system has {system.n_gpus}",
+        2: f"global batch {B} is not a multiple of dp {st.dp} x microbatch {st.microbatch_size}",
+        3: f"tp {st.tp} does not divide heads {llm.heads}, hidden {llm.hidden_size} and the FFN size",
+        4: f"tp {st.tp} and kv_heads {llm.kv_heads_effective} do not divide one another",
+        5: f"cp {st.cp} does not divide the sequence length {s}",
+        6: f"pp {st.pp} x virtual stages {st.virtual_stages} exceeds the {llm.layers} layers",
+        7: f"ep {st.ep} does not divide the experts ({llm.moe.experts if llm.moe else 0}) and dp x cp {st.dp * st.cp}",
+        8: f"ZeRO stage {st.zero_stage} cannot be combined with pp {st.pp} (DeepSpeed supports ZeRO-1 with pipelines only)",
+        9: f"needs {mem_bytes / 1e9:.1f} GB per GPU, HBM holds {system.gpu.hbm_bytes / 1e9:.1f} GB",
+        10: f"ep {st.ep} needs a MoE model; {llm.name} is dense",
+        11: f"interleaved schedule needs pp > 1 and virtual_stages > 1 (pp {st.pp}, v {st.virtual_stages})",
+        12: f"ZeRO++ options need ZeRO stage 3 (stage {st.zero_stage})",
+    }
+    return text.get(code, REASONS[code][1])
+
+
+def evaluate_system(llm: LLMSpec, training: TrainingSpec, strategy: Strategy, system: ClusterSystem, *,
+                    calib: PerfCalibration | None = None, mode: str = "full") -> Metrics | Infeasible:
+    """Iteration time, time to train, utilisation, memory and traffic of one strategy on one system.
+
+    mode="v1" replaces the time by the Rail-only paper's reduced model (railonly.md §3, Eq. (1)):
+    N_M = tp, K = the HB size, no pipeline, no overlap, bandwidth terms only, compute at dense peak;
+    memory, feasibility and traffic still come from the full model."""
+    if mode not in ("full", "v1"):
+        raise ValueError(f"mode must be 'full' or 'v1', not {mode!r}")
+    full = _evaluate_full(llm, training, strategy, system, _calib(calib))
+    if mode == "full" or isinstance(full, Infeasible):
+        return full
+    peak = system.gpu.peak_flops.get(training.precision.value, system.gpu.peak_flops["bf16"])
+    x = v1_inputs(llm, n_gpus=strategy.n_gpus, hb_size=system.hb.size, batch_tokens=training.tokens_per_iteration,
+                  compute_flops=peak, hb_bandwidth=system.hb.bandwidth_per_gpu_bytes_per_s,
+                  nic_bandwidth=system.nic_bandwidth_per_gpu_bytes_per_s)
+    t = float(v1_iteration_time_s(x, strategy.tp))
+    compute = x.flops_per_iteration / (x.n_gpus * x.compute)
+    tp_s = x.layers * x.m_cc * x.batch * x.d_model * x.act_bytes * (strategy.tp - 1) / (x.n_gpus * x.hb_bandwidth)
+    scale = training.total_tokens / training.tokens_per_iteration
+    return dataclasses.replace(
+        full, iteration_time_s=t, time_to_train_s=t * scale, tokens_per_s=training.tokens_per_iteration / t,
+        mfu=full.mfu * full.iteration_time_s / t, hfu=full.hfu * full.iteration_time_s / t,
+        breakdown=Breakdown(compute_s=compute, tp_s=tp_s, cp_s=0.0, pp_s=0.0, dp_s=t - compute - tp_s, ep_s=0.0,
+                            bubble_s=0.0, exposed_comm_s=t - compute, overlapped_comm_s=0.0))
+
+
+def _evaluate_full(llm: LLMSpec, training: TrainingSpec, strategy: Strategy, system: ClusterSystem,
+                   calib: PerfCalibration) -> Metrics | Infeasible:
+    S = StrategyArrays.from_strategies([strategy])
+    r = {k: v[0] for k, v in iteration_arrays(llm, training, S, system, calib).items()}
+    code = int(r["code"])
+    mem_total = float(r["memory_per_gpu_bytes"])
+    if code:
+        return Infeasible(reason=_reason(code, llm, training, strategy, system, mem_total), kind=REASONS[code][0],
+                          memory_per_gpu_bytes=mem_total if code == 9 else None)
+    hb, rail, spine = float(r["hb_bytes"]), float(r["rail_bytes"]), float(r["spine_bytes"])
+    total = hb + rail + spine
+    binding = str(binding_tier_names(np.array([r["hb_time_s"]]), np.array([r["rail_time_s"]]),
+                                     np.array([r["spine_time_s"]]), np.array([r["iteration_time_s"]]))[0])
+    return Metrics(
+        iteration_time_s=float(r["iteration_time_s"]), time_to_train_s=float(r["time_to_train_s"]),
+        tokens_per_s=float(r["tokens_per_s"]), mfu=float(r["mfu"]), hfu=float(r["hfu"]),
+        model_flops_per_iteration=float(r["model_flops"]), hardware_flops_per_iteration=float(r["hardware_flops"]),
+        n_gpus=int(r["n_gpus"]),
+        memory=MemoryBreakdown(weights_bytes=float(r["weights_bytes"]), gradients_bytes=float(r["gradients_bytes"]),
+                               optimizer_bytes=float(r["optimizer_bytes"]),
+                               activations_bytes=float(r["activations_bytes"]), other_bytes=float(r["other_bytes"])),
+        hbm_capacity_bytes=system.gpu.hbm_bytes,
+        breakdown=Breakdown(**{k: float(r[k]) for k in ("compute_s", "tp_s", "cp_s", "pp_s", "dp_s", "ep_s", "bubble_s",
+                                                         "exposed_comm_s", "overlapped_comm_s")}),
+        tier_bytes=TierBytes(hb_bytes=hb, rail_bytes=rail, spine_bytes=spine),
+        binding_tier=binding,
+        traffic=TrafficSummary(pair_fraction=float(r["pair_fraction"]),
+                               hb_share=hb / total if total else 0.0, rail_share=rail / total if total else 0.0,
+                               spine_share=spine / total if total else 0.0),
+    )

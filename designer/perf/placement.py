@@ -1,0 +1,132 @@
+"""Mapping of the parallel groups onto the topology: group shapes and the tier each group's traffic uses.
+
+Rank order (Megatron-LM `initialize_model_parallel`, Narayanan et al. SC'21 §3.3): TP innermost, then
+CP, then DP, PP outermost: global rank = tp_i + tp·(cp_i + cp·(dp_i + dp·pp_i)). Consecutive ranks fill
+an HB domain of K GPUs; local rank = rank mod K is the rail (railonly.md §1). A group whose members are
+`stride` ranks apart is therefore:
+  - inside one domain when stride·(size−1) < K and the block is aligned;
+  - one member per domain, all on the same rail, when stride is a multiple of K;
+  - g = K/stride members per domain, repeated on the same local ranks in size/g domains, when K is a
+    multiple of stride (a hierarchical collective: in-domain phase, then a same-rail phase);
+  - otherwise irregular: members of different domains sit on different rails.
+EP is formed inside the DP×CP block (stride tp, Megatron-core expert groups), the expert-data-parallel
+group takes the remaining stride tp·ep; the gradient group of dense weights is DP×CP (Megatron averages
+gradients over CP ranks too).
+
+Traffic climbs to the lowest scale-out tier whose span covers the group's extent in domains
+(spec.system.NetworkTier). On a rail-only system no tier crosses rails; traffic between different local
+ranks is forwarded through the HB domain, which the collectives module prices. A group whose
+cross-domain traffic stays on rails ("same_rail") therefore runs equally fast on rail-only and on the
+rail-optimized fat-tree (railonly.md §1, §3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from designer.spec.system import ClusterSystem
+
+DEFAULT_ORDER = ("tp", "cp", "dp", "pp")
+
+TIER_HB, TIER_RAIL, TIER_SPINE = 0, 1, 2
+TIER_NAMES = ("hb", "rail", "spine")
+
+
+@dataclass(frozen=True)
+class GroupArrays:
+    """Shape of one kind of parallel group, one entry per strategy (numpy arrays).
+
+    size: ranks; ranks_per_domain: members sharing an HB domain; domain_span: domains touched;
+    same_rail: cross-domain members share local ranks; extent_domains: domains between the first and
+    the last member (what a tier must span); tier: TIER_HB / TIER_RAIL / TIER_SPINE, where its
+    cross-domain traffic goes."""
+
+    size: np.ndarray
+    ranks_per_domain: np.ndarray
+    domain_span: np.ndarray
+    same_rail: np.ndarray
+    extent_domains: np.ndarray
+    tier: np.ndarray
+
+
+def group_shape(size, stride, system: ClusterSystem) -> GroupArrays:
+    """Shape of groups of `size` ranks spaced `stride` apart (arrays), for the system's HB size K."""
+    k = system.hb.size
+    size = np.asarray(size, dtype=np.int64)
+    stride = np.asarray(stride, dtype=np.int64)
+    one_per_domain = stride % k == 0
+    nested = (k % stride == 0) & ~one_per_domain
+    per_domain_nested = np.minimum(size, np.maximum(k // np.maximum(stride, 1), 1))
+    rpd = np.where(one_per_domain, 1, np.where(nested, per_domain_nested, np.maximum(np.minimum(size, k // stride), 1)))
+    span = -(-size // rpd)
+    # nested groups repeat the same local ranks in each domain; one-per-domain groups keep theirs
+    same_rail = one_per_domain | (nested & (size % rpd == 0))
+    extent_ranks = stride * (size - 1) + 1
+    extent = np.maximum(-(-extent_ranks // k), span)
+    tier = tier_for(extent, same_rail, system)
+    tier = np.where(span <= 1, TIER_HB, tier)
+    return GroupArrays(size=size, ranks_per_domain=rpd, domain_span=span, same_rail=same_rail,
+                       extent_domains=extent, tier=tier)
+
+
+def tier_for(extent_domains, same_rail, system: ClusterSystem):
+    """TIER_RAIL when the lowest tier spanning `extent_domains` is the first (rail/leaf) tier and the
+    traffic may stay on it; TIER_SPINE when it must climb higher or cross rails through a cross-rail
+    tier. On rail-only, cross-rail traffic is forwarded over HB and then rides the rail tiers, so it
+    is classed by extent alone."""
+    extent_domains = np.asarray(extent_domains)
+    if not system.tiers:
+        return np.full(extent_domains.shape, TIER_RAIL)
+    first = system.tiers[0]
+    fits_first = extent_domains <= first.span_domains
+    if first.cross_rail or system.rail_only:
+        return np.where(fits_first, TIER_RAIL, TIER_SPINE)
+    return np.where(fits_first & same_rail, TIER_RAIL, TIER_SPINE)
+
+
+@dataclass(frozen=True)
+class Placement:
+    tp: GroupArrays
+    cp: GroupArrays
+    dp: GroupArrays  # pure data-parallel group (used for ZeRO-3 / hpZ shapes)
+    grad: GroupArrays  # DP×CP: where dense gradients are reduced and ZeRO shards live
+    pp: GroupArrays  # pipeline neighbours (a pair of consecutive stages)
+    ep: GroupArrays
+    expert_dp: GroupArrays
+
+
+def strides(tp, cp, dp, pp, order=DEFAULT_ORDER) -> dict[str, np.ndarray]:
+    """Stride of each dimension for a rank order, innermost first."""
+    sizes = {"tp": np.asarray(tp, np.int64), "cp": np.asarray(cp, np.int64),
+             "dp": np.asarray(dp, np.int64), "pp": np.asarray(pp, np.int64)}
+    if sorted(order) != sorted(DEFAULT_ORDER):
+        raise ValueError(f"rank order {order} must be a permutation of {DEFAULT_ORDER}")
+    out = {}
+    acc = np.ones_like(sizes["tp"])
+    for name in order:
+        out[name] = acc
+        acc = acc * sizes[name]
+    return out
+
+
+def place(tp, cp, dp, pp, ep, system: ClusterSystem, order=DEFAULT_ORDER) -> Placement:
+    st = strides(tp, cp, dp, pp, order)
+    tp = np.asarray(tp, np.int64)
+    cp = np.asarray(cp, np.int64)
+    dp = np.asarray(dp, np.int64)
+    pp = np.asarray(pp, np.int64)
+    ep = np.asarray(ep, np.int64)
+    # DP×CP as one group is contiguous in the default order (stride tp); for other orders the
+    # gradient group is approximated by the outer of the two strides' shape.
+    grad_stride = np.minimum(st["cp"], st["dp"])
+    return Placement(
+        tp=group_shape(tp, st["tp"], system),
+        cp=group_shape(cp, st["cp"], system),
+        dp=group_shape(dp, st["dp"], system),
+        grad=group_shape(cp * dp, grad_stride, system),
+        pp=group_shape(np.minimum(pp, 2), st["pp"], system),
+        ep=group_shape(ep, grad_stride, system),
+        expert_dp=group_shape(np.maximum(cp * dp // np.maximum(ep, 1), 1), grad_stride * ep, system),
+    )

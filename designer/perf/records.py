@@ -1,0 +1,237 @@
+"""Result records of the performance model: `Metrics` for a feasible evaluation, `Infeasible` otherwise.
+
+Both are frozen dataclasses (plain data, no validation needed: the model builds them) with a flat
+`row()` whose keys carry their units, ready for CSV/Parquet export.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+Scalar = float | int | str | bool
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """Where one iteration's time goes, in seconds on the critical path of the slowest pipeline stage.
+
+    compute_s is pure computation (GEMMs, attention, memory-bound kernels, optimizer step). The
+    *_s communication entries are the full duration of each parallel dimension's traffic; the
+    exposed part of all of them together is exposed_comm_s, the hidden part overlapped_comm_s.
+    bubble_s is pipeline idle time. iteration = compute + exposed_comm + bubble.
+    """
+
+    compute_s: float
+    tp_s: float
+    cp_s: float
+    pp_s: float
+    dp_s: float
+    ep_s: float
+    bubble_s: float
+    exposed_comm_s: float
+    overlapped_comm_s: float
+
+
+@dataclass(frozen=True)
+class TierBytes:
+    """Bytes per GPU per iteration that each level of the fabric carries (sent, one direction).
+
+    hb: inside HB domains (NVLink). rail: scale-out traffic that stays on one rail / leaf.
+    spine: scale-out traffic that climbs above the rails (cross-rail tiers)."""
+
+    hb_bytes: float
+    rail_bytes: float
+    spine_bytes: float
+
+
+@dataclass(frozen=True)
+class TrafficSummary:
+    """Sparsity of the job's traffic matrix (Rail-only paper §4, railonly.md §4)."""
+
+    pair_fraction: float  # fraction of ordered GPU pairs that exchange any data
+    hb_share: float  # share of all bytes that stay inside HB domains
+    rail_share: float  # share on rails (same local rank across domains)
+    spine_share: float  # share that needs a cross-rail tier (or HB forwarding on rail-only)
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """HBM per GPU in bytes, for the most loaded pipeline stage."""
+
+    weights_bytes: float
+    gradients_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+    other_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        return self.weights_bytes + self.gradients_bytes + self.optimizer_bytes + self.activations_bytes + self.other_bytes
+
+
+@dataclass(frozen=True)
+class Metrics:
+    iteration_time_s: float
+    time_to_train_s: float
+    tokens_per_s: float
+    mfu: float  # model FLOPs (no recompute) / (time x GPUs x peak)
+    hfu: float  # hardware FLOPs (with recompute) / (time x GPUs x peak)
+    model_flops_per_iteration: float
+    hardware_flops_per_iteration: float
+    n_gpus: int
+    memory: MemoryBreakdown
+    hbm_capacity_bytes: float
+    breakdown: Breakdown
+    tier_bytes: TierBytes
+    binding_tier: str  # "compute", "hb", "rail", "spine" or "bubble": the largest non-compute term
+    traffic: TrafficSummary
+
+    @property
+    def memory_per_gpu_bytes(self) -> float:
+        return self.memory.total_bytes
+
+    @property
+    def fits_in_memory(self) -> bool:
+        return self.memory.total_bytes <= self.hbm_capacity_bytes
+
+    def row(self) -> dict[str, Scalar]:
+        out: dict[str, Scalar] = {
+            "feasible": True,
+            "kind": "",
+            "reason": "",
+            "iteration_time_s": self.iteration_time_s,
+            "time_to_train_s": self.time_to_train_s,
+            "time_to_train_days": self.time_to_train_s / 86400.0,
+            "tokens_per_s": self.tokens_per_s,
+            "mfu": self.mfu,
+            "hfu": self.hfu,
+            "model_flops_per_iteration": self.model_flops_per_iteration,
+            "hardware_flops_per_iteration": self.hardware_flops_per_iteration,
+            "n_gpus": self.n_gpus,
+            "memory_per_gpu_bytes": self.memory_per_gpu_bytes,
+            "hbm_capacity_bytes": self.hbm_capacity_bytes,
+            "fits_in_memory": self.fits_in_memory,
+            "binding_tier": self.binding_tier,
+        }
+        for rec, prefix in ((self.memory, "memory_"), (self.breakdown, ""), (self.tier_bytes, "tier_"),
+                            (self.traffic, "traffic_")):
+            for f in fields(rec):
+                out[prefix + f.name] = getattr(rec, f.name)
+        return out
+
+
+@dataclass(frozen=True)
+class Infeasible:
+    """A strategy that cannot run on the system. `reason` is one line; `kind` groups reasons:
+    "divisibility", "memory", "size", "compatibility"."""
+
+    reason: str
+    kind: str
+    memory_per_gpu_bytes: float | None = None
+
+    @property
+    def fits_in_memory(self) -> bool:
+        return self.kind != "memory"
+
+    def row(self) -> dict[str, Scalar]:
+        return {
+            "feasible": False,
+            "kind": self.kind,
+            "reason": self.reason,
+            "memory_per_gpu_bytes": float("nan") if self.memory_per_gpu_bytes is None else self.memory_per_gpu_bytes,
+        }
+
+
+_SCHEDULES = ("gpipe", "1f1b", "interleaved")  # codes 0, 1, 2 (perf.memory.SCHEDULE_*)
+_RECOMPUTES = ("none", "selective", "full")  # codes 0, 1, 2 (perf.memory.RECOMPUTE_*)
+
+
+@dataclass(frozen=True)
+class StrategyArrays:
+    """Many `Strategy` records as numpy columns (one entry per strategy) for the vectorized model.
+
+    schedule: 0 gpipe, 1 1f1b, 2 interleaved; recompute: 0 none, 1 selective, 2 full."""
+
+    tp: np.ndarray
+    pp: np.ndarray
+    dp: np.ndarray
+    ep: np.ndarray
+    cp: np.ndarray
+    sp: np.ndarray
+    mbs: np.ndarray
+    schedule: np.ndarray
+    v: np.ndarray
+    zero: np.ndarray
+    qwz: np.ndarray
+    qgz: np.ndarray
+    hpz: np.ndarray
+    recompute: np.ndarray
+    overlap_dp: np.ndarray
+    overlap_tp: np.ndarray
+
+    _INT = ("tp", "pp", "dp", "ep", "cp", "mbs", "schedule", "v", "zero", "recompute")
+    _BOOL = ("sp", "qwz", "qgz", "hpz", "overlap_dp", "overlap_tp")
+
+    def __post_init__(self) -> None:
+        cols = {f.name: np.atleast_1d(np.asarray(getattr(self, f.name), dtype=np.int64 if f.name in self._INT else bool))
+                for f in fields(self)}
+        shape = np.broadcast_shapes(*(c.shape for c in cols.values()))
+        for name, col in cols.items():
+            arr = np.array(np.broadcast_to(col, shape))
+            arr.setflags(write=False)
+            object.__setattr__(self, name, arr)
+
+    def __len__(self) -> int:
+        return int(self.tp.shape[0])
+
+    @classmethod
+    def from_strategies(cls, strategies) -> "StrategyArrays":
+        ss = list(strategies)
+        return cls(
+            tp=[s.tp for s in ss], pp=[s.pp for s in ss], dp=[s.dp for s in ss], ep=[s.ep for s in ss],
+            cp=[s.cp for s in ss], sp=[s.sequence_parallel for s in ss], mbs=[s.microbatch_size for s in ss],
+            schedule=[_SCHEDULES.index(s.schedule.value) for s in ss], v=[s.virtual_stages for s in ss],
+            zero=[s.zero_stage for s in ss], qwz=[s.zeropp_quantized_weights for s in ss],
+            qgz=[s.zeropp_quantized_gradients for s in ss], hpz=[s.zeropp_hierarchical_partition for s in ss],
+            recompute=[_RECOMPUTES.index(s.recompute.value) for s in ss],
+            overlap_dp=[s.overlap_dp_comm for s in ss], overlap_tp=[s.overlap_tp_comm for s in ss])
+
+    def to_strategy(self, i: int):
+        from designer.spec.llm import Recompute, Schedule, Strategy
+
+        return Strategy(
+            tp=int(self.tp[i]), pp=int(self.pp[i]), dp=int(self.dp[i]), ep=int(self.ep[i]), cp=int(self.cp[i]),
+            sequence_parallel=bool(self.sp[i]), microbatch_size=int(self.mbs[i]),
+            schedule=Schedule(_SCHEDULES[int(self.schedule[i])]), virtual_stages=int(self.v[i]),
+            zero_stage=int(self.zero[i]), zeropp_quantized_weights=bool(self.qwz[i]),
+            zeropp_quantized_gradients=bool(self.qgz[i]), zeropp_hierarchical_partition=bool(self.hpz[i]),
+            recompute=Recompute(_RECOMPUTES[int(self.recompute[i])]), overlap_dp_comm=bool(self.overlap_dp[i]),
+            overlap_tp_comm=bool(self.overlap_tp[i]))
+
+    def take(self, idx) -> "StrategyArrays":
+        return StrategyArrays(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
+
+
+@dataclass(frozen=True)
+class VectorMetrics:
+    """The vectorized model's results, one entry per strategy. Infeasible entries have feasible False,
+    a reason code (see `reason_text`) and the times/memory the model computed anyway."""
+
+    iteration_time_s: np.ndarray
+    time_to_train_s: np.ndarray
+    tokens_per_s: np.ndarray
+    mfu: np.ndarray
+    memory_per_gpu_bytes: np.ndarray
+    feasible: np.ndarray
+    reason_code: np.ndarray
+
+    @staticmethod
+    def reason_text(code: int) -> str:
+        from designer.perf.iteration import reason_text
+
+        return reason_text(code)
+
+    def __len__(self) -> int:
+        return int(self.iteration_time_s.shape[0])

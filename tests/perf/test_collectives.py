@@ -1,0 +1,457 @@
+"""Hand-computed cases and properties of designer.perf.collectives."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from designer.perf.collectives import (
+    ALGORITHMS,
+    OPS,
+    CollectiveCalibration,
+    GroupShape,
+    collective_estimate,
+    collective_estimate_vec,
+    collective_time_s,
+    collective_time_s_vec,
+    load_collective_calibration,
+)
+from designer.spec.system import ClusterSystem, GpuPerf, HBDomain, HBTopology, NetworkTier
+
+GPU = GpuPerf(name="test-gpu", architecture="hopper", peak_flops={"bf16": 1e15}, hbm_bytes=80e9,
+              hbm_bandwidth_bytes_per_s=3e12)
+CALIB = load_collective_calibration()  # for hypothesis tests, which cannot take function fixtures
+ALPHA_HB = 1.5e-6
+ALPHA_NET = 4e-6
+B_HB = 400e9
+B_NET = 50e9
+
+
+@pytest.fixture(scope="module")
+def calib() -> CollectiveCalibration:
+    return load_collective_calibration()
+
+
+@pytest.fixture(scope="module")
+def ideal(calib) -> CollectiveCalibration:
+    """Efficiencies 1, no NCCL software latencies, no pipeline fill: pure alpha-beta, with alpha the
+    system's link latencies."""
+    zero3 = (0.0, 0.0, 0.0)
+    return calib.model_copy(update={
+        "hb_link_efficiency": 1.0, "nic_efficiency": 1.0, "pipeline_fill_factor": 0.0,
+        "base_latency_s": {k: zero3 for k in calib.base_latency_s},
+        "hop_latency_s": {k: v.model_copy(update={"hb": zero3, "net": zero3}) for k, v in calib.hop_latency_s.items()},
+        "net_overhead_s": 0.0, "ring_simple_multidomain_latency_factor": 1.0,
+        "algorithms": ALGORITHMS,
+    })
+
+
+def _system(k=8, n_gpus=8, topology=HBTopology.switched, dims=None, tiers=(), nvls=False, nic=B_NET, hb_bw=B_HB):
+    return ClusterSystem(gpu=GPU, n_gpus=n_gpus,
+                         hb=HBDomain(size=k, bandwidth_per_gpu_bytes_per_s=hb_bw, topology=topology, torus_dims=dims,
+                                     latency_s=ALPHA_HB, in_network_reduction=nvls),
+                         nic_bandwidth_per_gpu_bytes_per_s=nic, tiers=tiers)
+
+
+def _one(op, n, shape, system, calib, algo, proto="Simple", **kw):
+    return collective_estimate(op, n, shape, system, calib, algorithms=(algo,), protocols=(proto,), **kw)
+
+
+# ---------------------------------------------------------------- hand-computed (collectives.md §2, §3)
+
+
+@pytest.mark.parametrize("p", [2, 4, 8])
+def test_ring_allreduce_switched(ideal, p):
+    n = 64e6
+    e = _one("all_reduce", n, GroupShape(size=p, ranks_per_domain=p, domain_span=1, same_rail=True), _system(), ideal, "ring")
+    assert e.time_s == pytest.approx(2 * (p - 1) * ALPHA_HB + 2 * (p - 1) / p * n / B_HB, rel=1e-12)
+    assert e.hb_bytes == pytest.approx(2 * (p - 1) / p * n) and e.rail_bytes == 0 and e.spine_bytes == 0
+
+
+def test_recursive_doubling_allreduce(ideal):
+    n, p = 1e6, 8
+    e = _one("all_reduce", n, GroupShape(size=p, ranks_per_domain=p, domain_span=1, same_rail=True), _system(), ideal,
+             "recursive_doubling")
+    assert e.time_s == pytest.approx(3 * (ALPHA_HB + n / B_HB), rel=1e-12)  # lg p (alpha + n beta)
+
+
+def test_rabenseifner_allreduce(ideal):
+    n, p = 1e6, 8
+    e = _one("all_reduce", n, GroupShape(size=p, ranks_per_domain=p, domain_span=1, same_rail=True), _system(), ideal,
+             "rabenseifner")
+    assert e.time_s == pytest.approx(2 * 3 * ALPHA_HB + 2 * 7 / 8 * n / B_HB, rel=1e-12)
+
+
+@pytest.mark.parametrize("p", [6, 8])
+def test_bruck_allgather(ideal, p):
+    n = 3e6
+    e = _one("all_gather", n, GroupShape(size=p, ranks_per_domain=p, domain_span=1, same_rail=True), _system(), ideal, "bruck")
+    assert e.time_s == pytest.approx(math.ceil(math.log2(p)) * ALPHA_HB + (p - 1) / p * n / B_HB, rel=1e-12)
+
+
+def test_bruck_alltoall(ideal):
+    n, p = 8e6, 8
+    e = _one("all_to_all", n, GroupShape(size=p, ranks_per_domain=p, domain_span=1, same_rail=True), _system(), ideal, "bruck")
+    assert e.time_s == pytest.approx(3 * ALPHA_HB + n / 2 * 3 / B_HB, rel=1e-12)  # lg p alpha + n/2 lg p beta
+
+
+def test_torus_2d_allreduce(ideal):
+    """§3.2: T = 2[(X-1)/X n + (Y-1)/Y n/X]/(2B) + 2(X+Y-2) alpha, B the per-link bandwidth."""
+    x_dim, y_dim, n = 4, 4, 32e6
+    system = _system(k=16, n_gpus=16, topology=HBTopology.torus2d, dims=(x_dim, y_dim))
+    b_link = B_HB / 4  # 4 links per GPU share the per-GPU bandwidth
+    e = _one("all_reduce", n, GroupShape(size=16, ranks_per_domain=16, domain_span=1, same_rail=True), system, ideal, "torus")
+    want = 2 * ((x_dim - 1) / x_dim * n + (y_dim - 1) / y_dim * n / x_dim) / (2 * b_link) + 2 * (x_dim + y_dim - 2) * ALPHA_HB
+    assert e.time_s == pytest.approx(want, rel=1e-12)
+
+
+def test_ring_topology_ring_allreduce_uses_both_directions(ideal):
+    """§3.1: two counter-rotating rings, bandwidth term 2(p-1)/p n/(2 B_link) on the full ring; a
+    segment of the ring without its wrap-around gets one effective ring (B_link)."""
+    n = 16e6
+    system = _system(k=8, n_gpus=8, topology=HBTopology.ring)
+    b_link = B_HB / 2
+    full = _one("all_reduce", n, GroupShape(size=8, ranks_per_domain=8, domain_span=1, same_rail=True), system, ideal, "ring")
+    assert full.time_s == pytest.approx(14 * ALPHA_HB + 2 * 7 / 8 * n / (2 * b_link), rel=1e-12)
+    seg = _one("all_reduce", n, GroupShape(size=4, ranks_per_domain=4, domain_span=1, same_rail=True), system, ideal, "ring")
+    assert seg.time_s == pytest.approx(6 * ALPHA_HB + 2 * 3 / 4 * n / b_link, rel=1e-12)
+
+
+def test_hierarchical_allreduce(ideal):
+    """§2.6: 2(g-1)a_i + 2(N-1)a_e + 2(g-1)/g n b_i + 2(N-1)/N (n/g) b_e, one NIC per GPU."""
+    g, n_dom, n = 8, 4, 256e6
+    tiers = (NetworkTier(name="rail", span_domains=n_dom, cross_rail=False, bandwidth_per_gpu_bytes_per_s=B_NET,
+                         latency_s=ALPHA_NET),)
+    system = _system(n_gpus=g * n_dom, tiers=tiers)
+    e = _one("all_reduce", n, GroupShape(size=g * n_dom, ranks_per_domain=g, domain_span=n_dom, same_rail=True), system,
+             ideal, "hierarchical")
+    want = (2 * (g - 1) * ALPHA_HB + 2 * (n_dom - 1) * ALPHA_NET + 2 * (g - 1) / g * n / B_HB
+            + 2 * (n_dom - 1) / n_dom * (n / g) / B_NET)
+    assert e.time_s == pytest.approx(want, rel=1e-12)
+    assert e.rail_bytes == pytest.approx(2 * (n_dom - 1) / n_dom * n / g)
+
+
+def test_nvls_halves_allreduce_traffic(calib):
+    n = 1e9
+    shape = GroupShape(size=8, ranks_per_domain=8, domain_span=1, same_rail=True)
+    e = collective_estimate("all_reduce", n, shape, _system(nvls=True), calib)
+    assert e.algorithm == "nvls" and e.hb_bytes == pytest.approx(n)  # vs 2(p-1)/p n for a ring
+    assert collective_estimate("all_reduce", n, shape, _system(nvls=False), calib).algorithm == "ring"
+
+
+def test_sharp_used_when_the_tier_has_it(calib):
+    n = 1e9
+    shape = GroupShape(size=64, ranks_per_domain=8, domain_span=8, same_rail=True)
+    plain = (NetworkTier(name="rail", span_domains=8, cross_rail=False, bandwidth_per_gpu_bytes_per_s=B_NET),)
+    sharp = (plain[0].model_copy(update={"in_network_reduction": True}),)
+    with_sharp = collective_estimate("all_reduce", n, shape, _system(n_gpus=64, tiers=sharp), calib)
+    without = collective_estimate("all_reduce", n, shape, _system(n_gpus=64, tiers=plain), calib)
+    assert with_sharp.algorithm == "collnet" and with_sharp.time_s < without.time_s
+    assert with_sharp.rail_bytes == pytest.approx(n / 8)
+
+
+def _clos(n_dom, leaf_span, oversub, cross_leaf=True):
+    return (NetworkTier(name="leaf", span_domains=leaf_span, cross_rail=cross_leaf, bandwidth_per_gpu_bytes_per_s=B_NET,
+                        latency_s=0.0),
+            NetworkTier(name="spine", span_domains=n_dom, cross_rail=True, bandwidth_per_gpu_bytes_per_s=B_NET,
+                        latency_s=0.0, oversubscription=oversub))
+
+
+@pytest.mark.parametrize("ratio", [2.0, 4.0, 7.0])
+def test_oversubscribed_alltoall_slowed_by_the_ratio(ideal, ratio):
+    """§3.3: per leaf the cross-leaf volume is h n (1 - h/p); with r:1 uplinks the remote phase
+    takes r (N - k)/(N - 1) times longer (k domains per leaf out of N)."""
+    n_dom, leaf, n = 16, 4, 1e9
+    shape = GroupShape(size=8 * n_dom, ranks_per_domain=8, domain_span=n_dom, same_rail=True)
+    full = _one("all_to_all", n, shape, _system(n_gpus=8 * n_dom, tiers=_clos(n_dom, leaf, 1.0)), ideal, "pairwise")
+    over = _one("all_to_all", n, shape, _system(n_gpus=8 * n_dom, tiers=_clos(n_dom, leaf, ratio)), ideal, "pairwise")
+    remote = (8 * n_dom - 8) / (8 * n_dom) * n
+    assert full.time_s == pytest.approx(ALPHA_HB + remote / B_NET, rel=1e-12)
+    assert over.time_s == pytest.approx(ALPHA_HB + remote / B_NET * max(1.0, ratio * (n_dom - leaf) / (n_dom - 1)), rel=1e-12)
+    assert over.spine_bytes == pytest.approx(remote * (n_dom - leaf) / (n_dom - 1))
+
+
+def test_ring_allreduce_barely_notices_oversubscription(calib):
+    n_dom, n = 16, 1e9
+    shape = GroupShape(size=8 * n_dom, ranks_per_domain=8, domain_span=n_dom, same_rail=True)
+    full = collective_time_s("all_reduce", n, shape, _system(n_gpus=8 * n_dom, tiers=_clos(n_dom, 4, 1.0)), calib)
+    over = collective_time_s("all_reduce", n, shape, _system(n_gpus=8 * n_dom, tiers=_clos(n_dom, 4, 4.0)), calib)
+    a2a_full = collective_time_s("all_to_all", n, shape, _system(n_gpus=8 * n_dom, tiers=_clos(n_dom, 4, 1.0)), calib)
+    a2a_over = collective_time_s("all_to_all", n, shape, _system(n_gpus=8 * n_dom, tiers=_clos(n_dom, 4, 4.0)), calib)
+    assert over / full < 1.05
+    assert a2a_over / a2a_full > 2.5
+
+
+def test_concurrency_fraction_relieves_contention(ideal):
+    """Only a quarter of the GPUs sending across the oversubscribed uplinks: no slowdown at 4:1."""
+    n_dom, n = 16, 1e9
+    shape = GroupShape(size=8 * n_dom, ranks_per_domain=8, domain_span=n_dom, same_rail=True)
+    system = _system(n_gpus=8 * n_dom, tiers=_clos(n_dom, 4, 4.0))
+    quarter = _one("all_to_all", n, shape, system, ideal, "pairwise", concurrency=0.25)
+    assert quarter.time_s == pytest.approx(ALPHA_HB + (8 * n_dom - 8) / (8 * n_dom) * n / B_NET, rel=1e-12)
+
+
+def test_dp_group_one_member_per_pod_pays_oversubscription(ideal):
+    """Rings notice oversubscription when every subtree holds one member of each group (Meta's 7:1)."""
+    n, n_dom = 1e9, 16
+    tiers = (NetworkTier(name="pod", span_domains=4, cross_rail=True, bandwidth_per_gpu_bytes_per_s=B_NET, latency_s=0.0),
+             NetworkTier(name="cluster", span_domains=n_dom, cross_rail=True, bandwidth_per_gpu_bytes_per_s=B_NET,
+                         latency_s=0.0, oversubscription=7.0))
+    system = _system(n_gpus=8 * n_dom, tiers=tiers)
+    spread = GroupShape(size=4, ranks_per_domain=1, domain_span=16, same_rail=True)  # one domain per pod
+    e = _one("all_reduce", n, spread, system, ideal, "ring")
+    assert e.time_s == pytest.approx(2 * 3 / 4 * n / (B_NET / 7), rel=1e-12)  # tiers without latency
+
+
+def test_send_recv_uses_one_nic(ideal):
+    n = 1e8
+    tiers = (NetworkTier(name="rail", span_domains=2, cross_rail=False, bandwidth_per_gpu_bytes_per_s=2 * B_NET,
+                         latency_s=ALPHA_NET),)
+    system = ClusterSystem(gpu=GPU, n_gpus=16, hb=HBDomain(size=8, bandwidth_per_gpu_bytes_per_s=B_HB, latency_s=ALPHA_HB),
+                           nic_bandwidth_per_gpu_bytes_per_s=2 * B_NET, nics_per_gpu=2, tiers=tiers)
+    e = _one("send_recv", n, GroupShape(size=2, ranks_per_domain=1, domain_span=2, same_rail=True), system, ideal, "p2p")
+    assert e.time_s == pytest.approx(ALPHA_NET + n / B_NET, rel=1e-12)
+
+
+def test_rail_only_cross_rail_p2p_forwards_over_hb(ideal):
+    n = 1e8
+    tiers = (NetworkTier(name="rail", span_domains=2, cross_rail=False, bandwidth_per_gpu_bytes_per_s=B_NET,
+                         latency_s=ALPHA_NET),)
+    system = _system(n_gpus=16, tiers=tiers)
+    e = _one("send_recv", n, GroupShape(size=2, ranks_per_domain=1, domain_span=2, same_rail=False), system, ideal, "p2p")
+    assert e.time_s == pytest.approx(ALPHA_NET + ALPHA_HB + n / B_NET, rel=1e-12)
+    assert e.hb_bytes == pytest.approx(n) and e.rail_bytes == pytest.approx(n) and e.spine_bytes == 0
+
+
+def test_single_rank_group_costs_nothing(calib):
+    e = collective_estimate("all_reduce", 1e9, GroupShape(size=1, ranks_per_domain=1, domain_span=1, same_rail=True),
+                            _system(), calib)
+    assert e.time_s == 0 and e.algorithm == "none"
+
+
+def test_group_shape_validation():
+    with pytest.raises(ValueError):
+        GroupShape(size=12, ranks_per_domain=8, domain_span=2, same_rail=True)
+    with pytest.raises(ValueError):
+        GroupShape(size=32, ranks_per_domain=8, domain_span=2, same_rail=True)
+
+
+def test_calibration_file_lists_a_source_for_every_constant(calib):
+    fields = set(CollectiveCalibration.model_fields) - {"sources"}
+    assert fields <= set(calib.sources)
+
+
+# ---------------------------------------------------------------- dense mapping: rail-only == rail-optimized
+
+
+def _rail_pair(n_dom=64):
+    leaf = NetworkTier(name="rail-leaf", span_domains=16, cross_rail=False, bandwidth_per_gpu_bytes_per_s=B_NET)
+    ro = _system(n_gpus=8 * n_dom, tiers=(leaf, NetworkTier(name="rail-spine", span_domains=n_dom, cross_rail=False,
+                                                           bandwidth_per_gpu_bytes_per_s=B_NET)))
+    opt = _system(n_gpus=8 * n_dom, tiers=(leaf, NetworkTier(name="spine", span_domains=n_dom, cross_rail=True,
+                                                            bandwidth_per_gpu_bytes_per_s=B_NET)))
+    return ro, opt
+
+
+@pytest.mark.parametrize("op", ["all_reduce", "reduce_scatter", "all_gather", "broadcast", "send_recv", "all_to_all"])
+@pytest.mark.parametrize("g,n_dom,span", [(1, 2, 2), (1, 8, 64), (1, 64, 64), (8, 8, 8), (8, 64, 64), (4, 16, 32)])
+def test_same_rail_group_same_time_on_rail_only(calib, op, g, n_dom, span):
+    if op == "send_recv" and g * n_dom != 2:
+        pytest.skip("point-to-point between two ranks")
+    if op == "all_to_all" and g > 1:
+        pytest.skip("an all-to-all with several ranks per domain is cross-rail by nature")
+    ro, opt = _rail_pair()
+    shape = GroupShape(size=g * n_dom, ranks_per_domain=g, domain_span=span, same_rail=True)
+    for n in (1e3, 1e6, 1e9):
+        a = collective_estimate(op, n, shape, ro, calib)
+        b = collective_estimate(op, n, shape, opt, calib)
+        assert a.time_s == pytest.approx(b.time_s, rel=1e-12)
+        assert (a.algorithm, a.protocol) == (b.algorithm, b.protocol)
+
+
+def test_cross_rail_alltoall_slower_on_rail_only(calib):
+    ro, opt = _rail_pair()
+    shape = GroupShape(size=512, ranks_per_domain=8, domain_span=64, same_rail=True)
+    assert collective_time_s("all_to_all", 1e9, shape, ro, calib) > collective_time_s("all_to_all", 1e9, shape, opt, calib)
+
+
+# ---------------------------------------------------------------- vectorisation
+
+
+def test_vector_matches_scalar_on_a_grid(calib):
+    system = _system(n_gpus=512, tiers=_clos(64, 8, 3.0, cross_leaf=False))
+    sizes = np.array([1, 2, 8, 16, 64, 128, 512])
+    gs = np.array([1, 1, 8, 8, 8, 4, 8])
+    spans = np.array([1, 2, 1, 2, 8, 32, 64])
+    n = np.logspace(2, 10, 9)[:, None]
+    for op in OPS:
+        if op == "send_recv":
+            continue
+        vec = collective_time_s_vec(op, n, sizes[None, :], gs[None, :], spans[None, :], True, system, calib)
+        assert vec.shape == (9, 7)
+        for i in range(9):
+            for j in range(7):
+                shape = GroupShape(size=int(sizes[j]), ranks_per_domain=int(gs[j]),
+                                   domain_span=int(max(spans[j], sizes[j] // gs[j])), same_rail=True)
+                assert vec[i, j] == pytest.approx(collective_time_s(op, float(n[i, 0]), shape, system, calib), rel=1e-12)
+
+
+def test_vector_call_on_many_mixed_shapes(calib):
+    """100k points with mixed shapes: finite everywhere, zero only for one-rank groups.
+    (Speed is measured in studies/benchmarks/bench_evaluate.py, not here.)"""
+    system = _system(n_gpus=4096, tiers=_clos(512, 32, 2.0, cross_leaf=False))
+    rng = np.random.default_rng(0)
+    m = 100_000
+    g = rng.choice([1, 2, 4, 8], m)
+    n_dom = rng.choice([1, 2, 4, 8, 16, 64], m)
+    t = collective_time_s_vec("all_reduce", rng.uniform(1e3, 1e9, m), g * n_dom, g, n_dom, True, system, calib)
+    assert np.all(np.isfinite(t)) and np.all((t > 0) == (g * n_dom > 1))
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_many_shapes_match_one_point_at_a_time(calib, op):
+    """The per-distinct-shape evaluation gives what each point gives on its own."""
+    system = _system(n_gpus=512, tiers=_clos(64, 8, 3.0, cross_leaf=True))
+    rng = np.random.default_rng(1)
+    m = 400
+    g = rng.choice([1, 2, 4, 8], m)
+    n_dom = rng.choice([1, 2, 4, 8, 16, 64], m)
+    if op == "send_recv":
+        g, n_dom = np.where(rng.random(m) < 0.5, 2, 1), np.ones(m, int)
+        n_dom = np.where(g == 1, 2, 1)
+    span = np.minimum(n_dom * rng.choice([1, 2, 4], m), 64)
+    rail = rng.random(m) < 0.5
+    conc = rng.choice([0.25, 1.0], m)
+    n = rng.uniform(0, 2e9, m)
+    vec = collective_estimate_vec(op, n, g * n_dom, g, span, rail, system, calib, concurrency=conc)
+    for i in range(0, m, 7):
+        one = collective_estimate_vec(op, n[i], g[i] * n_dom[i], g[i], span[i], rail[i], system, calib, concurrency=conc[i])
+        assert vec.time_s[i] == pytest.approx(float(one.time_s), rel=1e-12)
+        assert vec.algorithm(i) == one.algorithm() and vec.protocol(i) == one.protocol()
+        for a, b in ((vec.hb_bytes[i], one.hb_bytes), (vec.rail_bytes[i], one.rail_bytes), (vec.spine_bytes[i], one.spine_bytes)):
+            assert a == pytest.approx(float(b), rel=1e-12, abs=1e-6)
+
+
+# ---------------------------------------------------------------- GPU generation (NCCL per-architecture constants)
+
+
+def _gen_system(arch: str, hb_bw: float, k: int = 8) -> ClusterSystem:
+    gpu = GPU.model_copy(update={"architecture": arch})
+    return ClusterSystem(gpu=gpu, n_gpus=k, hb=HBDomain(size=k, bandwidth_per_gpu_bytes_per_s=hb_bw),
+                         nic_bandwidth_per_gpu_bytes_per_s=B_NET)
+
+
+def test_unknown_architecture_is_rejected(calib):
+    system = _gen_system("hopper", 450e9).model_copy(update={"gpu": GPU.model_copy(update={"architecture": "volta"})})
+    with pytest.raises(ValueError, match="architecture"):
+        collective_time_s("all_reduce", 1e6, GroupShape(size=8, ranks_per_domain=8, domain_span=1, same_rail=True),
+                          system, calib)
+
+
+def test_ampere_ll128_capped_per_channel(calib):
+    """§4.3/§4.4: busBw(LL128) = min(0.92 busBw, nChannels x cap); on A100 (12 NVLinks, 16.7 GB/s per
+    channel) the cap, 200.4 GB/s, binds below 0.92 x 240; on Hopper (36.7 per 20.6 GB/s channel) not."""
+    shape = GroupShape(size=8, ranks_per_domain=8, domain_span=1, same_rail=True)
+    n = 1e9
+    flat = calib.model_copy(update={"pipeline_fill_factor": 0.0})
+    a100 = _gen_system("ampere", 300e9)
+    t = collective_estimate("all_reduce", n, shape, a100, flat, algorithms=("ring",), protocols=("LL128",)).time_s
+    lat = calib.base_latency_s["ring"][1] + 14 * calib.hop_latency_s["ring"].hb[1]
+    assert t == pytest.approx(lat + 2 * 7 / 8 * n / (12 * 16.7e9), rel=1e-9)
+    h100 = _gen_system("hopper", 450e9)
+    t = collective_estimate("all_reduce", n, shape, h100, flat, algorithms=("ring",), protocols=("LL128",)).time_s
+    assert t == pytest.approx(lat + 2 * 7 / 8 * n / (0.92 * 20.6 / 25 * 450e9), rel=1e-9)
+
+
+@pytest.mark.parametrize("arch,eff", [("ampere", 0.800), ("hopper", 0.824), ("blackwell", 0.802)])
+def test_hb_efficiency_follows_nccl_nvlink_bandwidth(calib, arch, eff):
+    """Ring Simple plateau: NCCL's per-link NVLink bandwidth (20.0/20.6/40.1 GB/s) over its line rate."""
+    system = _gen_system(arch, 900e9 if arch == "blackwell" else 450e9)
+    shape = GroupShape(size=8, ranks_per_domain=8, domain_span=1, same_rail=True)
+    flat = calib.model_copy(update={"pipeline_fill_factor": 0.0})
+    n = 1e12
+    t = collective_estimate("all_reduce", n, shape, system, flat, algorithms=("ring",), protocols=("Simple",)).time_s
+    assert 2 * 7 / 8 * n / t == pytest.approx(eff * system.hb.bandwidth_per_gpu_bytes_per_s, rel=1e-4)  # + latency
+
+
+# ---------------------------------------------------------------- properties
+
+
+@st.composite
+def scenario(draw):
+    k = draw(st.sampled_from([4, 8]))
+    n_dom_sys = draw(st.sampled_from([1, 4, 16]))
+    topology = draw(st.sampled_from([HBTopology.switched, HBTopology.ring, HBTopology.torus2d]))
+    dims = ((2, 2) if k == 4 else (2, 4)) if topology == HBTopology.torus2d else None
+    tiers = ()
+    if n_dom_sys > 1:
+        leaf_span = draw(st.sampled_from([1, 2, 4]))
+        tiers = (NetworkTier(name="leaf", span_domains=leaf_span, cross_rail=draw(st.booleans()),
+                             bandwidth_per_gpu_bytes_per_s=draw(st.floats(10e9, 100e9)),
+                             in_network_reduction=draw(st.booleans()),
+                             oversubscription=draw(st.floats(1.0, 4.0))),
+                 NetworkTier(name="top", span_domains=n_dom_sys, cross_rail=draw(st.booleans()),
+                             bandwidth_per_gpu_bytes_per_s=draw(st.floats(10e9, 100e9)),
+                             oversubscription=draw(st.floats(1.0, 8.0))))
+    system = ClusterSystem(gpu=GPU, n_gpus=k * n_dom_sys,
+                           hb=HBDomain(size=k, bandwidth_per_gpu_bytes_per_s=draw(st.floats(50e9, 1000e9)),
+                                       topology=topology, torus_dims=dims, in_network_reduction=draw(st.booleans())),
+                           nic_bandwidth_per_gpu_bytes_per_s=draw(st.floats(10e9, 100e9)), tiers=tiers)
+    g = draw(st.sampled_from([d for d in (1, 2, 4, 8) if d <= k]))
+    n_dom = draw(st.sampled_from([d for d in (1, 2, 4, 16) if d <= n_dom_sys]))
+    span = draw(st.integers(n_dom, n_dom_sys))
+    shape = GroupShape(size=g * n_dom, ranks_per_domain=g, domain_span=span, same_rail=draw(st.booleans()))
+    op = draw(st.sampled_from([o for o in OPS if o != "send_recv" or g * n_dom == 2]))
+    return system, shape, op
+
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(scenario(), st.floats(1.0, 1e10), st.floats(1.0, 4.0), st.sampled_from(["hb", "nic", "tier0", "tier1"]))
+def test_more_bandwidth_is_never_slower(sc, n, factor, which):
+    system, shape, op = sc
+    calib = CALIB
+    before = collective_time_s(op, n, shape, system, calib)
+    if which == "hb":
+        faster = system.model_copy(update={"hb": system.hb.model_copy(
+            update={"bandwidth_per_gpu_bytes_per_s": system.hb.bandwidth_per_gpu_bytes_per_s * factor})})
+    elif which == "nic":
+        faster = system.model_copy(update={"nic_bandwidth_per_gpu_bytes_per_s": system.nic_bandwidth_per_gpu_bytes_per_s * factor})
+    else:
+        i = int(which[-1])
+        if i >= len(system.tiers):
+            return
+        tiers = list(system.tiers)
+        tiers[i] = tiers[i].model_copy(update={"bandwidth_per_gpu_bytes_per_s": tiers[i].bandwidth_per_gpu_bytes_per_s * factor})
+        faster = system.model_copy(update={"tiers": tuple(tiers)})
+    assert collective_time_s(op, n, shape, faster, calib) <= before * (1 + 1e-12)
+
+
+@SETTINGS
+@given(scenario(), st.lists(st.floats(0.0, 1e11), min_size=2, max_size=6))
+def test_time_non_negative_and_monotone_in_bytes(sc, sizes):
+    system, shape, op = sc
+    n = np.sort(np.asarray(sizes))
+    t = collective_time_s_vec(op, n, shape.size, shape.ranks_per_domain, shape.domain_span, shape.same_rail, system,
+                              CALIB)
+    assert np.all(t >= 0) and np.all(np.isfinite(t))
+    assert np.all(np.diff(t) >= -1e-12 * t[1:])
+
+
+@SETTINGS
+@given(scenario(), st.floats(0.0, 1e10))
+def test_vector_and_scalar_agree(sc, n):
+    system, shape, op = sc
+    calib = CALIB
+    e = collective_estimate(op, n, shape, system, calib)
+    v = collective_estimate_vec(op, np.array([n, n]), shape.size, shape.ranks_per_domain, shape.domain_span,
+                                shape.same_rail, system, calib)
+    assert v.time_s[1] == pytest.approx(e.time_s, rel=1e-12, abs=0)
+    assert v.algorithm(1) == e.algorithm and v.protocol(1) == e.protocol
+    assert (v.hb_bytes[1], v.rail_bytes[1], v.spine_bytes[1]) == pytest.approx((e.hb_bytes, e.rail_bytes, e.spine_bytes))

@@ -1,0 +1,117 @@
+"""Hand-computed FLOP counts, parameter counts and kernel times of designer.perf.compute."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from designer.perf import compute as cmp
+from designer.perf.iteration import hardware_flops_per_iteration, megatron_paper_flops, model_flops_per_iteration
+from designer.perf.memory import RECOMPUTE_FULL, RECOMPUTE_NONE, RECOMPUTE_SELECTIVE
+from designer.perf.model import load_perf_calibration
+from designer.spec.llm import TrainingSpec
+from designer.spec.models import load_model
+
+CAL = load_perf_calibration().compute
+
+
+def _fwd(llm, *, b=1, s=2048, tp=1, cp=1, ep=1, moe=False, kernel="unfused"):
+    import dataclasses
+
+    cal = dataclasses.replace(CAL, attention_kernel=kernel)
+    one = np.ones(1)
+    return cmp.layer_forward(llm, moe_layer=moe, b=one * b, s=s, tp=one * tp, cp=one * cp, ep=one * ep,
+                             sp=np.zeros(1, bool), peak_flops=312e12, gemm_peak_flops=312e12,
+                             max_eff=CAL.gemm_max_efficiency, hbm_bytes_per_s=2.039e12, calib=cal)
+
+
+def test_gpt_layer_flops_are_megatrons_24bsh2_plus_4bs2h():
+    # gpt-1.7b: h = 2304, s = 2048, b = 1. Linear layers: QKV 6·s·h², proj 2·s·h², MLP 16·s·h² = 24·s·h²
+    # = 24·2048·2304² = 2.6091e11; attention core 4·s²·h = 4·2048²·2304 = 3.8655e10.
+    w = _fwd(load_model("gpt-1.7b"))
+    assert float(w.dense_flops[0]) == pytest.approx(24 * 2048 * 2304**2)
+    assert float(w.attn_flops[0]) == pytest.approx(4 * 2048**2 * 2304)
+
+
+def test_full_recompute_hardware_flops_equal_the_paper_formula():
+    # 4 forward passes of the layers (fwd, recompute, 2x bwd) + 3 of the logits:
+    # 4·(24·B·s·l·h² + 4·B·s²·l·h) + 6·B·s·h·V = 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)).
+    for name in ("gpt-1.7b", "gpt-1t"):
+        llm = load_model(name)
+        tr = TrainingSpec(sequence_length=2048, global_batch_sequences=512, total_tokens=1e9)
+        hw = hardware_flops_per_iteration(llm, tr, np.array([RECOMPUTE_FULL]), False, (1,))
+        assert float(hw[0]) == pytest.approx(megatron_paper_flops(llm, tr), rel=1e-12)
+
+
+def test_model_flops_are_three_forward_passes_and_selective_adds_attention_only():
+    llm = load_model("gpt-1.7b")
+    tr = TrainingSpec(sequence_length=2048, global_batch_sequences=8, total_tokens=1e9)
+    B, s, l, h, V = 8, 2048, 24, 2304, 51200
+    fwd = B * s * l * (24 * h * h + 4 * s * h) + 2 * B * s * h * V
+    assert model_flops_per_iteration(llm, tr) == pytest.approx(3 * fwd)
+    none, sel = hardware_flops_per_iteration(llm, tr, np.array([RECOMPUTE_NONE, RECOMPUTE_SELECTIVE]), False, (2,))
+    assert none == pytest.approx(3 * fwd)
+    assert sel - none == pytest.approx(B * l * 4 * s * s * h)
+
+
+def test_gqa_qkv_and_tp_split():
+    # llama3-8b: h 4096, 32 heads, 8 KV heads of 128 -> QKV width (32 + 2·8)·128 = 6144;
+    # out proj 4096; SwiGLU 3 matrices of 4096 x 14336. Per token: 2·4096·(6144 + 4096 + 3·14336)
+    # = 2·4096·53248 = 436,207,616 FLOPs; s = 1024 tokens.
+    llm = load_model("llama3-8b")
+    w = _fwd(llm, s=1024)
+    assert float(w.dense_flops[0]) == pytest.approx(1024 * 436_207_616)
+    w8 = _fwd(llm, s=1024, tp=8)  # 8 KV heads split 1 per rank: exactly 1/8
+    assert float(w8.dense_flops[0]) == pytest.approx(1024 * 436_207_616 / 8)
+
+
+def test_moe_flops_top_k_shared_and_router():
+    # mixtral-8x7b MoE layer, tokens T = 1024: attention 2·T·4096·(6144 + 4096); experts top-2, each
+    # SwiGLU 3·4096·14336; router 2·T·4096·8.
+    llm = load_model("mixtral-8x7b")
+    T = 1024
+    w = _fwd(llm, s=T, moe=True)
+    want = 2 * T * 4096 * (6144 + 4096) + 2 * T * 2 * 3 * 4096 * 14336 + 2 * T * 4096 * 8
+    assert float(w.dense_flops[0]) == pytest.approx(want)
+    # deepseek-v3-like: top-8 of FFN 2048 plus 1 shared expert of 2048 -> 9 expert FFNs per token
+    ds = load_model("deepseek-v3-like")
+    wd = _fwd(ds, s=T, moe=True)
+    attn = 2 * T * 7168 * (3 * 128 * 128) + 2 * T * 128 * 128 * 7168
+    want = attn + 2 * T * 9 * 3 * 7168 * 2048 + 2 * T * 7168 * 256
+    assert float(wd.dense_flops[0]) == pytest.approx(want)
+
+
+def test_flash_attention_runs_half_the_causal_flops_and_no_score_traffic():
+    llm = load_model("gpt-1.7b")
+    u, f = _fwd(llm), _fwd(llm, kernel="flash")
+    assert float(f.attn_flops[0]) == pytest.approx(0.5 * float(u.attn_flops[0]))
+    assert float(f.attn_memory_s[0]) == 0.0 and float(u.attn_memory_s[0]) > 0.0
+
+
+def test_gemm_efficiency_curve_by_hand():
+    # eta = max · K/(K + K½) · d/(d + D½): at K = K½ and d = D½ it is max/4.
+    k, d = CAL.gemm_k_half, CAL.gemm_mn_half
+    assert float(cmp.gemm_efficiency(d, 10 * d, k, 0.8, CAL)) == pytest.approx(0.8 / 4)
+    big = float(cmp.gemm_efficiency(16384, 16384, 16384, CAL.gemm_max_efficiency, CAL))
+    assert 0.9 * CAL.gemm_max_efficiency < big < CAL.gemm_max_efficiency
+
+
+def test_optimizer_step_time_by_hand():
+    # 1e9 local params x bytes_per_param / (HBM 2.039e12 B/s x eta_hbm)
+    t = float(cmp.optimizer_step_s(1e9, 2.039e12, CAL))
+    assert t == pytest.approx(1e9 * CAL.optimizer_bytes_per_param / (2.039e12 * CAL.hbm_efficiency))
+
+
+@pytest.mark.parametrize("name,want_b,rel", [
+    ("gpt-1.7b", 1.7, 0.04), ("gpt-1t", 1008.0, 0.001), ("gpt3-175b", 175.0, 0.01), ("llama3-8b", 8.03, 0.005),
+    ("llama3-70b", 70.6, 0.005), ("llama3-405b", 405.0, 0.005), ("mixtral-8x7b", 46.7, 0.005),
+    ("mixtral-8x22b", 141.0, 0.005), ("palm-540b", 540.35, 0.005),
+])
+def test_parameter_counts_match_the_papers(name, want_b, rel):
+    assert cmp.total_params(load_model(name)) / 1e9 == pytest.approx(want_b, rel=rel)
+
+
+def test_active_parameters_of_moe_models():
+    # Mixtral 8x7B: 12.9B active (Jiang et al. 2024 §2); 8x22B: 39B active (Mistral AI).
+    assert cmp.active_params(load_model("mixtral-8x7b")) / 1e9 == pytest.approx(12.9, rel=0.01)
+    assert cmp.active_params(load_model("mixtral-8x22b")) / 1e9 == pytest.approx(39.1, rel=0.01)

@@ -1,0 +1,143 @@
+"""Assembly of one iteration: bubble per schedule, communication volumes per tier, overlap, rail-only."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from designer.perf.model import evaluate_system, load_perf_calibration
+from designer.perf.records import Infeasible, Metrics
+from designer.spec.llm import Recompute, Schedule, Strategy, TrainingSpec
+from designer.spec.models import load_model
+from tests.perf.systems import cluster
+
+CAL = load_perf_calibration()
+# no optimizer step, so iteration = pipeline time exactly (bubble tests)
+CAL_NO_OPT = dataclasses.replace(CAL, compute=dataclasses.replace(CAL.compute, optimizer_bytes_per_param=0.0))
+
+
+def _ev(llm, tr, st, sy, calib=CAL):
+    r = evaluate_system(llm, tr, st, sy, calib=calib)
+    assert isinstance(r, Metrics), r
+    return r
+
+
+@pytest.mark.parametrize("schedule,v,want", [
+    (Schedule.one_f_one_b, 1, 3 / 8),  # (p−1)/m = 3/8
+    (Schedule.gpipe, 1, 3 / 8),  # same bubble as 1F1B
+    (Schedule.interleaved, 2, 3 / 16),  # (p−1)/(v·m) = 3/16
+])
+def test_pipeline_bubble_fraction(schedule, v, want):
+    # gpt-1.7b, pp 4 inside one DGX (dp 1, so no DP traffic), m = 8 microbatches.
+    llm = load_model("gpt-1.7b")
+    tr = TrainingSpec(sequence_length=2048, global_batch_sequences=8, precision="fp16", total_tokens=1e9)
+    r = _ev(llm, tr, Strategy(pp=4, dp=1, tp=1, microbatch_size=1, schedule=schedule, virtual_stages=v, zero_stage=0),
+            cluster("a100_80gb", 8, nic_gbps=200), CAL_NO_OPT)
+    b = r.breakdown
+    assert b.bubble_s / (r.iteration_time_s - b.bubble_s) == pytest.approx(want, rel=1e-9)
+
+
+def test_tp_bytes_four_ring_allreduces_per_layer():
+    # gpt-1.7b on one A100 node, tp 8, no recompute, b = 1, s = 2048, 4 microbatches: per layer and
+    # microbatch 4 all-reduces of n = s·h·2 = 9,437,184 B; ring: each GPU sends 2·(7/8)·n.
+    # 24 layers x 4 microbatches x 4 x 2·(7/8)·n = 6,341,787,648 B inside the HB domain.
+    llm = load_model("gpt-1.7b")
+    tr = TrainingSpec(sequence_length=2048, global_batch_sequences=4, precision="fp16", total_tokens=1e9)
+    r = _ev(llm, tr, Strategy(tp=8, dp=1, microbatch_size=1, zero_stage=0), cluster("a100_80gb", 8, nic_gbps=200))
+    n = 2048 * 2304 * 2
+    assert r.tier_bytes.hb_bytes == pytest.approx(24 * 4 * 4 * 2 * 7 / 8 * n)
+    assert r.tier_bytes.rail_bytes == 0 and r.tier_bytes.spine_bytes == 0
+    assert r.binding_tier == "hb"
+
+
+def test_zero_volumes_on_rails():
+    # tp 8 per DGX, dp 8 across 8 DGXs on one rail, m = 1: ZeRO-0 all-reduce 2·(7/8)·G,
+    # ZeRO-3 3·(7/8)·G = 1.5x (collectives.md §6.1), ZeRO++ (qwZ+hpZ+qgZ) 0.25 of ZeRO-3 (§6.2).
+    llm = load_model("gpt-1.7b")
+    tr = TrainingSpec(sequence_length=2048, global_batch_sequences=8, precision="fp16", total_tokens=1e9)
+    sy = cluster("a100_80gb", 64, nic_gbps=200)
+    z0 = _ev(llm, tr, Strategy(tp=8, dp=8, zero_stage=0), sy).tier_bytes.rail_bytes
+    z3 = _ev(llm, tr, Strategy(tp=8, dp=8, zero_stage=3), sy).tier_bytes.rail_bytes
+    zpp = _ev(llm, tr, Strategy(tp=8, dp=8, zero_stage=3, zeropp_quantized_weights=True,
+                                zeropp_quantized_gradients=True, zeropp_hierarchical_partition=True), sy).tier_bytes.rail_bytes
+    from designer.perf.compute import dense_layer_params
+
+    G = 2 * (24 * dense_layer_params(llm) + 51200 * 2304) / 8  # 16-bit grads of one TP shard
+    assert z0 == pytest.approx(2 * 7 / 8 * G)
+    assert z3 / z0 == pytest.approx(1.5)
+    assert zpp / z3 == pytest.approx(0.25)
+
+
+def test_full_recompute_costs_about_a_third():
+    # Narayanan et al. §5.8: recomputation costs up to ~33% of throughput; compute grows by one forward
+    # of three passes (4/3 for the layers, the logits are not recomputed).
+    llm = load_model("gpt-1.7b")
+    tr = TrainingSpec(sequence_length=2048, global_batch_sequences=64, precision="fp16", total_tokens=1e9)
+    sy = cluster("a100_80gb", 8, nic_gbps=200)
+    a = _ev(llm, tr, Strategy(tp=1, dp=8, microbatch_size=1, zero_stage=1, recompute=Recompute.none), sy)
+    b = _ev(llm, tr, Strategy(tp=1, dp=8, microbatch_size=1, zero_stage=1, recompute=Recompute.full), sy)
+    assert 1.25 < b.breakdown.compute_s / a.breakdown.compute_s < 4 / 3
+
+
+def test_overlap_flags_never_slow_down_and_hide_dp():
+    llm = load_model("llama3-8b")
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=256, total_tokens=1e12)
+    sy = cluster("h100_sxm", 256)
+    base = dict(tp=2, dp=128, microbatch_size=1, zero_stage=1, sequence_parallel=True, recompute=Recompute.selective)
+    off = _ev(llm, tr, Strategy(**base, overlap_dp_comm=False, overlap_tp_comm=False), sy)
+    on = _ev(llm, tr, Strategy(**base, overlap_dp_comm=True, overlap_tp_comm=True), sy)
+    assert on.iteration_time_s < off.iteration_time_s
+    assert on.breakdown.overlapped_comm_s > 0
+    for r in (on, off):
+        b = r.breakdown
+        assert r.iteration_time_s == pytest.approx(b.compute_s + b.exposed_comm_s + b.bubble_s)
+
+
+def test_time_to_train_and_tokens_per_second():
+    llm = load_model("llama3-8b")
+    tr = TrainingSpec(sequence_length=8192, global_batch_sequences=128, total_tokens=15e12)
+    r = _ev(llm, tr, Strategy(tp=1, dp=64, zero_stage=1, recompute=Recompute.full), cluster("h100_sxm", 64))
+    assert r.time_to_train_s == pytest.approx(r.iteration_time_s * 15e12 / (8192 * 128))
+    assert r.tokens_per_s == pytest.approx(8192 * 128 / r.iteration_time_s)
+    assert 0 < r.mfu < r.hfu < 1
+
+
+def test_rail_aligned_mapping_is_equally_fast_on_rail_only():
+    # TP inside the DGX, DP and PP across DGXs on rails (railonly.md §1): same time as the fat-tree.
+    llm = load_model("gpt3-175b")
+    tr = TrainingSpec(sequence_length=2048, global_batch_sequences=1536, total_tokens=300e9)
+    st = Strategy(tp=8, pp=8, dp=16, microbatch_size=1, sequence_parallel=True, recompute=Recompute.selective,
+                  schedule=Schedule.interleaved, virtual_stages=3)
+    fat = _ev(llm, tr, st, cluster("h100_sxm", 1024))
+    rail = _ev(llm, tr, st, cluster("h100_sxm", 1024, rail_only=True))
+    assert rail.iteration_time_s == pytest.approx(fat.iteration_time_s, rel=1e-12)
+    assert rail.tier_bytes.spine_bytes == 0
+    # railonly.md §4: > 75% of the bytes stay inside HB domains, > 97% of the GPU pairs never talk.
+    assert fat.traffic.hb_share > 0.75 and fat.traffic.pair_fraction < 0.03
+
+
+def test_cross_domain_all_to_all_is_slower_on_rail_only():
+    # EP 64 over 8 domains: the all-to-all crosses rails; rail-only forwards it through NVLink
+    # (railonly.md §5: 8-11% slower all-to-all), so EP time grows, by less than 25%.
+    llm = load_model("deepseek-v3-like")
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=1024, total_tokens=1e12)
+    st = Strategy(tp=1, pp=8, dp=64, ep=64, microbatch_size=1, recompute=Recompute.full, zero_stage=1)
+    fat = _ev(llm, tr, st, cluster("h100_sxm", 512))
+    rail = _ev(llm, tr, st, cluster("h100_sxm", 512, rail_only=True))
+    assert fat.breakdown.ep_s < rail.breakdown.ep_s < 1.25 * fat.breakdown.ep_s
+    assert rail.tier_bytes.spine_bytes == 0 and fat.tier_bytes.spine_bytes > 0
+
+
+@pytest.mark.parametrize("kw,kind", [
+    (dict(tp=8, dp=3), "divisibility"),  # batch 8 not a multiple of 3
+    (dict(tp=16, dp=1), "divisibility"),  # 16 does not divide 24 heads
+    (dict(tp=8, dp=2, zero_stage=3, pp=2), "compatibility"),
+    (dict(tp=8, dp=16), "size"),
+    (dict(tp=8, dp=1, ep=2), "compatibility"),
+])
+def test_infeasible_kinds(kw, kind):
+    llm = load_model("gpt-1.7b")
+    tr = TrainingSpec(sequence_length=2048, global_batch_sequences=8, total_tokens=1e9)
+    r = evaluate_system(llm, tr, Strategy(**kw), cluster("a100_80gb", 64, nic_gbps=200), calib=CAL)
+    assert isinstance(r, Infeasible) and r.kind == kind and "\n" not in r.reason

@@ -1,0 +1,95 @@
+"""Memory model against Korthikanti et al. 2022 (Table 2) and ZeRO (Rajbhandari et al. 2020 §5)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from designer.perf import memory as mem
+from designer.perf.model import evaluate_system, load_perf_calibration
+from designer.perf.records import Infeasible, Metrics
+from designer.spec.llm import Recompute, Strategy, TrainingSpec
+from designer.spec.models import load_model
+from tests.perf.systems import cluster
+
+CAL = load_perf_calibration()
+
+
+def _act(llm, *, t, sp, rc, b=1, s=2048, flash=False):
+    return float(mem.activation_bytes_per_layer(llm, moe_layer=False, b=np.array([b]), s=s, tp=np.array([t]),
+                                                cp=np.array([1]), sp=np.array([sp]), recompute=np.array([rc]),
+                                                flash=flash)[0])
+
+
+@pytest.mark.parametrize("t", [1, 2, 8])
+def test_korthikanti_table2(t):
+    # GPT-3 175B: s = 2048, h = 12288, a = 96, b = 1 (Korthikanti et al. 2022, Table 2):
+    llm = load_model("gpt3-175b")
+    s, b, h, a = 2048, 1, 12288, 96
+    sbh = s * b * h
+    # no recompute, TP only:           s·b·h·(10 + 24/t + 5·a·s/(h·t))
+    assert _act(llm, t=t, sp=False, rc=mem.RECOMPUTE_NONE) == pytest.approx(sbh * (10 + 24 / t + 5 * a * s / (h * t)))
+    # TP + SP:                          s·b·h/t·(34 + 5·a·s/h)
+    assert _act(llm, t=t, sp=True, rc=mem.RECOMPUTE_NONE) == pytest.approx(sbh / t * (34 + 5 * a * s / h))
+    # TP + SP + selective recompute:    34·s·b·h/t
+    assert _act(llm, t=t, sp=True, rc=mem.RECOMPUTE_SELECTIVE) == pytest.approx(34 * sbh / t)
+    # TP + selective, no SP:            s·b·h·(10 + 24/t)
+    assert _act(llm, t=t, sp=False, rc=mem.RECOMPUTE_SELECTIVE) == pytest.approx(sbh * (10 + 24 / t))
+    # full recompute keeps the layer input: 2·s·b·h (/t with SP)
+    assert _act(llm, t=t, sp=False, rc=mem.RECOMPUTE_FULL) == pytest.approx(2 * sbh)
+    assert _act(llm, t=t, sp=True, rc=mem.RECOMPUTE_FULL) == pytest.approx(2 * sbh / t)
+
+
+def test_zero_paper_example_7_5b_on_64_gpus():
+    # ZeRO §5 / Fig. 1: Ψ = 7.5B, N_d = 64: baseline 120 GB, P_os 31.4 GB, P_os+g 16.6 GB, P_os+g+p 1.9 GB.
+    psi, nd = 7.5e9, 64
+    want = [120e9, 31.4e9, 16.6e9, 1.875e9]
+    for stage, w in enumerate(want):
+        wb, gb, ob = mem.model_state_bytes(np.array([psi]), np.array([0.0]), dp_shard=np.array([nd]),
+                                           expert_dp_shard=np.array([1.0]), zero_stage=np.array([stage]),
+                                           hpz=np.array([False]), ranks_per_node_dp=np.array([8]))
+        assert float(wb[0] + gb[0] + ob[0]) == pytest.approx(w, rel=0.01)
+
+
+def test_hpz_adds_a_weight_copy_sharded_in_the_node():
+    # hpZ: + 2Ψ / (DP ranks per node) = 2·7.5e9/8 = 1.875e9 bytes
+    args = dict(dp_shard=np.array([64]), expert_dp_shard=np.array([1.0]), zero_stage=np.array([3]),
+                ranks_per_node_dp=np.array([8]))
+    w0 = mem.model_state_bytes(np.array([7.5e9]), np.array([0.0]), hpz=np.array([False]), **args)[0]
+    w1 = mem.model_state_bytes(np.array([7.5e9]), np.array([0.0]), hpz=np.array([True]), **args)[0]
+    assert float(w1[0] - w0[0]) == pytest.approx(2 * 7.5e9 / 8)
+
+
+def test_in_flight_microbatches_per_schedule():
+    # GPipe m; 1F1B min(m, p); interleaved p·(1 + (p−1)/(p·v)) (Korthikanti §4.2.3).
+    sched = np.array([mem.SCHEDULE_GPIPE, mem.SCHEDULE_1F1B, mem.SCHEDULE_INTERLEAVED, mem.SCHEDULE_1F1B])
+    got = mem.in_flight_factor(sched, np.array([8, 8, 8, 8]), np.array([32, 32, 32, 4]), np.array([1, 1, 2, 1]))
+    assert got.tolist() == pytest.approx([32, 8, 8 * (1 + 7 / 16), 4])
+
+
+def test_oversized_strategy_is_infeasible_with_a_one_line_reason():
+    llm = load_model("gpt-1t")
+    tr = TrainingSpec(sequence_length=2048, global_batch_sequences=8, total_tokens=1e9)
+    r = evaluate_system(llm, tr, Strategy(tp=8, dp=1, zero_stage=0, recompute=Recompute.full),
+                        cluster("a100_80gb", 8, nic_gbps=200), calib=CAL)
+    assert isinstance(r, Infeasible) and r.kind == "memory"
+    assert "\n" not in r.reason and "GB" in r.reason
+    # 1e12 params / 8 x 16 bytes = 2 TB per GPU, far above 80 GB
+    assert r.memory_per_gpu_bytes > 1e12 * 16 / 8
+    assert r.row()["feasible"] is False
+
+
+def test_memory_breakdown_of_a_feasible_run():
+    # gpt-18b row of Megatron Table 1 (tp 8, dp 32, ZeRO-0): weights 2 B/param of 1/8 of the model.
+    llm = load_model("gpt-18b")
+    tr = TrainingSpec(sequence_length=2048, global_batch_sequences=1024, precision="fp16", total_tokens=1e9)
+    r = evaluate_system(llm, tr, Strategy(tp=8, dp=32, microbatch_size=8, zero_stage=0, recompute=Recompute.full),
+                        cluster("a100_80gb", 256, nic_gbps=200), calib=CAL)
+    assert isinstance(r, Metrics) and r.fits_in_memory
+    from designer.perf.compute import total_params
+
+    # stage params = all layers + embedding (tied, counted once) / 8; position embeddings excluded
+    assert r.memory.weights_bytes == pytest.approx(2 * total_params(llm) / 8, rel=0.01)
+    assert r.memory.optimizer_bytes == pytest.approx(6 * r.memory.weights_bytes, rel=1e-9)
+    row = r.row()
+    assert row["memory_weights_bytes"] == r.memory.weights_bytes and row["fits_in_memory"] is True

@@ -1,0 +1,111 @@
+"""Properties of the performance model (hypothesis)."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from designer.perf.model import StrategyArrays, evaluate_many, load_perf_calibration
+from designer.perf.iteration import iteration_arrays
+from designer.spec.llm import TrainingSpec
+from designer.spec.models import load_model
+from tests.perf.systems import cluster
+
+CAL = load_perf_calibration()
+LLM = load_model("llama3-8b")
+MOE = load_model("mixtral-8x7b")
+TR = TrainingSpec(sequence_length=4096, global_batch_sequences=512, total_tokens=1e12)
+N = 256
+
+# A random family of strategies for 256 GPUs, as columns (dp fills the machine).
+strategy_cols = st.fixed_dictionaries({
+    "tp": st.sampled_from([1, 2, 4, 8]), "pp": st.sampled_from([1, 2, 4]), "cp": st.sampled_from([1, 2]),
+    "mbs": st.sampled_from([1, 2]), "zero": st.sampled_from([0, 1, 3]), "recompute": st.sampled_from([0, 1, 2]),
+    "sp": st.booleans(), "overlap_dp": st.booleans(), "overlap_tp": st.booleans(),
+    "interleaved": st.booleans(),
+})
+
+
+def _arrays(draws, moe=False):
+    rows = []
+    for d in draws:
+        dp = N // (d["tp"] * d["pp"] * d["cp"])
+        inter = d["interleaved"] and d["pp"] > 1
+        rows.append(dict(tp=d["tp"], pp=d["pp"], dp=dp, ep=4 if moe else 1, cp=d["cp"], sp=d["sp"], mbs=d["mbs"],
+                         schedule=2 if inter else 1, v=2 if inter else 1, zero=0 if d["pp"] > 1 and d["zero"] == 3 else d["zero"],
+                         qwz=False, qgz=False, hpz=False, recompute=d["recompute"], overlap_dp=d["overlap_dp"],
+                         overlap_tp=d["overlap_tp"]))
+    return StrategyArrays(**{k: [r[k] for r in rows] for k in rows[0]})
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.lists(strategy_cols, min_size=4, max_size=12), st.sampled_from(["hb", "leaf", "spine", "nic"]),
+       st.floats(1.0, 8.0), st.booleans())
+def test_more_bandwidth_is_never_slower(draws, which, factor, moe):
+    S = _arrays(draws, moe)
+    llm = MOE if moe else LLM
+    base = cluster("h100_sxm", N, leaf_span=8)
+    hb = 450.0 * factor if which == "hb" else None
+    nic = 400.0 * factor if which == "nic" else 400.0
+    faster = cluster("h100_sxm", N, leaf_span=8, hb_gb_per_s=hb, nic_gbps=nic)
+    if which in ("leaf", "spine"):
+        i = 0 if which == "leaf" else 1
+        tiers = list(base.tiers)
+        tiers[i] = tiers[i].model_copy(update={"bandwidth_per_gpu_bytes_per_s": tiers[i].bandwidth_per_gpu_bytes_per_s * factor})
+        faster = base.model_copy(update={"tiers": tuple(tiers)})
+    t0 = evaluate_many(llm, TR, S, base, calib=CAL)
+    t1 = evaluate_many(llm, TR, S, faster, calib=CAL)
+    ok = t0.feasible
+    assert np.all(t1.iteration_time_s[ok] <= t0.iteration_time_s[ok] * (1 + 1e-12))
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.lists(strategy_cols, min_size=4, max_size=12))
+def test_time_is_at_least_the_compute_bound(draws):
+    S = _arrays(draws)
+    r = iteration_arrays(LLM, TR, S, cluster("h100_sxm", N), CAL)
+    ok = r["code"] == 0
+    peak = 989e12
+    bound = r["hardware_flops"] / (r["n_gpus"] * peak)  # every GPU at dense peak, nothing else
+    assert np.all(r["iteration_time_s"][ok] >= bound[ok])
+    assert np.all(r["iteration_time_s"][ok] >= r["compute_s"][ok] * (1 - 1e-12))
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.lists(strategy_cols, min_size=2, max_size=8))
+def test_memory_grows_with_microbatch_size(draws):
+    for d in draws:
+        d["mbs"] = 1
+    S1 = _arrays(draws)
+    S2 = _arrays([{**d, "mbs": 2} for d in draws])
+    sy = cluster("h100_sxm", N)
+    m1 = iteration_arrays(LLM, TR, S1, sy, CAL)["memory_per_gpu_bytes"]
+    m2 = iteration_arrays(LLM, TR, S2, sy, CAL)["memory_per_gpu_bytes"]
+    assert np.all(m2 > m1)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.lists(strategy_cols, min_size=2, max_size=8), st.floats(1e9, 1e14))
+def test_time_to_train_scales_with_tokens(draws, tokens):
+    S = _arrays(draws)
+    sy = cluster("h100_sxm", N)
+    a = evaluate_many(LLM, TR, S, sy, calib=CAL)
+    b = evaluate_many(LLM, TR.model_copy(update={"total_tokens": 2 * tokens}), S, sy, calib=CAL)
+    c = evaluate_many(LLM, TR.model_copy(update={"total_tokens": tokens}), S, sy, calib=CAL)
+    assert np.allclose(b.time_to_train_s, 2 * c.time_to_train_s, rtol=1e-12)
+    assert np.allclose(a.iteration_time_s, b.iteration_time_s, rtol=0)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.lists(strategy_cols, min_size=2, max_size=8), st.booleans())
+def test_relabelling_symmetric_tiers_changes_nothing(draws, moe):
+    """Renaming the tiers is a relabelling: the model must not depend on names."""
+    S = _arrays(draws, moe)
+    llm = MOE if moe else LLM
+    sy = cluster("h100_sxm", N, leaf_span=8)
+    renamed = sy.model_copy(update={"tiers": tuple(t.model_copy(update={"name": f"x{i}"}) for i, t in enumerate(sy.tiers))})
+    a = evaluate_many(llm, TR, S, sy, calib=CAL)
+    b = evaluate_many(llm, TR, S, renamed, calib=CAL)
+    assert np.array_equal(a.iteration_time_s, b.iteration_time_s)
+    assert np.array_equal(a.memory_per_gpu_bytes, b.memory_per_gpu_bytes)
