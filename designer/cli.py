@@ -1,0 +1,183 @@
+"""The `designer` command: thin wrappers that parse arguments, call the API and set exit codes.
+
+Every DesignerError becomes one line on stderr and exit status 2; nothing prints a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import typer
+
+from designer.errors import DesignerError, InfeasibleDesign
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True,
+                  help="Design GPU clusters for LLM training: network MILP, performance model, Pareto search.")
+
+EXIT_BAD_INPUT = 2
+EXIT_INFEASIBLE = 3
+
+
+def _fail(message: str, code: int) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn designer's own errors into one line and a non-zero exit."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except InfeasibleDesign as err:
+            _fail(str(err), EXIT_INFEASIBLE)
+        except DesignerError as err:
+            _fail(str(err), EXIT_BAD_INPUT)
+        except KeyboardInterrupt:
+            _fail("interrupted; finished work is kept in the study storage and a rerun continues", 130)
+
+    return wrapper
+
+
+def _print_json(obj: Any) -> None:
+    typer.echo(json.dumps(obj, indent=2, sort_keys=False, default=str))
+
+
+@app.command()
+@one_line_errors
+def bom(
+    topology: str = typer.Option(..., help="rail-optimized | rail-only | oversubscribed | fat-tree"),
+    gpus: int = typer.Option(..., help="number of GPUs"),
+    hb_domain: int = typer.Option(8, "--hb-domain", help="GPUs per HB (NVLink) domain"),
+    radix: int = typer.Option(64, help="switch radix at the port speed"),
+    prices: str = typer.Option("railonly-v5", help="a price set id from the catalog (railonly-v1, railonly-v5)"),
+    port_gbps: float = typer.Option(400.0, "--port-gbps", help="switch port and NIC speed"),
+    nics_per_gpu: int = typer.Option(1, "--nics-per-gpu", help="rail width: NICs per GPU"),
+    oversubscription: float = typer.Option(1.0, help="r for r:1 at the oversubscribed boundary"),
+    oversubscribed_level: Optional[int] = typer.Option(None, "--oversubscribed-level", help="tier boundary that is oversubscribed"),
+    convention: str = typer.Option("physical", help="physical (integer switches) | paper (Rail-only counting)"),
+    catalog: list[Path] = typer.Option([], "--catalog", help="extra catalog YAML files"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+) -> None:
+    """Print the bill of materials of one topology family."""
+    from designer.network.prices import bom_from_cli
+
+    result = bom_from_cli(topology=topology, n_gpus=gpus, hb_domain_size=hb_domain, radix=radix,
+                          prices=prices, port_gbps=port_gbps, nics_per_gpu=nics_per_gpu,
+                          oversubscription=oversubscription, oversubscribed_level=oversubscribed_level,
+                          convention=convention, catalog_files=tuple(catalog))
+    if as_json:
+        _print_json(result)
+        return
+    from designer.report import print_bom
+
+    print_bom(result)
+
+
+@app.command()
+@one_line_errors
+def network(
+    study: Path = typer.Argument(..., help="study YAML (a network study, or a full study with a network: section)"),
+    as_json: bool = typer.Option(False, "--json"),
+    out: Optional[Path] = typer.Option(None, "--out", help="folder for designs.csv"),
+) -> None:
+    """Solve the study's network-sizing MILP; print the chosen design and write the designs as CSV."""
+    from designer.network.api import load_network_study, solve_network
+    from designer.report import print_network_result, write_designs_csv
+
+    spec = load_network_study(study)
+    result = solve_network(spec)
+    if out is not None:
+        write_designs_csv(result, out)
+    if as_json:
+        _print_json(result.to_json())
+    else:
+        print_network_result(result)
+        if out is not None:
+            typer.echo(f"designs written to {out / 'designs.csv'}")
+
+
+@app.command()
+@one_line_errors
+def evaluate(
+    scenario: Path = typer.Argument(..., help="scenario YAML: model, training, strategy, system"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Evaluate one strategy on one cluster: iteration time, time-to-train, MFU, memory, breakdown."""
+    from designer.evaluate import evaluate_scenario, load_scenario, metrics_json
+    from designer.report import print_mapping
+
+    data = metrics_json(evaluate_scenario(load_scenario(scenario)))
+    if as_json:
+        _print_json(data)
+    else:
+        data.pop("breakdown", None)
+        print_mapping(f"evaluate {scenario.name}", data)
+
+
+@app.command()
+@one_line_errors
+def run(
+    study: Path = typer.Argument(..., help="study YAML"),
+    out: Optional[Path] = typer.Option(None, "--out", help="output folder (default: the study's output.dir)"),
+    n_trials: Optional[int] = typer.Option(None, "--n-trials", help="trials per design for the optuna search"),
+    workers: int = typer.Option(1, "--workers", help="worker processes on this machine"),
+    storage: Optional[str] = typer.Option(None, "--storage", help="Optuna storage URL (default: a journal file in the output folder)"),
+    seed: Optional[int] = typer.Option(None, "--seed"),
+) -> None:
+    """Run a study: MILP candidate designs, strategy search, Pareto front, CSV/PNG/HTML export."""
+    from designer.pipeline import run_study
+    from designer.report import print_study_summary, progress_bar
+    from designer.spec.study import load_study
+
+    spec = load_study(study)
+    with progress_bar() as progress:
+        result = run_study(spec, out_dir=out, n_trials=n_trials, workers=workers, storage=storage,
+                           seed=seed, progress=progress)
+    print_study_summary(result)
+
+
+@app.command()
+@one_line_errors
+def worker(
+    study: Path = typer.Argument(..., help="study YAML"),
+    storage: str = typer.Option(..., "--storage", help="shared storage URL, e.g. postgresql://user@host/db"),
+    n_trials: Optional[int] = typer.Option(None, "--n-trials"),
+) -> None:
+    """Run one more worker of a study against a shared storage."""
+    from designer.pipeline import run_worker
+    from designer.spec.study import load_study
+
+    count = run_worker(load_study(study), storage=storage, n_trials=n_trials)
+    typer.echo(f"worker finished {count} trials")
+
+
+@app.command()
+@one_line_errors
+def pareto(
+    out_dir: Path = typer.Argument(..., help="a study's output folder"),
+    export: Optional[Path] = typer.Option(None, "--export", help="write the front to this CSV"),
+) -> None:
+    """Re-read a study's Pareto front, print it, and optionally export it."""
+    from designer.pipeline import read_pareto
+    from designer.report import print_front
+
+    front = read_pareto(out_dir)
+    print_front(front)
+    if export is not None:
+        export.parent.mkdir(parents=True, exist_ok=True)
+        front.to_csv(export, index=False)
+        typer.echo(f"front written to {export}")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

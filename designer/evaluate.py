@@ -1,0 +1,123 @@
+"""`evaluate(design, llm, training, strategy)`: the one function joining the network and perf stages.
+
+Also the scenario file of `designer evaluate`: one model, one training run, one strategy and one
+system, where the system names catalog hardware and a topology family and is built through the same
+closed-form bill of materials the MILP agrees with.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from designer.errors import SpecError
+from designer.network.design import NetworkDesign, design_to_system
+from designer.network.prices import prices_from_components
+from designer.network.topology import Family, bill_of_materials, to_network_tiers
+from designer.perf.model import evaluate_system
+from designer.perf.records import Infeasible, Metrics
+from designer.spec.base import Record
+from designer.spec.catalog import Catalog, load_catalog
+from designer.spec.llm import LLMSpec, Strategy, TrainingSpec
+from designer.spec.load import read_yaml, validate
+from designer.spec.models import load_model
+from designer.spec.network_study import CatalogSource, FamilyName
+from designer.spec.system import ClusterSystem, HBDomain, HBTopology
+from designer.units import GB_PER_S_TO_BYTES_PER_S, gbps_to_bytes_per_s
+
+
+def evaluate(design: NetworkDesign, llm: LLMSpec, training: TrainingSpec, strategy: Strategy,
+             catalog: Catalog) -> Metrics | Infeasible:
+    """Score one strategy on one MILP design."""
+    return evaluate_system(llm, training, strategy, design_to_system(design, catalog))
+
+
+class SystemChoice(Record):
+    """A cluster named by catalog ids: the HB platform, the NIC and rail width, the switch and family."""
+
+    platform: str
+    n_gpus: int = Field(ge=1)
+    family: FamilyName = "rail-optimized"
+    nic: str = "cx7_400g"
+    nics_per_gpu: int = Field(default=1, ge=1)
+    switch: str = "qm9790"
+    oversubscription: float = Field(default=1.0, ge=1.0)
+    oversubscribed_level: int | None = Field(default=None, ge=1)
+    # Optional overrides of the platform's scale-up fabric (e.g. to study a torus HB domain).
+    hb_topology: HBTopology | None = None
+    torus_dims: tuple[int, ...] | None = None
+    hb_gb_per_s_per_direction: float | None = Field(default=None, gt=0)
+
+
+class Scenario(Record):
+    model: str | LLMSpec = Field(description="a name in models/, a path to a model YAML, or the model inline")
+    training: TrainingSpec
+    strategy: Strategy
+    system: SystemChoice
+    catalog: CatalogSource = CatalogSource()
+
+    @model_validator(mode="after")
+    def _torus(self) -> "Scenario":
+        if self.system.torus_dims is not None and self.system.hb_topology is None:
+            raise ValueError("system.torus_dims needs system.hb_topology (torus2d or torus3d)")
+        return self
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    return validate(Scenario, read_yaml(path), where=str(path))
+
+
+def build_system(choice: SystemChoice, catalog: Catalog) -> ClusterSystem:
+    """The ClusterSystem of a named cluster: platform HB domain + closed-form physical network."""
+    plat = catalog.platform(choice.platform)
+    gpu = catalog.gpu(plat.gpu)
+    nic = catalog.nic(choice.nic)
+    switch = catalog.switch(choice.switch)
+    modes = [m for m in switch.modes if m.port_gbps == nic.gbps]
+    if not modes:
+        allowed = ", ".join(f"{m.port_gbps:g}G" for m in switch.modes)
+        raise SpecError(f"system.switch = {choice.switch!r} has no {nic.gbps:g}G ports for nic {nic.id}; "
+                        f"its port speeds: {allowed}")
+    if choice.n_gpus % plat.hb_domain_size:
+        raise SpecError(f"system.n_gpus = {choice.n_gpus}: must be a multiple of the HB domain size "
+                        f"{plat.hb_domain_size} of platform {plat.id}")
+    prices = prices_from_components(catalog, switch.id, nic.gbps, nic_id=nic.id)
+    bom = bill_of_materials(Family(choice.family), choice.n_gpus, plat.hb_domain_size, modes[0].radix,
+                            prices=prices, port_gbps=nic.gbps, nics_per_gpu=choice.nics_per_gpu,
+                            oversubscription=choice.oversubscription,
+                            oversubscribed_level=choice.oversubscribed_level)
+    tiers = tuple(t.model_copy(update={"in_network_reduction": switch.in_network_reduction})
+                  for t in to_network_tiers(bom))
+    hb_gb_per_s = choice.hb_gb_per_s_per_direction or plat.hb_gb_per_s_per_direction or gpu.hb_gb_per_s_per_direction
+    try:
+        hb = HBDomain(size=plat.hb_domain_size, bandwidth_per_gpu_bytes_per_s=hb_gb_per_s * GB_PER_S_TO_BYTES_PER_S,
+                      topology=choice.hb_topology or plat.hb_topology,
+                      torus_dims=choice.torus_dims if choice.hb_topology else plat.torus_dims,
+                      in_network_reduction=plat.in_network_reduction and (choice.hb_topology in (None, HBTopology.switched)))
+    except ValueError as err:
+        raise SpecError(f"system: {err.errors()[0]['msg'] if hasattr(err, 'errors') else err}") from None
+    return ClusterSystem(gpu=gpu.perf(), n_gpus=choice.n_gpus, hb=hb,
+                         nic_bandwidth_per_gpu_bytes_per_s=gbps_to_bytes_per_s(nic.gbps * choice.nics_per_gpu),
+                         nics_per_gpu=choice.nics_per_gpu, tiers=tiers, family=choice.family)
+
+
+def evaluate_scenario(scenario: Scenario) -> Metrics | Infeasible:
+    catalog = load_catalog(extra_files=scenario.catalog.extra_files,
+                           price_multipliers=scenario.catalog.price_multipliers)
+    llm = scenario.model if isinstance(scenario.model, LLMSpec) else load_model(scenario.model)
+    system = build_system(scenario.system, catalog)
+    if scenario.strategy.n_gpus != system.n_gpus:
+        raise SpecError(f"strategy tp*pp*dp*cp = {scenario.strategy.n_gpus} must equal system.n_gpus = {system.n_gpus}")
+    return evaluate_system(llm, scenario.training, scenario.strategy, system)
+
+
+def metrics_json(result: Metrics | Infeasible) -> dict[str, Any]:
+    """One JSON object: the flat row, plus the documented top-level keys and the breakdown."""
+    row = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in result.row().items()}
+    if isinstance(result, Infeasible):
+        return {**row, "fits_in_memory": result.fits_in_memory}
+    breakdown = {k: v for k, v in row.items() if k.endswith("_s") and k not in ("iteration_time_s", "time_to_train_s", "tokens_per_s")}
+    return {**row, "breakdown": breakdown}

@@ -1,0 +1,179 @@
+"""Output records of the network stage: NetworkDesign (one design) and NetworkResult (a solve).
+
+`extract_design` reads the chosen combination out of a solved model, rebuilds its bill of materials
+with the closed form (designer.network.topology, physical convention) and refuses to report a design
+whose MILP counts differ from the closed form's: the two must agree exactly.
+`design_to_system` turns a design into the ClusterSystem the performance model consumes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import pyomo.environ as pyo
+from pydantic import Field
+
+from designer.errors import SolverError
+from designer.network.budgets import BudgetSlack
+from designer.network.milp import BuiltModel, chosen, milp_counts
+from designer.network.topology import BillOfMaterials, Family, to_network_tiers
+from designer.spec.base import Record
+from designer.spec.catalog import Catalog
+from designer.spec.system import ClusterSystem, HBDomain, HBTopology
+from designer.units import GB_PER_S_TO_BYTES_PER_S, gbps_to_bytes_per_s
+
+
+class NetworkDesign(Record):
+    """One cluster design: the choices, its bill of materials, capex and power."""
+
+    label: str
+    family: Family
+    platform: str
+    gpu: str
+    n_gpus: int = Field(ge=1)
+    n_domains: int = Field(ge=1)
+    hb_domain_size: int = Field(ge=1)
+    hb_topology: HBTopology
+    nic: str
+    nic_gbps: float
+    nics_per_gpu: int = Field(ge=1)
+    switch: str
+    radix: int
+    port_gbps: float
+    oversubscription: float = Field(ge=1.0)
+    oversubscribed_level: int | None
+    n_tiers: int = Field(ge=1)
+    dac_for_nic_links: bool
+    optic: str
+    dac: str | None
+    bom: BillOfMaterials
+    compute_capex_usd: float
+    switch_capex_usd: float
+    optics_capex_usd: float  # transceivers and DACs
+    nic_capex_usd: float
+    network_capex_usd: float
+    capex_usd: float
+    compute_power_w: float
+    network_power_w: float
+    power_w: float
+    scaleout_gbps_per_gpu: float
+    peak_pflops: float  # aggregate dense PFLOP/s at the study's precision
+    level: float | None = None  # the frontier level this design answers, if any
+
+    @property
+    def capex_per_gpu_usd(self) -> float:
+        return self.capex_usd / self.n_gpus
+
+    def row(self) -> dict[str, Any]:
+        """One flat CSV row; units in the column names."""
+        b = self.bom
+        row: dict[str, Any] = {
+            "label": self.label, "family": self.family.value, "platform": self.platform, "gpu": self.gpu,
+            "n_gpus": self.n_gpus, "n_domains": self.n_domains, "hb_domain_size": self.hb_domain_size,
+            "hb_topology": self.hb_topology.value, "nic": self.nic, "nic_gbps": self.nic_gbps,
+            "nics_per_gpu": self.nics_per_gpu, "switch": self.switch, "radix": self.radix,
+            "port_gbps": self.port_gbps, "oversubscription": self.oversubscription,
+            "oversubscribed_level": self.oversubscribed_level, "n_tiers": self.n_tiers,
+            "dac_for_nic_links": self.dac_for_nic_links, "optic": self.optic, "dac": self.dac,
+            "switch_count": b.switch_count, "switch_port_count": b.switch_port_count,
+            "transceiver_count": b.transceiver_count, "dac_count": b.dac_count, "nic_count": b.nic_count,
+            "link_count": b.link_count,
+        }
+        for t in b.tiers:
+            row[f"switches_{t.name}"] = t.switches
+        row.update({
+            "compute_capex_usd": self.compute_capex_usd, "switch_capex_usd": self.switch_capex_usd,
+            "optics_capex_usd": self.optics_capex_usd, "nic_capex_usd": self.nic_capex_usd,
+            "network_capex_usd": self.network_capex_usd, "capex_usd": self.capex_usd,
+            "capex_per_gpu_usd": self.capex_per_gpu_usd, "compute_power_w": self.compute_power_w,
+            "network_power_w": self.network_power_w, "power_w": self.power_w,
+            "scaleout_gbps_per_gpu": self.scaleout_gbps_per_gpu, "peak_pflops": self.peak_pflops,
+            "bisection_bytes_per_s": b.bisection_bandwidth_bytes_per_s, "level": self.level,
+        })
+        return row
+
+
+class NetworkResult(Record):
+    """What a solve returns. For a frontier, one design per feasible level, in level order;
+    `budget_slacks[i]` belongs to `designs[i]`."""
+
+    designs: tuple[NetworkDesign, ...]
+    status: Literal["optimal", "incumbent"]
+    gap: float | None  # largest relative MIP gap over the solves
+    solve_time_s: float
+    budget_slacks: tuple[tuple[BudgetSlack, ...], ...]
+
+    @property
+    def design(self) -> NetworkDesign:
+        return self.designs[0]
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready: each design's flat row, its budgets, and the solve's status."""
+        return {
+            "status": self.status, "gap": self.gap, "solve_time_s": self.solve_time_s,
+            "designs": [d.row() for d in self.designs],
+            "budget_slacks": [[s.model_dump(mode="json") for s in row] for row in self.budget_slacks],
+        }
+
+    @property
+    def slacks(self) -> dict[str, BudgetSlack]:
+        """The first design's budgets by name."""
+        return {s.name: s for s in self.budget_slacks[0]} if self.budget_slacks else {}
+
+
+def extract_design(built: BuiltModel, catalog: Catalog, level: float | None = None) -> NetworkDesign:
+    """The solved model's design, with its closed-form bill of materials (which must agree)."""
+    combo, n_domains = chosen(built)
+    bom = combo.bom(n_domains)
+    got = milp_counts(built, combo)
+    want = {
+        "switches_by_level": {t.level: t.switches for t in bom.tiers},
+        "switch_count": bom.switch_count, "transceiver_count": bom.transceiver_count,
+        "dac_count": bom.dac_count, "nic_count": bom.nic_count,
+    }
+    for key, value in want.items():
+        if got[key] != value:
+            raise SolverError(f"internal: MILP {key} {got[key]} differs from the closed form {value} for "
+                              f"{combo.label} at {n_domains} domains")
+    plat = catalog.platform(combo.platform)
+    compute_usd = combo.domain_usd * n_domains
+    compute_w = combo.domain_w * n_domains
+    n_gpus = n_domains * combo.hb_domain_size
+    return NetworkDesign(
+        label=combo.label, family=combo.family, platform=combo.platform, gpu=combo.gpu, n_gpus=n_gpus,
+        n_domains=n_domains, hb_domain_size=combo.hb_domain_size, hb_topology=plat.hb_topology,
+        nic=combo.nic, nic_gbps=combo.nic_gbps, nics_per_gpu=combo.nics_per_gpu, switch=combo.switch,
+        radix=combo.radix, port_gbps=combo.port_gbps, oversubscription=combo.oversubscription,
+        oversubscribed_level=combo.oversubscribed_level, n_tiers=combo.n_tiers,
+        dac_for_nic_links=combo.dac_for_nic_links, optic=combo.optic, dac=combo.dac, bom=bom,
+        compute_capex_usd=compute_usd, switch_capex_usd=bom.switch_cost_usd,
+        optics_capex_usd=bom.optics_cost_usd + bom.dac_cost_usd, nic_capex_usd=bom.nic_cost_usd,
+        network_capex_usd=bom.cost_usd, capex_usd=compute_usd + bom.cost_usd,
+        compute_power_w=compute_w, network_power_w=bom.power_w, power_w=compute_w + bom.power_w,
+        scaleout_gbps_per_gpu=combo.scaleout_gbps_per_gpu,
+        peak_pflops=n_gpus * combo.gpu_flops * 1e-15, level=level,
+    )
+
+
+def design_to_system(design: NetworkDesign, catalog: Catalog) -> ClusterSystem:
+    """The plain cluster description for the performance model (perf never imports network)."""
+    plat = catalog.platform(design.platform)
+    gpu = catalog.gpu(design.gpu)
+    hb_gb_per_s = plat.hb_gb_per_s_per_direction or gpu.hb_gb_per_s_per_direction
+    sharp = catalog.switch(design.switch).in_network_reduction
+    tiers = tuple(t.model_copy(update={"in_network_reduction": sharp}) for t in to_network_tiers(design.bom))
+    return ClusterSystem(
+        gpu=gpu.perf(),
+        n_gpus=design.n_gpus,
+        hb=HBDomain(size=plat.hb_domain_size, bandwidth_per_gpu_bytes_per_s=hb_gb_per_s * GB_PER_S_TO_BYTES_PER_S,
+                    topology=plat.hb_topology, torus_dims=plat.torus_dims,
+                    in_network_reduction=plat.in_network_reduction),
+        nic_bandwidth_per_gpu_bytes_per_s=gbps_to_bytes_per_s(design.scaleout_gbps_per_gpu),
+        nics_per_gpu=design.nics_per_gpu,
+        tiers=tiers,
+        family=design.family.value,
+    )
+
+
+def model_value(expr) -> float:
+    return float(pyo.value(expr))

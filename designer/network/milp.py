@@ -1,0 +1,761 @@
+"""The network sizing MILP, as a flat list of `define_*` functions (PyPSA style).
+
+Every function is pure model building: it takes the model and frozen inputs and adds components.
+Nothing here calls a solver (designer.network.solve does).
+
+Formulation
+-----------
+The discrete choices (topology family, HB platform and so its domain size K, NIC and NICs per GPU,
+switch model and port mode (radix R, port speed), oversubscription ratio r, number of switch tiers L,
+NIC-link media) are enumerated in Python into *combinations* c (`enumerate_combos`), after pruning the
+ones that cannot work (NIC speed different from the port speed, too many NICs for the platform,
+too little bandwidth per GPU, a tier count that cannot hold the GPU range). Each combination is a
+binary-activated block of linear rows: one binary y[c] (exactly one is chosen) and one integer
+D[c] = HB domains of that design (0 unless y[c] = 1). Everything else is linear in D[c]:
+
+    n_gpus = sum_c K_c D[c]
+    per plane (designer.network.topology: P planes of E endpoints; E = D for rail-only, K*D otherwise)
+      tier count:  2 h^(L-1) + 1 <= E <= 2 h^L          (h = R/2; L = tiers_needed(E, R))
+      L == 1:      switches = ceil(P / floor(R / E)), a non-decreasing step function of D, written
+                   exactly with one binary per step: z_j = 1 iff D >= t_j.
+      L >= 2:      s_1 = K * ceil(D / h) (rail-pure leaves, D > h), ceil(K / floor(h / D)) (short
+                   rails packed whole, D <= h: a step function, own block), or ceil(E / h); s_l = ceil(d_l / h) for
+                   middle tiers; s_L = ceil(d_L / R); d_1 = E; d_(l+1) = u_l; u_b = ceil(d_b / r) at
+                   the oversubscribed boundary b, u_l = d_l elsewhere; u_b >= s_b.
+    every integer ceiling v = ceil(x / b) (x integer-valued and linear, b = p/q rational) is the pair
+      p v >= q x   and   p v <= q x + (p - 1) y[c]
+    which pins v to exactly the ceiling when y[c] = 1 and to 0 when y[c] = 0 (then x = 0), so counts
+    are exact in both directions: a ">=" budget cannot inflate them.
+
+These are the closed form's physical-convention relations (topology.py module docstring) written as
+linear rows, so for fixed choices the MILP's switch, transceiver, cost and power figures equal
+`bill_of_materials(..., convention=physical)` exactly (tests/network/test_milp.py checks this).
+
+Cost = D * platform price + switch ports * (switch price / R) + transceivers * optic price per port
+     + DACs * DAC price per port + NICs * NIC price; power likewise (railonly.md §2 cost model, with
+     NICs, DACs and HB-domain hardware added as §7 suggests). Prices come from the catalog.
+
+The tier count is part of a combination (one y per tier count, as "tiers as binaries per tier
+count"); its range of E is enforced through the bounds of D[c]. Before the build, `tighten_combos`
+narrows each combination's D range with the budgets (every linear metric is non-decreasing in D for
+fixed choices), which is exact bound propagation with integrality: without it HiGHS branches through
+every combination whose LP bound, with a fractional D at the budget, is near the optimum.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from fractions import Fraction
+from types import MappingProxyType
+from typing import Any, Mapping, Sequence
+
+import pyomo.environ as pyo
+
+from designer.errors import SpecError
+from designer.network.budgets import BudgetHandles, budget_rows, define_budgets
+from designer.network.hooks import HookContext, HookRef, apply_hooks
+from designer.network.topology import (
+    RAIL_PURE_LEAF_FAMILIES,
+    BillOfMaterials,
+    ComponentPrices,
+    Convention,
+    Family,
+    bill_of_materials,
+    exact_ratio,
+    tiers_needed,
+)
+from designer.spec.catalog import Catalog, LinkMedia, MediaKind
+from designer.spec.network_study import Metric, NetworkStudy, family_can_use_radix
+
+USD_SCALE = 1e-6  # objective in millions of USD keeps HiGHS's numbers moderate
+FLOPS_SCALE = 1e-15  # objective in PFLOP/s
+
+
+# ----------------------------------------------------------------------------------------------
+# The discrete choice combinations
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Combo:
+    """One combination of discrete choices: a block of the MILP activated by y[index]."""
+
+    index: int
+    family: Family
+    platform: str
+    gpu: str
+    hb_domain_size: int
+    nic: str
+    nic_gbps: float
+    nics_per_gpu: int
+    switch: str
+    radix: int
+    port_gbps: float
+    oversubscription: float  # 1.0 unless family is oversubscribed
+    oversubscribed_level: int | None  # resolved boundary b (1..L-1) for the oversubscribed family
+    n_tiers: int
+    dac_for_nic_links: bool
+    optic: str
+    dac: str | None
+    prices: ComponentPrices
+    domain_usd: float  # platform price per HB domain (GPUs included, scale-out network excluded)
+    domain_w: float
+    gpu_flops: float  # per GPU, dense, at the study's precision
+    d_min: int  # domain-count range this block may take when chosen
+    d_max: int
+    # Rail-pure leaves with rails shorter than a leaf (D <= h): whole rails are packed per leaf, a
+    # step function of D (topology.rail_leaf_count); such D get their own block.
+    packed_leaves: bool = False
+
+    @property
+    def planes(self) -> int:
+        return self.hb_domain_size * self.nics_per_gpu if self.family == Family.rail_only else self.nics_per_gpu
+
+    @property
+    def endpoints_per_domain(self) -> int:
+        """E = this * D: endpoints of one plane per HB domain (1 on a rail, K on a full plane)."""
+        return 1 if self.family == Family.rail_only else self.hb_domain_size
+
+    @property
+    def scaleout_gbps_per_gpu(self) -> float:
+        return self.nics_per_gpu * self.nic_gbps
+
+    @property
+    def label(self) -> str:
+        o = f"/os{self.oversubscription:g}@{self.oversubscribed_level}" if self.family == Family.oversubscribed else ""
+        return (f"{self.family.value}{o}/{self.platform}/{self.nic}x{self.nics_per_gpu}/{self.switch}-{self.radix}"
+                f"/L{self.n_tiers}{'/dac' if self.dac_for_nic_links else ''}")
+
+    def bom(self, n_domains: int) -> BillOfMaterials:
+        """The closed form for this combination at n_domains HB domains."""
+        return bill_of_materials(
+            self.family, n_domains * self.hb_domain_size, self.hb_domain_size, self.radix,
+            prices=self.prices, port_gbps=self.port_gbps, nics_per_gpu=self.nics_per_gpu,
+            oversubscription=self.oversubscription,
+            oversubscribed_level=self.oversubscribed_level if self.family == Family.oversubscribed else None,
+            convention=Convention.physical, dac_for_nic_links=self.dac_for_nic_links)
+
+
+def _per_port(m: LinkMedia, what: str) -> tuple[float, float]:
+    if m.price_usd is None or m.power_w is None:
+        raise SpecError(f"catalog media '{m.id}' has no {'price_usd' if m.price_usd is None else 'power_w'}; "
+                        "add it in a catalog file to use it as the " + what)
+    # A twin-port module serves two link ends; price and power are per module.
+    return m.price_usd / m.ports_per_module, m.power_w / m.ports_per_module
+
+
+def _pick_media(catalog: Catalog, kind: MediaKind, port_gbps: float, chosen: str | None) -> LinkMedia | None:
+    """The named medium, or the cheapest of `kind` with per-port speed >= the port speed."""
+    if chosen is not None:
+        m = catalog.medium(chosen)
+        return m if m.gbps >= port_gbps else None
+    fits = [m for m in catalog.media if m.kind == kind and m.gbps >= port_gbps and m.price_usd is not None]
+    return min(fits, key=lambda m: (m.price_usd / m.ports_per_module, m.id)) if fits else None
+
+
+def component_prices(catalog: Catalog, switch_id: str, radix: int, port_gbps: float, nic_id: str,
+                     optic: LinkMedia, dac: LinkMedia | None) -> ComponentPrices:
+    """Catalog prices in the closed form's linear per-port shape. A switch is bought whole, so its
+    price and power are spread over its R ports (count * R * price/R = count * price)."""
+    sw, nic = catalog.switch(switch_id), catalog.nic(nic_id)
+    for entry, what in ((sw, "switch"), (nic, "nic")):
+        if entry.price_usd is None or entry.power_w is None:
+            missing = "price_usd" if entry.price_usd is None else "power_w"
+            raise SpecError(f"catalog {what} '{entry.id}' has no {missing}; add it in a catalog file or drop the choice")
+    t_usd, t_w = _per_port(optic, "optic")
+    d_usd, d_w = _per_port(dac, "DAC") if dac is not None else (0.0, 0.0)
+    return ComponentPrices(
+        name=f"catalog:{switch_id}-{radix}/{optic.id}/{dac.id if dac else 'no-dac'}/{nic_id}",
+        switch_port_usd=sw.price_usd / radix, switch_port_w=sw.power_w / radix,
+        transceiver_usd=t_usd, transceiver_w=t_w, dac_usd=d_usd, dac_w=d_w,
+        nic_usd=nic.price_usd, nic_w=nic.power_w,
+        source=f"designer catalog entries {switch_id}, {optic.id}, {dac.id if dac else '-'}, {nic_id}")
+
+
+def _tier_range(e: int, d_lo: int, d_hi: int, radix: int, levels: int) -> tuple[int, int] | None:
+    """Domains D in [d_lo, d_hi] whose plane size E = e*D needs exactly `levels` tiers."""
+    h = radix // 2
+    e_lo = 1 if levels == 1 else 2 * h ** (levels - 1) + 1
+    e_hi = 2 * h**levels
+    lo, hi = max(d_lo, -(-e_lo // e)), min(d_hi, e_hi // e)
+    return (lo, hi) if lo <= hi else None
+
+
+def enumerate_combos(study: NetworkStudy, catalog: Catalog) -> tuple[Combo, ...]:
+    """Every combination of the study's open choices that can build some GPU count in its range."""
+    ch, req = study.choices, study.gpus
+    out: list[Combo] = []
+    reasons: set[str] = set()
+    for fam_name in ch.families:
+        family = Family(fam_name)
+        ratios = ch.oversubscription if family == Family.oversubscribed else (1.0,)
+        for pid in ch.platforms:
+            plat = catalog.platform(pid)
+            gpu = catalog.gpu(plat.gpu)
+            if plat.price_usd is None or plat.power_w is None:
+                raise SpecError(f"catalog platform '{pid}' has no {'price_usd' if plat.price_usd is None else 'power_w'}; "
+                                "add it in a catalog file or drop the platform")
+            flops = gpu.perf().peak_flops.get(study.objective.precision)
+            if flops is None:
+                flops = 0.0
+                if study.objective.base_kind == "max_flops":
+                    reasons.add(f"gpu {gpu.id} has no {study.objective.precision} figure")
+                    continue
+            k = plat.hb_domain_size
+            d_lo, d_hi = -(-req.lo // k), req.hi // k
+            if d_lo > d_hi:
+                reasons.add(f"platform {pid} (K={k}) has no multiple in the GPU range")
+                continue
+            for nc in ch.nics:
+                nic = catalog.nic(nc.id)
+                for npg in nc.nics_per_gpu:
+                    if npg > plat.max_nics_per_gpu:
+                        reasons.add(f"platform {pid} takes at most {plat.max_nics_per_gpu} NICs per GPU")
+                        continue
+                    if npg * nic.gbps < req.min_scaleout_gbps_per_gpu:
+                        reasons.add(f"{npg} x {nic.id} gives less than {req.min_scaleout_gbps_per_gpu:g} Gb/s per GPU")
+                        continue
+                    for sc in ch.switches:
+                        sw = catalog.switch(sc.id)
+                        for mode in sw.modes:
+                            if sc.radix and mode.radix not in sc.radix:
+                                continue
+                            if not family_can_use_radix(family.value, mode.radix):
+                                continue
+                            # The closed form runs every port at the NIC speed (railonly.md §2).
+                            if mode.port_gbps != nic.gbps:
+                                reasons.add(f"NIC {nic.id} ({nic.gbps:g}G) matches no port speed of {sw.id} mode {mode.radix}")
+                                continue
+                            optic = _pick_media(catalog, MediaKind.optic, mode.port_gbps, ch.media.optic)
+                            if optic is None:
+                                reasons.add(f"no optic of at least {mode.port_gbps:g}G per port in the catalog")
+                                continue
+                            dac = _pick_media(catalog, MediaKind.dac, mode.port_gbps, ch.media.dac)
+                            dac_ok = dac is not None and dac.reach_m >= ch.media.nic_link_length_m
+                            media_opts = {"dac": (dac_ok,), "optic": (False,), "choose": (False, True) if dac_ok else (False,)}
+                            for use_dac in media_opts[ch.media.nic_links]:
+                                prices = component_prices(catalog, sw.id, mode.radix, mode.port_gbps, nic.id,
+                                                          optic, dac if use_dac else None)
+                                e = 1 if family == Family.rail_only else k
+                                l_lo, l_hi = tiers_needed(e * d_lo, mode.radix), tiers_needed(e * d_hi, mode.radix)
+                                for levels in range(l_lo, l_hi + 1):
+                                    rng = _tier_range(e, d_lo, d_hi, mode.radix, levels)
+                                    if rng is None:
+                                        continue
+                                    for r in ratios:
+                                        b = None
+                                        if family == Family.oversubscribed:
+                                            if levels < 2:
+                                                reasons.add(f"family oversubscribed needs two or more tiers; radix {mode.radix} "
+                                                            "serves the whole plane with one")
+                                                continue
+                                            b = ch.oversubscribed_level or levels - 1
+                                            if b > levels - 1:
+                                                reasons.add(f"oversubscribed_level {b} needs more than {levels} tiers")
+                                                continue
+                                        pieces = [(rng[0], rng[1], False)]
+                                        if family in RAIL_PURE_LEAF_FAMILIES and levels >= 2:
+                                            h = mode.radix // 2
+                                            pieces = [(lo_, hi_, packed) for lo_, hi_, packed in
+                                                      ((rng[0], min(rng[1], h), True), (max(rng[0], h + 1), rng[1], False))
+                                                      if lo_ <= hi_]
+                                        for lo_, hi_, packed in pieces:
+                                            combo = Combo(
+                                                index=len(out), family=family, platform=pid, gpu=gpu.id,
+                                                hb_domain_size=k, nic=nic.id, nic_gbps=nic.gbps, nics_per_gpu=npg,
+                                                switch=sw.id, radix=mode.radix, port_gbps=mode.port_gbps,
+                                                oversubscription=float(r), oversubscribed_level=b, n_tiers=levels,
+                                                dac_for_nic_links=use_dac, optic=optic.id,
+                                                dac=dac.id if use_dac else None, prices=prices,
+                                                domain_usd=plat.price_usd, domain_w=plat.power_w, gpu_flops=flops,
+                                                d_min=lo_, d_max=hi_, packed_leaves=packed)
+                                            if lo_ == hi_:
+                                                # A fixed size: the closed form decides validity (e.g. an
+                                                # oversubscribed tier that leaves a switch without uplinks).
+                                                try:
+                                                    combo.bom(lo_)
+                                                except SpecError as err:
+                                                    reasons.add(str(err))
+                                                    continue
+                                            out.append(combo)
+    if not out:
+        why = "; ".join(sorted(reasons)[:3]) or "no switch mode fits"
+        raise SpecError(f"field 'choices': no combination can build {req.lo}..{req.hi} GPUs ({why})")
+    return tuple(out)
+
+
+def combo_figures(c: Combo, n_domains: int) -> dict[Metric, float]:
+    """The combination's linear metrics at `n_domains`, by the same integer relations as define_tiers
+    (and so as the closed form; tests/network/test_milp.py checks all three agree). Pure and fast:
+    used to tighten domain bounds before the solve."""
+    h, R, P = c.radix // 2, c.radix, c.planes
+    E = c.endpoints_per_domain * n_domains
+    if c.n_tiers == 1:
+        switches = math.ceil(P / (R // E)) if E else 0
+        upper_links = 0
+    else:
+        ratio = exact_ratio(c.oversubscription)
+        per_plane = rail_leaves_per_plane(c, n_domains) if c.family in RAIL_PURE_LEAF_FAMILIES else -(-E // h)
+        down, upper_links = E, 0
+        for level in range(1, c.n_tiers):
+            if level >= 2:
+                per_plane += -(-down // h)
+            up = math.ceil(Fraction(down) / ratio) if level == c.oversubscribed_level else down
+            upper_links += up
+            down = up
+        per_plane += -(-down // R)
+        switches = P * per_plane
+        upper_links *= P
+    nic_links = P * E
+    transceivers = 2 * (upper_links + (0 if c.dac_for_nic_links else nic_links))
+    dacs = nic_links if c.dac_for_nic_links else 0
+    nics = c.hb_domain_size * c.nics_per_gpu * n_domains
+    pr = c.prices
+    net_usd = switches * R * pr.switch_port_usd + transceivers * pr.transceiver_usd + dacs * pr.dac_usd + nics * pr.nic_usd
+    net_w = switches * R * pr.switch_port_w + transceivers * pr.transceiver_w + dacs * pr.dac_w + nics * pr.nic_w
+    return {
+        Metric.n_gpus: c.hb_domain_size * n_domains, Metric.n_domains: n_domains, Metric.switch_count: switches,
+        Metric.switch_port_count: switches * R, Metric.transceiver_count: transceivers, Metric.dac_count: dacs,
+        Metric.nic_count: nics, Metric.tiers: c.n_tiers if n_domains else 0,
+        Metric.compute_capex_usd: c.domain_usd * n_domains, Metric.network_capex_usd: net_usd,
+        Metric.capex_usd: c.domain_usd * n_domains + net_usd, Metric.network_power_w: net_w,
+        Metric.power_w: c.domain_w * n_domains + net_w,
+        Metric.scaleout_gbps_per_gpu: c.scaleout_gbps_per_gpu if n_domains else 0.0,
+    }
+
+
+# Metrics that are non-decreasing in the domain count of a fixed combination (all of the closed
+# form's relations are monotone, topology.py docstring), so a budget on them bounds D by bisection.
+_MONOTONE = (Metric.n_gpus, Metric.n_domains, Metric.switch_count, Metric.switch_port_count,
+             Metric.transceiver_count, Metric.dac_count, Metric.nic_count, Metric.capex_usd,
+             Metric.compute_capex_usd, Metric.network_capex_usd, Metric.power_w, Metric.network_power_w)
+_CONSTANT = (Metric.tiers, Metric.scaleout_gbps_per_gpu)
+
+
+def tighten_combos(combos: Sequence[Combo], rows: Sequence[Any]) -> tuple[Combo, ...]:
+    """Bound propagation with integrality, before the solve: for every budget row on a monotone
+    metric, shrink each combination's domain range to the D that meet it (bisection on
+    combo_figures), and drop combinations a budget rules out whatever their size. Hooks only add
+    constraints, so these bounds stay valid. Without this, HiGHS must branch through every
+    combination whose LP bound (fractional D at the budget) is close to the optimum."""
+    tol = 1e-9
+    out = []
+    for c in combos:
+        lo, hi = c.d_min, c.d_max
+        for row in rows:
+            m, rhs = Metric(row.metric), row.rhs
+            slack = tol * max(1.0, abs(rhs))
+            if m in _CONSTANT:
+                v = combo_figures(c, lo)[m]
+                ok = v <= rhs + slack if row.sense == "<=" else v >= rhs - slack
+                if not ok:
+                    lo, hi = 1, 0
+            elif m in _MONOTONE and lo <= hi:
+                if row.sense == "<=":
+                    if combo_figures(c, lo)[m] > rhs + slack:
+                        lo, hi = 1, 0
+                        continue
+                    a, b = lo, hi  # largest D in [a, b] with metric <= rhs
+                    while a < b:
+                        mid = (a + b + 1) // 2
+                        if combo_figures(c, mid)[m] <= rhs + slack:
+                            a = mid
+                        else:
+                            b = mid - 1
+                    hi = a
+                else:
+                    if combo_figures(c, hi)[m] < rhs - slack:
+                        lo, hi = 1, 0
+                        continue
+                    a, b = lo, hi  # smallest D in [a, b] with metric >= rhs
+                    while a < b:
+                        mid = (a + b) // 2
+                        if combo_figures(c, mid)[m] >= rhs - slack:
+                            b = mid
+                        else:
+                            a = mid + 1
+                    lo = a
+        if lo <= hi:
+            out.append(c if (lo, hi) == (c.d_min, c.d_max) else replace(c, d_min=lo, d_max=hi))
+    return tuple(replace(c, index=i) for i, c in enumerate(out))
+
+
+# ----------------------------------------------------------------------------------------------
+# Handles: what the objective, the budgets, hooks and extraction see
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ComboExprs:
+    """Linear expressions of one combination (all zero when it is not chosen)."""
+
+    n_gpus: Any
+    switches_by_level: Mapping[int, Any]  # totals over the planes
+    links_by_layer: Mapping[int, Any]  # 0 = NIC-leaf, l = tier l to l+1
+    switch_count: Any
+    transceiver_count: Any
+    dac_count: Any
+    nic_count: Any
+    network_capex_usd: Any
+    network_power_w: Any
+    compute_capex_usd: Any
+    compute_power_w: Any
+
+
+@dataclass(frozen=True)
+class Handles:
+    """Typed, read-only handles to the model's decision variables and linear expressions."""
+
+    combos: tuple[Combo, ...]
+    choose: Any  # y[c] binary: combination c is the design
+    domains: Any  # D[c] integer: HB domains of combination c (0 unless chosen)
+    per_combo: Mapping[int, ComboExprs]
+    # indicators (linear in y): which family / platform / switch mode / NIC / ratio / media
+    family: Mapping[str, Any]
+    platform: Mapping[str, Any]
+    switch_mode: Mapping[tuple[str, int], Any]
+    nic: Mapping[tuple[str, int], Any]
+    oversubscription: Mapping[float, Any]
+    dac_for_nic_links: Any
+    # totals
+    n_gpus: Any
+    n_domains: Any
+    nic_count: Any
+    switch_count: Any
+    switch_port_count: Any
+    transceiver_count: Any
+    dac_count: Any
+    tiers: Any
+    switches_by_level: Mapping[int, Any]
+    ports_by_level: Mapping[int, Any]
+    links_by_layer: Mapping[int, Any]
+    compute_capex_usd: Any
+    network_capex_usd: Any
+    capex_usd: Any
+    compute_power_w: Any
+    network_power_w: Any
+    power_w: Any
+    scaleout_gbps_per_gpu: Any
+    pflops: Any  # aggregate dense PFLOP/s at the study's precision
+
+    def metric(self, m: Metric | str) -> Any:
+        m = Metric(m)
+        if m == Metric.capex_per_gpu_usd:
+            raise SpecError("capex_per_gpu_usd is not linear; bound capex_usd - rhs * n_gpus instead")
+        return getattr(self, m.value)
+
+    def metrics(self) -> Mapping[Metric, Any]:
+        return MappingProxyType({m: getattr(self, m.value) for m in Metric if m != Metric.capex_per_gpu_usd})
+
+
+def _ro(d: dict) -> Mapping:
+    return MappingProxyType(dict(d))
+
+
+# ----------------------------------------------------------------------------------------------
+# define_* functions
+# ----------------------------------------------------------------------------------------------
+
+
+def define_choices(model: pyo.ConcreteModel, combos: Sequence[Combo]) -> None:
+    """y[c]: exactly one combination of discrete choices is the design."""
+    model.C = pyo.Set(initialize=[c.index for c in combos], ordered=True)
+    model.y = pyo.Var(model.C, domain=pyo.Binary)
+    model.one_design = pyo.Constraint(expr=sum(model.y[c] for c in model.C) == 1)
+
+
+def define_counts(model: pyo.ConcreteModel, combos: Sequence[Combo]) -> None:
+    """D[c]: HB domains of combination c, within its range when chosen and 0 otherwise."""
+    bounds = {c.index: (0, c.d_max) for c in combos}
+    model.D = pyo.Var(model.C, domain=pyo.NonNegativeIntegers, bounds=lambda m, i: bounds[i])
+    by_index = {c.index: c for c in combos}
+    model.domains_lo = pyo.Constraint(model.C, rule=lambda m, i: m.D[i] >= by_index[i].d_min * m.y[i])
+    model.domains_hi = pyo.Constraint(model.C, rule=lambda m, i: m.D[i] <= by_index[i].d_max * m.y[i])
+
+
+def rail_leaves_per_plane(c: Combo, n_domains: int) -> int:
+    """Leaves of one plane of a rail-pure family (topology.rail_leaf_count): ceil(D/h) leaves per
+    rail, or, for rails shorter than a leaf (D <= h), floor(h/D) whole rails packed per leaf."""
+    h = c.radix // 2
+    if n_domains <= h:
+        return math.ceil(c.hb_domain_size / (h // n_domains))
+    return c.hb_domain_size * -(-n_domains // h)
+
+
+def _step_value(c: Combo, n_domains: int) -> int:
+    """The step-valued quantity of a combination: total switches of a one-tier fabric
+    (ceil(P / floor(R / E))), or leaves per plane of packed short rails."""
+    if c.n_tiers == 1:
+        return math.ceil(c.planes / (c.radix // (c.endpoints_per_domain * n_domains)))
+    return rail_leaves_per_plane(c, n_domains)
+
+
+def _has_steps(c: Combo) -> bool:
+    return c.n_tiers == 1 or c.packed_leaves
+
+
+def step_thresholds(c: Combo) -> tuple[int, list[tuple[int, int]]]:
+    """The step function over D in [d_min, d_max]: its value at d_min and every (D threshold,
+    increment) where it steps up. Both step functions are non-decreasing in D."""
+    base = last = _step_value(c, c.d_min)
+    steps = []
+    for d in range(c.d_min + 1, c.d_max + 1):
+        v = _step_value(c, d)
+        if v != last:
+            steps.append((d, v - last))
+            last = v
+    return base, steps
+
+
+def define_tiers(model: pyo.ConcreteModel, combos: Sequence[Combo]) -> dict[int, dict[str, Any]]:
+    """Port conservation and radix at every tier, per plane, as exact integer ceilings and exact
+    step functions (module docstring). Returns, per combination, switches by level and links by
+    layer, totals over the planes."""
+    by_index = {c.index: c for c in combos}
+    # Pass 1: the symbolic plan. A term is a function of the model, so rows can refer to variables
+    # created in pass 2. ceil rows: (combo, var key, x(m), p, q) for v = ceil(q x / p).
+    ceils: list[tuple[int, str, Any, int, int]] = []
+    steps: list[tuple[int, int, int, int]] = []  # (combo, j, D threshold, increment)
+    plan: dict[int, dict[str, Any]] = {}
+    for c in combos:
+        i, h, R, P = c.index, c.radix // 2, c.radix, c.planes
+        e = c.endpoints_per_domain
+
+        def E(m, i=i, e=e):
+            return e * m.D[i]
+
+        if _has_steps(c):
+            base, st = step_thresholds(c)
+            steps += [(i, j, t, inc) for j, (t, inc) in enumerate(st)]
+
+            def step_expr(m, i=i, base=base, st=tuple(st)):
+                return base * m.y[i] + sum(inc * m.z[i, j] for j, (_, inc) in enumerate(st))
+        if c.n_tiers == 1:
+            plan[i] = {"switches": {1: step_expr}, "links": {0: E}, "per_plane": False}
+            continue
+        sw: dict[int, Any] = {}
+        if c.packed_leaves:
+            sw[1] = step_expr
+        elif c.family in RAIL_PURE_LEAF_FAMILIES:
+            ceils.append((i, "g", lambda m, i=i: m.D[i], h, 1))  # g = ceil(D / h) leaves per rail
+            sw[1] = lambda m, i=i, k=c.hb_domain_size: k * m.v[i, "g"]
+        else:
+            ceils.append((i, "s1", E, h, 1))
+            sw[1] = lambda m, i=i: m.v[i, "s1"]
+        down = E  # d_1 = E
+        ups: dict[int, Any] = {}
+        ratio = exact_ratio(c.oversubscription)
+        for level in range(1, c.n_tiers):
+            if level >= 2:
+                ceils.append((i, f"s{level}", down, h, 1))
+                sw[level] = lambda m, i=i, k=f"s{level}": m.v[i, k]
+            if level == c.oversubscribed_level:
+                # u_b = ceil(d_b / r) with r = p/q exactly: p u >= q d.
+                ceils.append((i, f"u{level}", down, ratio.numerator, ratio.denominator))
+                up = (lambda m, i=i, k=f"u{level}": m.v[i, k])
+            else:
+                up = down  # non-blocking: as many links up as down
+            ups[level] = up
+            down = up
+        ceils.append((i, f"s{c.n_tiers}", down, R, 1))
+        sw[c.n_tiers] = lambda m, i=i, k=f"s{c.n_tiers}": m.v[i, k]
+        links = {0: E, **ups}
+        plan[i] = {"switches": sw, "links": links, "per_plane": True}
+
+    # Pass 2: variables and rows.
+    model.V = pyo.Set(initialize=[(i, k) for i, k, _, _, _ in ceils], dimen=2, ordered=True)
+    model.v = pyo.Var(model.V, domain=pyo.NonNegativeIntegers)
+    rows = {(i, k): (x, p, q) for i, k, x, p, q in ceils}
+    # p v >= q x and p v <= q x + (p - 1) y: v is exactly the ceiling while chosen, 0 otherwise.
+    model.ceil_lo = pyo.Constraint(model.V, rule=lambda m, i, k: rows[i, k][1] * m.v[i, k] >= rows[i, k][2] * rows[i, k][0](m))
+    model.ceil_hi = pyo.Constraint(
+        model.V, rule=lambda m, i, k: rows[i, k][1] * m.v[i, k] <= rows[i, k][2] * rows[i, k][0](m) + (rows[i, k][1] - 1) * m.y[i])
+
+    # Step functions: z[c, j] = 1 iff D >= threshold t_j (while chosen).
+    info = {(i, j): (t, inc) for i, j, t, inc in steps}
+    model.Z = pyo.Set(initialize=[(i, j) for i, j, _, _ in steps], dimen=2, ordered=True)
+    model.z = pyo.Var(model.Z, domain=pyo.Binary)
+    model.step_on = pyo.Constraint(model.Z, rule=lambda m, i, j: m.D[i] >= info[i, j][0] * m.z[i, j])
+    model.step_off = pyo.Constraint(
+        model.Z, rule=lambda m, i, j: m.D[i] <= info[i, j][0] - 1 + (by_index[i].d_max - info[i, j][0] + 1) * m.z[i, j])
+    model.step_chosen = pyo.Constraint(model.Z, rule=lambda m, i, j: m.z[i, j] <= m.y[i])
+
+    # Tier count 2 h^(L-1) + 1 <= E <= 2 h^L is encoded in each combination's D range (d_min, d_max
+    # from _tier_range), which domains_lo / domains_hi enforce.
+
+    # Oversubscribed validity: every tier-b switch keeps an uplink (u_b >= s_b per plane).
+    valid = [c.index for c in combos if c.family == Family.oversubscribed and c.n_tiers >= 2]
+    model.OS = pyo.Set(initialize=valid, ordered=True)
+    model.uplink_each = pyo.Constraint(
+        model.OS, rule=lambda m, i: plan[i]["links"][by_index[i].oversubscribed_level](m)
+        >= plan[i]["switches"][by_index[i].oversubscribed_level](m))
+
+    out: dict[int, dict[str, Any]] = {}
+    for c in combos:
+        p = plan[c.index]
+        k = c.planes if p["per_plane"] else 1
+        out[c.index] = {
+            "switches": {lvl: k * f(model) for lvl, f in p["switches"].items()},
+            "links": {lvl: c.planes * f(model) for lvl, f in p["links"].items()},
+        }
+    return out
+
+
+def define_cost(model: pyo.ConcreteModel, combos: Sequence[Combo], tiers: dict[int, dict[str, Any]]) -> dict[int, ComboExprs]:
+    """Capex (compute and network) and power per combination; power is filled in by define_power."""
+    per: dict[int, ComboExprs] = {}
+    for c in combos:
+        i, t = c.index, tiers[c.index]
+        switch_count = sum(t["switches"].values())
+        nic_count = c.hb_domain_size * c.nics_per_gpu * model.D[i]
+        nic_links = t["links"][0]
+        optical_links = sum(v for k, v in t["links"].items() if k > 0) + (0 if c.dac_for_nic_links else nic_links)
+        transceivers = 2 * optical_links  # an optic at both ends (railonly.md §2)
+        dacs = nic_links if c.dac_for_nic_links else 0
+        pr = c.prices
+        net_usd = (switch_count * c.radix * pr.switch_port_usd + transceivers * pr.transceiver_usd
+                   + dacs * pr.dac_usd + nic_count * pr.nic_usd)
+        per[i] = ComboExprs(
+            n_gpus=c.hb_domain_size * model.D[i], switches_by_level=_ro(t["switches"]), links_by_layer=_ro(t["links"]),
+            switch_count=switch_count, transceiver_count=transceivers, dac_count=dacs, nic_count=nic_count,
+            network_capex_usd=net_usd, network_power_w=0, compute_capex_usd=c.domain_usd * model.D[i],
+            compute_power_w=0)
+    return per
+
+
+def define_power(model: pyo.ConcreteModel, combos: Sequence[Combo], per: dict[int, ComboExprs]) -> dict[int, ComboExprs]:
+    """Power per combination, with the same per-port shape as cost (railonly.md §2)."""
+    out = {}
+    for c in combos:
+        e, pr = per[c.index], c.prices
+        net_w = (e.switch_count * c.radix * pr.switch_port_w + e.transceiver_count * pr.transceiver_w
+                 + e.dac_count * pr.dac_w + e.nic_count * pr.nic_w)
+        out[c.index] = ComboExprs(**{**e.__dict__, "network_power_w": net_w,
+                                     "compute_power_w": c.domain_w * model.D[c.index]})
+    return out
+
+
+def define_totals(model: pyo.ConcreteModel, combos: Sequence[Combo], per: dict[int, ComboExprs]) -> Handles:
+    """Named totals (pyo.Expression) over the combinations, and the handles that expose them."""
+    ids = [c.index for c in combos]
+
+    def total(name: str, parts) -> Any:
+        expr = pyo.Expression(expr=sum(parts))
+        model.add_component(name, expr)
+        return expr
+
+    def indicator(pred) -> Any:
+        return sum(model.y[c.index] for c in combos if pred(c))
+
+    levels = sorted({lvl for e in per.values() for lvl in e.switches_by_level})
+    layers = sorted({lvl for e in per.values() for lvl in e.links_by_layer})
+    sw_by_level = {lvl: total(f"switches_level{lvl}", [per[i].switches_by_level[lvl] for i in ids
+                                                       if lvl in per[i].switches_by_level]) for lvl in levels}
+    radix_of = {c.index: c.radix for c in combos}
+    ports_by_level = {lvl: total(f"ports_level{lvl}", [radix_of[i] * per[i].switches_by_level[lvl] for i in ids
+                                                       if lvl in per[i].switches_by_level]) for lvl in levels}
+    links_by_layer = {lvl: total(f"links_layer{lvl}", [per[i].links_by_layer[lvl] for i in ids
+                                                       if lvl in per[i].links_by_layer]) for lvl in layers}
+    n_gpus = total("n_gpus", [per[i].n_gpus for i in ids])
+    compute_capex = total("compute_capex_usd", [per[i].compute_capex_usd for i in ids])
+    network_capex = total("network_capex_usd", [per[i].network_capex_usd for i in ids])
+    compute_power = total("compute_power_w", [per[i].compute_power_w for i in ids])
+    network_power = total("network_power_w", [per[i].network_power_w for i in ids])
+    return Handles(
+        combos=tuple(combos), choose=model.y, domains=model.D, per_combo=_ro(per),
+        family=_ro({f: indicator(lambda c, f=f: c.family.value == f) for f in sorted({c.family.value for c in combos})}),
+        platform=_ro({p: indicator(lambda c, p=p: c.platform == p) for p in sorted({c.platform for c in combos})}),
+        switch_mode=_ro({k: indicator(lambda c, k=k: (c.switch, c.radix) == k)
+                         for k in sorted({(c.switch, c.radix) for c in combos})}),
+        nic=_ro({k: indicator(lambda c, k=k: (c.nic, c.nics_per_gpu) == k)
+                 for k in sorted({(c.nic, c.nics_per_gpu) for c in combos})}),
+        oversubscription=_ro({r: indicator(lambda c, r=r: c.oversubscription == r)
+                              for r in sorted({c.oversubscription for c in combos})}),
+        dac_for_nic_links=indicator(lambda c: c.dac_for_nic_links),
+        n_gpus=n_gpus,
+        n_domains=total("n_domains", [model.D[i] for i in ids]),
+        nic_count=total("nic_count", [per[i].nic_count for i in ids]),
+        switch_count=total("switch_count", [per[i].switch_count for i in ids]),
+        switch_port_count=total("switch_port_count", [radix_of[i] * per[i].switch_count for i in ids]),
+        transceiver_count=total("transceiver_count", [per[i].transceiver_count for i in ids]),
+        dac_count=total("dac_count", [per[i].dac_count for i in ids]),
+        tiers=total("tiers", [c.n_tiers * model.y[c.index] for c in combos]),
+        switches_by_level=_ro(sw_by_level), ports_by_level=_ro(ports_by_level), links_by_layer=_ro(links_by_layer),
+        compute_capex_usd=compute_capex, network_capex_usd=network_capex,
+        capex_usd=total("capex_usd", [compute_capex, network_capex]),
+        compute_power_w=compute_power, network_power_w=network_power,
+        power_w=total("power_w", [compute_power, network_power]),
+        scaleout_gbps_per_gpu=total("scaleout_gbps_per_gpu", [c.scaleout_gbps_per_gpu * model.y[c.index] for c in combos]),
+        pflops=total("pflops", [c.hb_domain_size * c.gpu_flops * FLOPS_SCALE * model.D[c.index] for c in combos]),
+    )
+
+
+def define_objective(model: pyo.ConcreteModel, h: Handles, kind: str) -> None:
+    """min_cost: capex in M USD; max_gpus: GPUs; max_flops: aggregate dense PFLOP/s."""
+    if kind == "min_cost":
+        model.objective = pyo.Objective(expr=USD_SCALE * h.capex_usd, sense=pyo.minimize)
+    elif kind == "max_gpus":
+        model.objective = pyo.Objective(expr=h.n_gpus, sense=pyo.maximize)
+    elif kind == "max_flops":
+        model.objective = pyo.Objective(expr=h.pflops, sense=pyo.maximize)
+    else:
+        raise SpecError(f"objective '{kind}': allowed min_cost, max_gpus, max_flops")
+
+
+def define_lexicographic_cost(model: pyo.ConcreteModel, h: Handles, kind: str, best: float) -> None:
+    """Second stage of max_gpus / max_flops: keep the best value found, then spend as little as possible.
+    (A weighted single objective would need a weight below 1/capex, too small for the solver's gap.)"""
+    model.objective.deactivate()
+    if kind == "max_gpus":
+        model.keep_best = pyo.Constraint(expr=h.n_gpus >= round(best))
+    else:
+        model.keep_best = pyo.Constraint(expr=h.pflops >= best * (1 - 1e-9))
+    model.objective_cost = pyo.Objective(expr=USD_SCALE * h.capex_usd, sense=pyo.minimize)
+
+
+@dataclass(frozen=True)
+class BuiltModel:
+    model: pyo.ConcreteModel
+    handles: Handles
+    budgets: BudgetHandles
+    combos: tuple[Combo, ...]
+
+
+def build_model(study: NetworkStudy, catalog: Catalog, *, hooks: Sequence[HookRef] = (),
+                combos: Sequence[Combo] | None = None, objective: str | None = None) -> BuiltModel:
+    """The whole model, in the order PyPSA uses: variables and structure, budgets, user hooks, objective."""
+    combos = tuple(combos) if combos is not None else enumerate_combos(study, catalog)
+    model = pyo.ConcreteModel(name=study.name)
+    define_choices(model, combos)
+    define_counts(model, combos)
+    tiers = define_tiers(model, combos)
+    per = define_cost(model, combos, tiers)
+    per = define_power(model, combos, per)
+    h = define_totals(model, combos, per)
+    bh = define_budgets(model, budget_rows(study.budgets), h.metrics(), h.n_gpus)
+    apply_hooks(model, tuple(study.hooks) + tuple(hooks), HookContext(study=study, catalog=catalog, handles=h))
+    define_objective(model, h, objective or study.objective.base_kind)
+    return BuiltModel(model, h, bh, combos)
+
+
+def chosen(built: BuiltModel) -> tuple[Combo, int]:
+    """The combination with y = 1 and its domain count, from the loaded solution."""
+    m = built.model
+    best = max(built.combos, key=lambda c: pyo.value(m.y[c.index]))
+    return best, int(round(pyo.value(m.D[best.index])))
+
+
+def milp_counts(built: BuiltModel, combo: Combo) -> dict[str, Any]:
+    """The MILP's own figures for the chosen combination (for cross-checks with the closed form)."""
+    e = built.handles.per_combo[combo.index]
+    return {
+        "switches_by_level": {lvl: int(round(pyo.value(v))) for lvl, v in e.switches_by_level.items()},
+        "links_by_layer": {lvl: int(round(pyo.value(v))) for lvl, v in e.links_by_layer.items()},
+        "switch_count": int(round(pyo.value(e.switch_count))),
+        "transceiver_count": int(round(pyo.value(e.transceiver_count))),
+        "dac_count": int(round(pyo.value(e.dac_count))),
+        "nic_count": int(round(pyo.value(e.nic_count))),
+        "network_capex_usd": pyo.value(e.network_capex_usd),
+        "network_power_w": pyo.value(e.network_power_w),
+    }

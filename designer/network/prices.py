@@ -1,0 +1,98 @@
+"""Linear component prices (per switch port, per transceiver, per NIC) from the catalog.
+
+Two sources: a paper price set (`railonly-v1`, `railonly-v5`: per port and per transceiver, NICs
+excluded, railonly.md §2), or the catalog's own components (a switch's price and base power spread
+over its ports, the optic's price per port end, the NIC's price).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from designer.errors import SpecError
+from designer.network.topology import ComponentPrices, Convention, Family, bill_of_materials
+from designer.spec.catalog import Catalog, MediaKind, load_catalog
+
+
+def prices_from_price_set(catalog: Catalog, price_set_id: str) -> ComponentPrices:
+    ps = catalog.price_set(price_set_id)
+    return ComponentPrices(name=ps.id, switch_port_usd=ps.switch_port_usd, switch_port_w=ps.switch_port_w,
+                           transceiver_usd=ps.transceiver_usd, transceiver_w=ps.transceiver_w,
+                           source=f"{ps.source}; {ps.power_source}")
+
+
+def _required(value: float | None, what: str) -> float:
+    if value is None:
+        raise SpecError(f"{what} has no price or power in the catalog; add it with --catalog")
+    return value
+
+
+def prices_from_components(catalog: Catalog, switch_id: str, port_gbps: float, optic_id: str | None = None,
+                           nic_id: str | None = None, dac_id: str | None = None) -> ComponentPrices:
+    """Per-port prices of a real bill of materials: switch price and base power over its ports at
+    `port_gbps`; the cheapest optic of that speed per port end unless one is named; the NIC of that speed."""
+    switch = catalog.switch(switch_id)
+    modes = [m for m in switch.modes if m.port_gbps == port_gbps]
+    if not modes:
+        allowed = ", ".join(f"{m.radix}x{m.port_gbps:g}G" for m in switch.modes)
+        raise SpecError(f"switch '{switch_id}' has no {port_gbps:g}G mode; allowed: {allowed}")
+    radix = modes[0].radix
+    optics = [m for m in catalog.media if m.kind == MediaKind.optic and m.gbps == port_gbps and m.price_usd is not None]
+    if optic_id is not None:
+        optics = [catalog.medium(optic_id)]
+    if not optics:
+        raise SpecError(f"no optic of {port_gbps:g}G with a price in the catalog; add one with --catalog")
+    optic = min(optics, key=lambda m: m.price_usd / m.ports_per_module)
+    nics = [n for n in catalog.nics if n.gbps == port_gbps]
+    nic = catalog.nic(nic_id) if nic_id is not None else (nics[0] if nics else None)
+    dacs = [m for m in catalog.media if m.kind == MediaKind.dac and m.gbps == port_gbps]
+    dac = catalog.medium(dac_id) if dac_id is not None else (dacs[0] if dacs else None)
+    return ComponentPrices(
+        name=f"catalog:{switch.id}/{optic.id}" + (f"/{nic.id}" if nic else ""),
+        switch_port_usd=_required(switch.price_usd, f"switch {switch.id}") / radix,
+        switch_port_w=_required(switch.power_w, f"switch {switch.id}") / radix,
+        transceiver_usd=_required(optic.price_usd, f"optic {optic.id}") / optic.ports_per_module,
+        transceiver_w=_required(optic.power_w, f"optic {optic.id}") / optic.ports_per_module,
+        # A DAC cable covers both ends of a link, so a link end costs half a cable port.
+        dac_usd=(dac.price_usd or 0.0) / dac.ports_per_module if dac else 0.0,
+        dac_w=(dac.power_w or 0.0) / dac.ports_per_module if dac else 0.0,
+        nic_usd=(nic.price_usd or 0.0) if nic else 0.0,
+        nic_w=(nic.power_w or 0.0) if nic else 0.0,
+        source="; ".join(x.source for x in (switch, optic, nic) if x is not None),
+    )
+
+
+def _enum(enum_cls: Any, value: str, field: str) -> Any:
+    try:
+        return enum_cls(value)
+    except ValueError:
+        allowed = ", ".join(e.value for e in enum_cls)
+        raise SpecError(f"{field} = {value!r}: allowed: {allowed}") from None
+
+
+def bom_from_cli(*, topology: str, n_gpus: int, hb_domain_size: int, radix: int, prices: str,
+                 port_gbps: float, nics_per_gpu: int, oversubscription: float,
+                 oversubscribed_level: int | None, convention: str,
+                 catalog_files: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """The `designer bom` command as data: one JSON-ready dict."""
+    family = _enum(Family, topology, "--topology")
+    conv = _enum(Convention, convention, "--convention")
+    catalog = load_catalog(extra_files=catalog_files)
+    if prices.startswith("catalog:"):
+        component_prices = prices_from_components(catalog, prices.split(":", 1)[1], port_gbps)
+    else:
+        ids = {p.id for p in catalog.price_sets}
+        if prices not in ids:
+            raise SpecError(f"--prices = {prices!r}: allowed: {', '.join(sorted(ids))}, or catalog:SWITCH_ID")
+        component_prices = prices_from_price_set(catalog, prices)
+    bom = bill_of_materials(family, n_gpus, hb_domain_size, radix, prices=component_prices, port_gbps=port_gbps,
+                            nics_per_gpu=nics_per_gpu, oversubscription=oversubscription,
+                            oversubscribed_level=oversubscribed_level, convention=conv)
+    data = bom.model_dump(mode="json")
+    # The short names the command documents, beside the full record.
+    data["switches"] = bom.switch_count
+    data["transceivers"] = bom.transceiver_count
+    data["tiers"] = [t.model_dump(mode="json") for t in bom.tiers]
+    data["prices_source"] = component_prices.source
+    return data

@@ -1,0 +1,156 @@
+"""The only place HiGHS is called.
+
+Uses Pyomo's new solver interface (`pyomo.contrib.solver`, hardware-and-libraries.md §4a) with
+`load_solutions=False` and `raise_exception_on_nonoptimal_result=False`, so that a time limit returns
+the incumbent and its gap instead of raising, and an infeasible model returns a status we can act on.
+threads=1 and a fixed `random_seed` keep runs reproducible (same reference, "For reproducible CI").
+
+Infeasible budgets: `explain_infeasibility` re-solves an *elastic* copy (a non-negative violation per
+budget row, minimized; same reference, "Infeasibility handling" step 2) and raises one
+InfeasibleDesign line naming the budget that binds and its shortfall.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+import pyomo.environ as pyo
+from pyomo.contrib.solver.common.factory import SolverFactory
+from pyomo.contrib.solver.common.results import SolutionStatus as SS
+from pyomo.contrib.solver.common.results import TerminationCondition as TC
+
+from designer.errors import InfeasibleDesign, SolverError
+from designer.spec.network_study import SolverSettings
+
+Status = Literal["optimal", "incumbent", "infeasible", "no_solution"]
+
+# HiGHS presolve rule 15 (bit 2^15) is probing. Exactly one combination block is chosen (sum y = 1),
+# so probing any y propagates through every other block: on 1,300 blocks it took 15 s of a 16 s solve
+# and then proved nothing the LP did not (measured on HiGHS 1.16, max_flops over 1,024..1e6 GPUs).
+# The HiGHS log itself suggests this switch ("consider not using probing by setting option
+# presolve_rule_off to 2^15").
+PRESOLVE_RULES_OFF = 2**15
+
+
+@dataclass(frozen=True)
+class SolveOutcome:
+    status: Status
+    termination: str
+    objective: float | None
+    bound: float | None
+    gap: float | None  # relative |incumbent - bound| / |incumbent|; None without an incumbent
+    solve_time_s: float
+
+
+def new_solver():
+    """A HiGHS handle. Reusing it on the same model makes later solves incremental (persistent)."""
+    opt = SolverFactory("highs")
+    if not opt.available():
+        raise SolverError("HiGHS is not available: pip install highspy")
+    return opt
+
+
+def run_highs(model: pyo.ConcreteModel, settings: SolverSettings, solver=None) -> SolveOutcome:
+    """Solve; load the incumbent into the model when there is one."""
+    opt = solver if solver is not None else new_solver()
+    t0 = time.perf_counter()
+    try:
+        res = opt.solve(
+            model,
+            time_limit=settings.time_limit_s,
+            rel_gap=settings.rel_gap,
+            threads=settings.threads,
+            load_solutions=False,
+            raise_exception_on_nonoptimal_result=False,
+            solver_options={"random_seed": settings.seed, "mip_abs_gap": 1e-9,
+                            "presolve_rule_off": PRESOLVE_RULES_OFF},
+        )
+    except Exception as err:  # the wrapper raises on solver-internal errors; keep it one line
+        raise SolverError(f"HiGHS failed: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
+    elapsed = time.perf_counter() - t0
+    tc, ss = res.termination_condition, res.solution_status
+    inc, bnd = res.incumbent_objective, res.objective_bound
+    if ss in (SS.optimal, SS.feasible):
+        res.solution_loader.load_vars()
+        gap = None
+        if inc is not None and bnd is not None and math.isfinite(bnd):
+            gap = abs(inc - bnd) / max(1e-9, abs(inc))
+        status: Status = "optimal" if tc == TC.convergenceCriteriaSatisfied else "incumbent"
+        return SolveOutcome(status, tc.name, inc, bnd, gap, elapsed)
+    if tc in (TC.provenInfeasible, TC.locallyInfeasible, TC.infeasibleOrUnbounded):
+        return SolveOutcome("infeasible", tc.name, None, None, None, elapsed)
+    return SolveOutcome("no_solution", tc.name, None, bnd, None, elapsed)
+
+
+@dataclass(frozen=True)
+class ElasticRow:
+    """One budget row as the elastic re-solve needs it: its constraint, sense, rhs, unit."""
+
+    name: str
+    constraint: pyo.Constraint
+    sense: str
+    rhs: float
+    unit: str
+    per_gpu: bool = False  # capex_per_gpu rows: the violation is in USD total; report it per GPU
+    scale: float = 1.0  # the row is written in rhs units times this (budgets.ROW_SCALE)
+
+
+def _fmt(x: float) -> str:
+    """8600 -> '8600', 0.25 -> '0.25', 2.3e7 -> '2.30e7'."""
+    if abs(x) >= 1e5:
+        return f"{x:.2e}".replace("e+0", "e").replace("e+", "e")
+    if abs(x - round(x)) < 1e-6 * max(1.0, abs(x)):
+        return str(int(round(x)))
+    return f"{x:.3g}"
+
+
+def explain_infeasibility(model: pyo.ConcreteModel, rows: list[ElasticRow], settings: SolverSettings,
+                          n_gpus_expr, what: str = "") -> InfeasibleDesign:
+    """Relax every budget row by a violation variable, minimize the violations scaled by their rhs, and
+    return (not raise) the one-line InfeasibleDesign that names the largest relative shortfall.
+
+    The model is modified (budget rows deactivated, an elastic objective added); callers pass a model
+    they will discard."""
+    if not rows:
+        return InfeasibleDesign(f"no design satisfies the choices{what} (no budget to relax: check the GPU range, "
+                                "bandwidth requirement and hooks)")
+    names = [r.name for r in rows]
+    model.elastic_viol = pyo.Var(names, domain=pyo.NonNegativeReals)
+    model.elastic_rows = pyo.ConstraintList()
+    for r in rows:
+        r.constraint.deactivate()
+        body = r.constraint.body
+        if r.sense == "<=":
+            model.elastic_rows.add(body <= r.constraint.upper + model.elastic_viol[r.name])
+        else:
+            model.elastic_rows.add(body + model.elastic_viol[r.name] >= r.constraint.lower)
+    for obj in model.component_data_objects(pyo.Objective, active=True):
+        obj.deactivate()
+    # Relative violation: budgets in USD, W and counts share one objective without one dominating.
+    model.elastic_obj = pyo.Objective(
+        expr=sum(model.elastic_viol[r.name] / max(1.0, abs(r.rhs * r.scale)) for r in rows), sense=pyo.minimize)
+    out = run_highs(model, settings)
+    if out.status not in ("optimal", "incumbent"):
+        return InfeasibleDesign(f"no design satisfies the choices{what} even with every budget relaxed: "
+                                "check the GPU range, bandwidth requirement and hooks")
+    short = []
+    for r in rows:
+        v = pyo.value(model.elastic_viol[r.name])
+        norm = max(1.0, abs(r.rhs * r.scale))
+        if v > 1e-6 * norm:
+            short.append((v / norm, r, v / r.scale))
+    if not short:
+        return InfeasibleDesign(f"no design satisfies the choices{what}: the budgets are met only by relaxing "
+                                "integrality (check hooks)")
+    n = int(round(pyo.value(n_gpus_expr)))
+    short = [(rel, r, v / n if r.per_gpu and n else v) for rel, r, v in short]
+    short.sort(key=lambda t: -t[0])
+    _, r, v = short[0]
+    word = "short by" if r.sense == "<=" else "missed by"
+    msg = f"{r.name} budget {r.sense} {_fmt(r.rhs)} is {word} {_fmt(v)} {r.unit} for {n} GPUs{what}"
+    if len(short) > 1:
+        msg += " (also short: " + ", ".join(f"{o.name} by {_fmt(ov)} {o.unit}" for _, o, ov in short[1:]) + ")"
+    return InfeasibleDesign(msg)

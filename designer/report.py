@@ -1,0 +1,98 @@
+"""Terminal rendering of records (rich tables). Presentation only: no computation lives here."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from rich.console import Console
+from rich.table import Table
+
+# Wide enough for the design tables when output goes to a file or pipe (rich defaults to 80 columns).
+console = Console(width=None if Console().is_terminal else 160)
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        if value == int(value) and abs(value) < 1e15:
+            return f"{int(value):,}"
+        return f"{value:,.4g}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def print_bom(bom: dict[str, Any]) -> None:
+    console.print(f"[bold]{bom['family']}[/bold]: {bom['n_gpus']:,} GPUs, HB domain {bom['hb_domain_size']}, "
+                  f"radix {bom['radix']} x {bom['port_gbps']:g}G, {bom['nics_per_gpu']} NIC(s) per GPU, "
+                  f"{bom['convention']} counting, prices {bom['prices_name']}")
+    table = Table("tier", "switches", "down ports", "up ports", "down links", "oversubscription", "span GPUs")
+    for t in bom["tiers"]:
+        table.add_row(t["name"], _fmt(t["switches"]), _fmt(t["down_ports_per_switch"]), _fmt(t["up_ports_per_switch"]),
+                      _fmt(t["down_links"]), f"{t['oversubscription']:.3g}:1", _fmt(t["span_gpus"]))
+    console.print(table)
+    totals = Table("item", "value")
+    for key in ("switch_count", "transceiver_count", "dac_count", "nic_count", "switch_cost_usd", "optics_cost_usd",
+                "nic_cost_usd", "cost_usd", "power_w", "bisection_bandwidth_bytes_per_s"):
+        totals.add_row(key, _fmt(bom[key]))
+    console.print(totals)
+
+
+def print_mapping(title: str, row: dict[str, Any]) -> None:
+    table = Table(title=title, show_header=False)
+    for key, value in row.items():
+        table.add_row(key, _fmt(value))
+    console.print(table)
+
+
+@contextmanager
+def progress_bar() -> Iterator[Any]:
+    """A rich progress bar; the pipeline calls it with (done, total, description)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=False) as progress:
+        task = progress.add_task("starting", total=None)
+
+        def update(done: int, total: int | None, description: str) -> None:
+            progress.update(task, completed=done, total=total, description=description)
+
+        yield update
+
+
+def write_designs_csv(result: Any, out_dir: Any) -> None:
+    """designs.csv: one row per design of a NetworkResult, with its budget slacks."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for i, design in enumerate(result.designs):
+        row = design.row()
+        slacks = result.budget_slacks[i] if i < len(result.budget_slacks) else ()
+        for s in slacks:
+            row[f"budget_{s.name}_slack"] = s.slack
+        rows.append(row)
+    pd.DataFrame(rows).to_csv(out / "designs.csv", index=False)
+
+
+def print_network_result(result: Any) -> None:
+    console.print(f"status: [bold]{result.status}[/bold]"
+                  + (f", gap {result.gap:.2%}" if result.gap else "") + f", solved in {result.solve_time_s:.2f} s")
+    table = Table("design", "family", "platform", "GPUs", "NIC", "switch", "tiers", "switches", "optics",
+                  "capex (M$)", "power (MW)")
+    for d in result.designs:
+        table.add_row(d.label, d.family.value, d.platform, f"{d.n_gpus:,}",
+                      f"{d.nics_per_gpu}x{d.nic_gbps:g}G", f"{d.switch} {d.radix}x{d.port_gbps:g}G",
+                      str(d.n_tiers), _fmt(d.bom.switch_count), _fmt(d.bom.transceiver_count),
+                      f"{d.capex_usd / 1e6:,.1f}", f"{d.power_w / 1e6:,.2f}")
+    console.print(table)
+    if result.budget_slacks and result.budget_slacks[0]:
+        budgets = Table("budget", "metric", "sense", "rhs", "value", "slack", title="budgets (first design)")
+        for s in result.budget_slacks[0]:
+            budgets.add_row(s.name, s.metric.value, s.sense, _fmt(s.rhs), _fmt(s.value), _fmt(s.slack))
+        console.print(budgets)

@@ -1,0 +1,351 @@
+"""The network study: what the sizing MILP may choose, what it must meet, and what it optimizes.
+
+Self-contained on purpose: the full product study embeds this record as its `network:` section.
+Only `designer.spec` is imported here (the spec layer never imports `designer.network`), so the
+topology family names are plain strings that `designer.network.topology.Family` accepts.
+
+Checks that need the hardware catalog (unknown ids, HB-domain divisibility, a radix a family cannot
+use) run in `check_against_catalog`, called by `designer.network.api` after the catalog is loaded;
+each raises one-line SpecError naming the field, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from designer.errors import SpecError
+from designer.spec.base import Record
+from designer.spec.catalog import Catalog, load_catalog
+from designer.spec.load import read_yaml, validate
+
+FamilyName = Literal["rail-optimized", "rail-only", "oversubscribed", "fat-tree"]
+
+# Oversubscription ratios (down:up at the oversubscribed tier boundary) a study may offer: a discrete
+# set. 1 is non-blocking; 3, 7 and 15 are the common 1:3, Meta's 1:7 aggregation and HPN's reported
+# 15:1 tier 3 (hardware-and-libraries.md §3.3). The closed form takes the ratio as an exact rational.
+MAX_OVERSUBSCRIPTION = 64.0
+
+_HOOK_RE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
+_NAME_RE = re.compile(r"^[A-Za-z_][\w]*$")
+
+
+class Metric(str, Enum):
+    """Linear quantities of a design that a declarative budget may bound (see designer.network.milp)."""
+
+    n_gpus = "n_gpus"
+    n_domains = "n_domains"
+    switch_count = "switch_count"
+    switch_port_count = "switch_port_count"
+    transceiver_count = "transceiver_count"
+    dac_count = "dac_count"
+    nic_count = "nic_count"
+    tiers = "tiers"
+    capex_usd = "capex_usd"
+    compute_capex_usd = "compute_capex_usd"
+    network_capex_usd = "network_capex_usd"
+    # capex / n_gpus is not linear; capex_per_gpu <= rhs is written as capex - rhs * n_gpus <= 0.
+    capex_per_gpu_usd = "capex_per_gpu_usd"
+    power_w = "power_w"
+    network_power_w = "network_power_w"
+    scaleout_gbps_per_gpu = "scaleout_gbps_per_gpu"
+
+
+class CatalogSource(Record):
+    """The shipped catalog plus the user's files (entries with a known id update it) and multipliers."""
+
+    extra_files: tuple[str, ...] = ()
+    price_multipliers: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("price_multipliers")
+    @classmethod
+    def _nonneg(cls, v: dict[str, float]) -> dict[str, float]:
+        for k, f in v.items():
+            if f < 0:
+                raise ValueError(f"multiplier for '{k}' is {f}; must be >= 0")
+        return v
+
+
+class NicChoice(Record):
+    id: str
+    nics_per_gpu: tuple[int, ...] = Field(default=(1,), min_length=1)
+
+    @field_validator("nics_per_gpu")
+    @classmethod
+    def _pos(cls, v: tuple[int, ...]) -> tuple[int, ...]:
+        if any(k < 1 for k in v):
+            raise ValueError(f"{v}: every NIC count must be >= 1")
+        return tuple(sorted(set(v)))
+
+
+class SwitchChoice(Record):
+    id: str
+    # Port modes to consider, by radix (e.g. 64 for 64x800G, 128 for the 128x400G breakout).
+    # Empty: every mode of the catalog entry whose radix the chosen families can use.
+    radix: tuple[int, ...] = ()
+
+
+class LinkMediaPolicy(Record):
+    """Which media the links use.
+
+    NIC-to-leaf links: 'dac' uses a passive DAC where its reach covers `nic_link_length_m` (else an
+    optic), 'optic' always uses optics, 'choose' lets the MILP pick either (DAC only where reach allows).
+    Switch-to-switch links are always optical. `optic` / `dac` name catalog media; None picks the
+    cheapest entry of that kind whose per-port speed is at least the port speed."""
+
+    nic_links: Literal["dac", "optic", "choose"] = "dac"
+    nic_link_length_m: float = Field(default=2.0, gt=0)
+    optic: str | None = None
+    dac: str | None = None
+
+
+class Choices(Record):
+    platforms: tuple[str, ...] = Field(min_length=1)
+    nics: tuple[NicChoice, ...] = Field(min_length=1)
+    switches: tuple[SwitchChoice, ...] = Field(min_length=1)
+    families: tuple[FamilyName, ...] = Field(default=("rail-optimized", "rail-only"), min_length=1)
+    # Ratios r (r:1) offered to the 'oversubscribed' family (ignored by the others).
+    oversubscription: tuple[float, ...] = Field(default=(3.0,), min_length=1)
+    # The tier boundary that is thinned (1 = leaf uplinks); None = the top boundary (L-1), as the
+    # closed form's default (designer.network.topology.resolve_oversubscribed_level).
+    oversubscribed_level: int | None = Field(default=None, ge=1)
+    media: LinkMediaPolicy = LinkMediaPolicy()
+
+    @field_validator("oversubscription")
+    @classmethod
+    def _ratios(cls, v: tuple[float, ...]) -> tuple[float, ...]:
+        bad = [o for o in v if not 1.0 <= o <= MAX_OVERSUBSCRIPTION]
+        if bad:
+            raise ValueError(f"ratio {bad[0]} is out of range; allowed: 1 <= r <= {MAX_OVERSUBSCRIPTION:g}")
+        return tuple(sorted(set(v)))
+
+
+class GpuRequirement(Record):
+    """Either an exact `count`, or a range [`min`, `max`] the MILP chooses from."""
+
+    count: int | None = Field(default=None, ge=1)
+    min: int | None = Field(default=None, ge=1)
+    max: int | None = Field(default=None, ge=1)
+    min_scaleout_gbps_per_gpu: float = Field(default=0.0, ge=0, description="NIC injection bandwidth per GPU")
+
+    @model_validator(mode="after")
+    def _one_form(self) -> "GpuRequirement":
+        if self.count is None and self.max is None:
+            raise ValueError("give either count or max (with optional min)")
+        if self.count is not None and (self.min is not None or self.max is not None):
+            raise ValueError("give either count or min/max, not both")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"min {self.min} exceeds max {self.max}")
+        return self
+
+    @property
+    def lo(self) -> int:
+        return self.count if self.count is not None else (self.min or 1)
+
+    @property
+    def hi(self) -> int:
+        return self.count if self.count is not None else int(self.max)  # type: ignore[arg-type]
+
+
+class DeclaredBudget(Record):
+    """A budget declared as data (PyPSA GlobalConstraint style): metric sense rhs, a named constraint."""
+
+    name: str
+    metric: Metric
+    sense: Literal["<=", ">="] = "<="
+    rhs: float = Field(ge=0)
+
+    @field_validator("name")
+    @classmethod
+    def _ident(cls, v: str) -> str:
+        if not _NAME_RE.match(v):
+            raise ValueError(f"'{v}' must be an identifier (letters, digits, _)")
+        return v
+
+
+class Budgets(Record):
+    capex_usd: float | None = Field(default=None, ge=0)
+    power_w: float | None = Field(default=None, ge=0)
+    declared: tuple[DeclaredBudget, ...] = ()
+
+    @model_validator(mode="after")
+    def _unique(self) -> "Budgets":
+        names = [b.name for b in self.declared] + ["capex_usd", "power_w"]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"budget name(s) {sorted(dup)} used twice (capex_usd and power_w are reserved)")
+        return self
+
+
+ObjectiveKind = Literal["min_cost", "max_gpus", "max_flops"]
+
+
+class FrontierSpec(Record):
+    """Epsilon-constraint frontier: optimize `optimize` once per level of `vary`.
+
+    vary = n_gpus fixes the GPU count to each level (use with min_cost); vary = capex_usd or power_w
+    caps that budget at each level (use with max_gpus or max_flops)."""
+
+    vary: Literal["n_gpus", "capex_usd", "power_w"]
+    levels: tuple[float, ...] = Field(min_length=1)
+    optimize: ObjectiveKind
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "FrontierSpec":
+        if any(x < 0 for x in self.levels):
+            raise ValueError(f"levels {self.levels}: every level must be >= 0")
+        if self.vary == "n_gpus" and self.optimize != "min_cost":
+            raise ValueError("vary n_gpus fixes the GPU count; optimize must be min_cost")
+        if self.vary != "n_gpus" and self.optimize == "min_cost":
+            raise ValueError(f"vary {self.vary} caps a budget; optimize must be max_gpus or max_flops")
+        return self
+
+
+class Objective(Record):
+    kind: Literal["min_cost", "max_gpus", "max_flops", "frontier"] = "min_cost"
+    precision: Literal["bf16", "fp16", "fp8"] = "bf16"  # for max_flops
+    frontier: FrontierSpec | None = None
+
+    @model_validator(mode="after")
+    def _frontier(self) -> "Objective":
+        if (self.kind == "frontier") != (self.frontier is not None):
+            raise ValueError("kind 'frontier' needs a 'frontier' section, and only it may have one")
+        return self
+
+    @property
+    def base_kind(self) -> str:
+        return self.frontier.optimize if self.frontier is not None else self.kind
+
+
+class SolverSettings(Record):
+    time_limit_s: float = Field(default=60.0, gt=0)
+    rel_gap: float = Field(default=1e-6, ge=0, le=1)
+    threads: int = Field(default=1, ge=1, description="1 keeps HiGHS deterministic")
+    seed: int = Field(default=0, ge=0)
+
+
+class NetworkStudy(Record):
+    name: str = "network"
+    catalog: CatalogSource = CatalogSource()
+    choices: Choices
+    gpus: GpuRequirement
+    objective: Objective = Objective()
+    budgets: Budgets = Budgets()
+    hooks: tuple[str, ...] = ()
+    solver: SolverSettings = SolverSettings()
+
+    @field_validator("hooks")
+    @classmethod
+    def _hooks(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for h in v:
+            if not _HOOK_RE.match(h):
+                raise ValueError(f"hook '{h}' must look like 'package.module:function'")
+        return v
+
+    @model_validator(mode="after")
+    def _objective_needs(self) -> "NetworkStudy":
+        kind = self.objective.base_kind
+        if kind in ("max_gpus", "max_flops") and self.gpus.count is not None:
+            raise ValueError(f"objective {kind} needs a GPU range (gpus.min/max), not gpus.count")
+        return self
+
+    def with_updates(self, **changes: object) -> "NetworkStudy":
+        """A validated copy with top-level fields replaced (records stay frozen)."""
+        data = self.model_dump()
+        for k, v in changes.items():
+            data[k] = v.model_dump() if isinstance(v, Record) else v
+        return validate(NetworkStudy, data, where=f"network study '{self.name}'")
+
+
+def load_network_study_file(path: str | Path) -> NetworkStudy:
+    """Validate a YAML file; a file may hold the study at its root or under a `network:` key."""
+    data = read_yaml(path)
+    if isinstance(data, dict) and set(data) == {"network"}:
+        data = data["network"]
+    return validate(NetworkStudy, data, where=str(path))
+
+
+def study_catalog(study: NetworkStudy) -> Catalog:
+    """The catalog the study names, checked against the study's choices."""
+    catalog = load_catalog(tuple(study.catalog.extra_files), dict(study.catalog.price_multipliers) or None)
+    check_against_catalog(study, catalog)
+    return catalog
+
+
+def _ids(section: tuple) -> list[str]:
+    return [e.id for e in section]
+
+
+def family_can_use_radix(family: str, radix: int) -> bool:
+    """Every family is a folded Clos whose lower tiers split a switch into R/2 down and R/2 up ports,
+    so the radix must be even and >= 4 (designer.network.topology.check_radix, railonly.md §2)."""
+    return radix >= 4 and radix % 2 == 0
+
+
+def check_against_catalog(study: NetworkStudy, catalog: Catalog) -> None:
+    """Cross-field checks that need the catalog; one-line SpecError naming field, value, allowed."""
+    ch = study.choices
+    for i, pid in enumerate(ch.platforms):
+        if pid not in _ids(catalog.platforms):
+            raise SpecError(f"field 'choices.platforms.{i}' = '{pid}': not in the catalog; allowed: {', '.join(_ids(catalog.platforms))}")
+    for i, n in enumerate(ch.nics):
+        if n.id not in _ids(catalog.nics):
+            raise SpecError(f"field 'choices.nics.{i}.id' = '{n.id}': not in the catalog; allowed: {', '.join(_ids(catalog.nics))}")
+        for k in n.nics_per_gpu:
+            limits = {p: catalog.platform(p).max_nics_per_gpu for p in ch.platforms}
+            if all(k > lim for lim in limits.values()):
+                raise SpecError(
+                    f"field 'choices.nics.{i}.nics_per_gpu' = {k}: no chosen platform takes that many NICs per GPU; "
+                    f"allowed: <= {max(limits.values())}")
+    for i, s in enumerate(ch.switches):
+        if s.id not in _ids(catalog.switches):
+            raise SpecError(f"field 'choices.switches.{i}.id' = '{s.id}': not in the catalog; allowed: {', '.join(_ids(catalog.switches))}")
+        radices = [m.radix for m in catalog.switch(s.id).modes]
+        for r in s.radix:
+            if r not in radices:
+                raise SpecError(f"field 'choices.switches.{i}.radix' = {r}: switch {s.id} has no such mode; allowed: {radices}")
+            for fam in ch.families:
+                if not family_can_use_radix(fam, r):
+                    raise SpecError(f"field 'choices.switches.{i}.radix' = {r}: family {fam} cannot use it; "
+                                    "allowed: an even radix >= 4 (half the ports face down, half up)")
+    if not any(family_can_use_radix(f, m.radix)
+               for s in ch.switches for m in catalog.switch(s.id).modes if not s.radix or m.radix in s.radix
+               for f in ch.families):
+        raise SpecError("field 'choices.switches': no switch mode has a radix the chosen families can use; "
+                        "allowed: an even radix >= 4")
+    for key, kind in (("optic", "optic"), ("dac", "dac")):
+        mid = getattr(ch.media, key)
+        if mid is not None:
+            ids = [m.id for m in catalog.media if m.kind.value == kind]
+            if mid not in ids:
+                raise SpecError(f"field 'choices.media.{key}' = '{mid}': not a {kind} in the catalog; allowed: {', '.join(ids)}")
+    sizes = {p: catalog.platform(p).hb_domain_size for p in ch.platforms}
+    if study.gpus.count is not None:
+        bad = {p: k for p, k in sizes.items() if study.gpus.count % k}
+        if bad:
+            p, k = next(iter(bad.items()))
+            raise SpecError(
+                f"field 'gpus.count' = {study.gpus.count}: not a multiple of the HB domain of platform {p} ({k}); "
+                f"allowed: multiples of {k}, or a gpus.min/max range, or drop the platform")
+    else:
+        lo, hi = study.gpus.lo, study.gpus.hi
+        if not any((hi // k) * k >= lo for k in sizes.values()):
+            raise SpecError(
+                f"field 'gpus' = [{lo}, {hi}]: holds no multiple of any chosen HB domain size {sorted(set(sizes.values()))}")
+    fr = study.objective.frontier
+    if fr is not None and fr.vary == "n_gpus":
+        for lvl in fr.levels:
+            if lvl != int(lvl) or any(int(lvl) % k for k in sizes.values()):
+                raise SpecError(f"field 'objective.frontier.levels' = {lvl}: GPU levels must be multiples of every HB domain size {sorted(set(sizes.values()))}")
+
+
+__all__ = [
+    "Budgets", "CatalogSource", "Choices", "DeclaredBudget", "FrontierSpec", "GpuRequirement",
+    "LinkMediaPolicy", "MAX_OVERSUBSCRIPTION", "Metric", "NetworkStudy", "NicChoice", "Objective",
+    "SolverSettings", "SwitchChoice", "check_against_catalog", "family_can_use_radix",
+    "load_network_study_file", "study_catalog",
+]
