@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from designer.errors import SpecError
+from designer.network.milp import _pick_media, component_prices
 from designer.network.topology import ComponentPrices, Convention, Family, bill_of_materials
 from designer.spec.catalog import Catalog, MediaKind, load_catalog
 
@@ -22,45 +23,26 @@ def prices_from_price_set(catalog: Catalog, price_set_id: str) -> ComponentPrice
                            source=f"{ps.source}; {ps.power_source}")
 
 
-def _required(value: float | None, what: str) -> float:
-    if value is None:
-        raise SpecError(f"{what} has no price or power in the catalog; add it with --catalog")
-    return value
-
-
 def prices_from_components(catalog: Catalog, switch_id: str, port_gbps: float, optic_id: str | None = None,
                            nic_id: str | None = None, dac_id: str | None = None) -> ComponentPrices:
-    """Per-port prices of a real bill of materials: switch price and base power over its ports at
-    `port_gbps`; the cheapest optic of that speed per port end unless one is named; the NIC of that speed."""
+    """Per-port prices of a real bill of materials, exactly as the MILP prices a design: the switch's
+    price and base power over its ports at `port_gbps`, the cheapest optic (and DAC) of at least that
+    speed unless one is named, and the NIC of that speed unless one is named."""
     switch = catalog.switch(switch_id)
     modes = [m for m in switch.modes if m.port_gbps == port_gbps]
     if not modes:
         allowed = ", ".join(f"{m.radix}x{m.port_gbps:g}G" for m in switch.modes)
         raise SpecError(f"switch '{switch_id}' has no {port_gbps:g}G mode; allowed: {allowed}")
-    radix = modes[0].radix
-    optics = [m for m in catalog.media if m.kind == MediaKind.optic and m.gbps == port_gbps and m.price_usd is not None]
-    if optic_id is not None:
-        optics = [catalog.medium(optic_id)]
-    if not optics:
-        raise SpecError(f"no optic of {port_gbps:g}G with a price in the catalog; add one with --catalog")
-    optic = min(optics, key=lambda m: m.price_usd / m.ports_per_module)
-    nics = [n for n in catalog.nics if n.gbps == port_gbps]
-    nic = catalog.nic(nic_id) if nic_id is not None else (nics[0] if nics else None)
-    dacs = [m for m in catalog.media if m.kind == MediaKind.dac and m.gbps == port_gbps]
-    dac = catalog.medium(dac_id) if dac_id is not None else (dacs[0] if dacs else None)
-    return ComponentPrices(
-        name=f"catalog:{switch.id}/{optic.id}" + (f"/{nic.id}" if nic else ""),
-        switch_port_usd=_required(switch.price_usd, f"switch {switch.id}") / radix,
-        switch_port_w=_required(switch.power_w, f"switch {switch.id}") / radix,
-        transceiver_usd=_required(optic.price_usd, f"optic {optic.id}") / optic.ports_per_module,
-        transceiver_w=_required(optic.power_w, f"optic {optic.id}") / optic.ports_per_module,
-        # A DAC cable covers both ends of a link, so a link end costs half a cable port.
-        dac_usd=(dac.price_usd or 0.0) / dac.ports_per_module if dac else 0.0,
-        dac_w=(dac.power_w or 0.0) / dac.ports_per_module if dac else 0.0,
-        nic_usd=(nic.price_usd or 0.0) if nic else 0.0,
-        nic_w=(nic.power_w or 0.0) if nic else 0.0,
-        source="; ".join(x.source for x in (switch, optic, nic) if x is not None),
-    )
+    optic = _pick_media(catalog, MediaKind.optic, port_gbps, optic_id)
+    if optic is None:
+        raise SpecError(f"no optic of at least {port_gbps:g}G per port in the catalog; add one with --catalog")
+    dac = _pick_media(catalog, MediaKind.dac, port_gbps, dac_id)
+    if nic_id is None:
+        nics = [n.id for n in catalog.nics if n.gbps == port_gbps]
+        if not nics:
+            raise SpecError(f"no NIC of {port_gbps:g}G in the catalog; add one with --catalog")
+        nic_id = nics[0]
+    return component_prices(catalog, switch_id, modes[0].radix, port_gbps, nic_id, optic, dac)
 
 
 def _enum(enum_cls: Any, value: str, field: str) -> Any:

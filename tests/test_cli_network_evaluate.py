@@ -1,0 +1,97 @@
+"""`designer network` and `designer evaluate` from the command line: outputs and one-line errors."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIO = ROOT / "studies" / "scenarios" / "gpt-145b-selene.yaml"
+NETWORK_STUDY = ROOT / "studies" / "network_declarative_budget.yaml"
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "designer.cli", *args], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+
+
+def one_error_line(out: subprocess.CompletedProcess) -> str:
+    assert out.returncode != 0
+    assert "Traceback" not in out.stderr + out.stdout
+    lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, out.stderr
+    return lines[0]
+
+
+def test_evaluate_json_has_the_documented_keys():
+    out = run_cli("evaluate", str(SCENARIO), "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    for key in ("iteration_time_s", "time_to_train_s", "mfu", "memory_per_gpu_bytes", "fits_in_memory", "breakdown"):
+        assert key in data
+    # time-to-train = iteration time x total tokens / tokens per iteration (2304 x 2048)
+    assert data["time_to_train_s"] == pytest.approx(data["iteration_time_s"] * 300e9 / (2304 * 2048), rel=1e-9)
+    assert 0 < data["mfu"] < 1
+    for part in ("compute_s", "tp_s", "pp_s", "dp_s", "bubble_s"):
+        assert part in data["breakdown"]
+
+
+def _write(tmp_path: Path, data: dict) -> Path:
+    p = tmp_path / "input.yaml"
+    p.write_text(yaml.safe_dump(data))
+    return p
+
+
+@pytest.mark.parametrize(
+    "edit, needle",
+    [
+        (lambda d: d["strategy"].update(colour="red"), "unknown key"),
+        (lambda d: d["strategy"].update(tp=0), "strategy.tp"),
+        (lambda d: d["system"].update(n_gpus=1537), "multiple of the HB domain size"),
+        (lambda d: d.update(model="gpt-9t"), "available:"),
+        (lambda d: d["strategy"].update(dp=12), "must equal system.n_gpus"),
+    ],
+)
+def test_evaluate_bad_input_is_one_line(tmp_path, edit, needle):
+    data = yaml.safe_load(SCENARIO.read_text())
+    edit(data)
+    assert needle in one_error_line(run_cli("evaluate", str(_write(tmp_path, data))))
+
+
+def test_network_writes_csv_and_reports_budget_slack(tmp_path):
+    out = run_cli("network", str(NETWORK_STUDY), "--json", "--out", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    design = data["designs"][0]
+    # With at most 150,000 optics for 32,768 GPUs only a two-tier fabric fits: 2 link layers x 2 ends
+    # x 32,768 = 131,072 transceivers (railonly.md §2 counting), so the slack is 18,928.
+    assert design["transceiver_count"] == 131072
+    slack = data["budget_slacks"][0][0]
+    assert slack["slack"] == pytest.approx(150000 - 131072)
+    assert (tmp_path / "designs.csv").read_text().count("\n") == 2
+
+
+@pytest.mark.parametrize(
+    "edit, needle",
+    [
+        (lambda d: d.update(colour="red"), "unknown key"),
+        (lambda d: d["budgets"]["declared"][0].update(rhs=-5), "rhs"),
+        (lambda d: d["gpus"].update(count=32769), "32769"),
+        (lambda d: d["choices"].update(switches=[{"id": "nope"}]), "nope"),
+    ],
+)
+def test_network_bad_input_is_one_line(tmp_path, edit, needle):
+    data = yaml.safe_load(NETWORK_STUDY.read_text())
+    edit(data)
+    assert needle in one_error_line(run_cli("network", str(_write(tmp_path, data))))
+
+
+def test_network_infeasible_budget_names_the_budget_and_shortfall(tmp_path):
+    data = yaml.safe_load(NETWORK_STUDY.read_text())
+    data["budgets"]["declared"][0]["rhs"] = 100000  # below the 2-tier minimum of 131,072
+    line = one_error_line(run_cli("network", str(_write(tmp_path, data))))
+    assert "optics" in line
+    assert "31,072" in line or "31072" in line
