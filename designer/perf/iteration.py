@@ -289,7 +289,9 @@ def _iteration_arrays(llm, training, S, system, calib):
     dense_p, moe_ne, moe_e = cmp.dense_layer_params(llm), 0.0, 0.0
     if n_moe:
         moe_ne, moe_e = cmp.moe_layer_params(llm)
-    emb = llm.vocab_size * h
+    # The input embedding sits on the first stage and the output layer on the last (Megatron); with
+    # one stage an untied model holds both. A tied model with pp > 1 keeps a copy on each end stage.
+    emb = llm.vocab_size * h * np.where(pp == 1, 1 if llm.tied_embeddings else 2, 1)
     stage_dense = (dense_stage * dense_p + moe_stage * moe_ne + emb) / tp
     stage_expert = moe_stage * moe_e / (tp * S.ep)
     dp_shard = (S.dp * S.cp).astype(float)
