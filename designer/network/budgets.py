@@ -21,7 +21,7 @@ UNITS: dict[Metric, str] = {
     Metric.scaleout_gbps_per_gpu: "Gb/s per GPU", Metric.n_gpus: "GPUs", Metric.n_domains: "HB domains",
     Metric.switch_count: "switches", Metric.switch_port_count: "switch ports",
     Metric.transceiver_count: "transceivers", Metric.dac_count: "DAC cables", Metric.nic_count: "NICs",
-    Metric.tiers: "tiers",
+    Metric.tiers: "tiers", Metric.job_gpus: "job GPUs", Metric.spare_domains: "spare HB domains",
 }
 
 

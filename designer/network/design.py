@@ -15,7 +15,7 @@ from pydantic import Field
 
 from designer.errors import SolverError
 from designer.network.budgets import BudgetSlack
-from designer.network.milp import BuiltModel, chosen, milp_counts
+from designer.network.milp import BuiltModel, chosen, design_spares, milp_counts, spare_need
 from designer.network.topology import BillOfMaterials, Family, to_network_tiers
 from designer.spec.base import Record
 from designer.spec.catalog import Catalog
@@ -59,10 +59,21 @@ class NetworkDesign(Record):
     scaleout_gbps_per_gpu: float
     peak_pflops: float  # aggregate dense PFLOP/s at the study's precision
     level: float | None = None  # the frontier level this design answers, if any
+    # Spare HB domains among the n_domains built (a study's `spares` section): the job runs on
+    # n_domains - spare_domains of them; capex, power and the BOM are the built cluster's, spares included.
+    spare_domains: int = Field(default=0, ge=0)
 
     @property
     def capex_per_gpu_usd(self) -> float:
         return self.capex_usd / self.n_gpus
+
+    @property
+    def job_domains(self) -> int:
+        return self.n_domains - self.spare_domains
+
+    @property
+    def job_gpus(self) -> int:
+        return self.job_domains * self.hb_domain_size
 
     def row(self) -> dict[str, Any]:
         """One flat CSV row; units in the column names."""
@@ -89,6 +100,7 @@ class NetworkDesign(Record):
             "network_power_w": self.network_power_w, "power_w": self.power_w,
             "scaleout_gbps_per_gpu": self.scaleout_gbps_per_gpu, "peak_pflops": self.peak_pflops,
             "bisection_bytes_per_s": b.bisection_bandwidth_bytes_per_s, "level": self.level,
+            "spare_domains": self.spare_domains, "job_gpus": self.job_gpus,
         })
         return row
 
@@ -135,6 +147,14 @@ def extract_design(built: BuiltModel, catalog: Catalog, level: float | None = No
         if got[key] != value:
             raise SolverError(f"internal: MILP {key} {got[key]} differs from the closed form {value} for "
                               f"{combo.label} at {n_domains} domains")
+    spares = design_spares(built, combo)
+    sp = built.spares
+    if sp is not None:
+        # The availability model must agree with the MILP's step function at the chosen size.
+        need = spare_need(sp, combo, n_domains)
+        if sp.target_fraction * (n_domains - spares) > n_domains - need + 1e-9 or spares < 0:
+            raise SolverError(f"internal: {spares} spare domains of {n_domains} miss the availability model's "
+                              f"need of {need} for {combo.label}")
     plat = catalog.platform(combo.platform)
     compute_usd = combo.domain_usd * n_domains
     compute_w = combo.domain_w * n_domains
@@ -151,7 +171,7 @@ def extract_design(built: BuiltModel, catalog: Catalog, level: float | None = No
         network_capex_usd=bom.cost_usd, capex_usd=compute_usd + bom.cost_usd,
         compute_power_w=compute_w, network_power_w=bom.power_w, power_w=compute_w + bom.power_w,
         scaleout_gbps_per_gpu=combo.scaleout_gbps_per_gpu,
-        peak_pflops=n_gpus * combo.gpu_flops * 1e-15, level=level,
+        peak_pflops=n_gpus * combo.gpu_flops * 1e-15, level=level, spare_domains=spares,
     )
 
 

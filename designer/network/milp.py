@@ -35,6 +35,16 @@ Cost = D * platform price + switch ports * (switch price / R) + transceivers * o
      + DACs * DAC price per port + NICs * NIC price; power likewise (railonly.md §2 cost model, with
      NICs, DACs and HB-domain hardware added as §7 suggests). Prices come from the catalog.
 
+Spares (study.spares, designer.analysis.failures): D[c] is then the *built* domain count and a new
+integer J[c] the job's domains, with
+    J[c] <= D[c]   and   f J[c] <= D[c] - g_c(D[c])
+where g_c(D) = ceil(Q_c(D) / units per domain) is the availability model's spare-domain need of the
+built design (its confidence-quantile of lost units) and f the target fraction. g_c is a step function
+of D, written exactly like the other step functions (one binary per change point, pinned to D >= t).
+The study's GPU requirement applies to the job GPUs sum K_c J[c]; max_gpus and max_flops maximize the
+job's GPUs and FLOP/s. Every cost is the built cluster's, so spares carry their platform and network
+cost. The built range of each combination reaches the least D that holds the largest job.
+
 The tier count is part of a combination (one y per tier count, as "tiers as binaries per tier
 count"); its range of E is enforced through the bounds of D[c]. Before the build, `tighten_combos`
 narrows each combination's D range with the budgets (every linear metric is non-decreasing in D for
@@ -52,6 +62,7 @@ from typing import Any, Mapping, Sequence
 
 import pyomo.environ as pyo
 
+from designer.analysis.failures import exposure, required_spares, spare_domains_needed
 from designer.errors import SpecError
 from designer.network.budgets import BudgetHandles, budget_rows, define_budgets
 from designer.network.hooks import HookContext, HookRef, apply_hooks
@@ -66,7 +77,7 @@ from designer.network.topology import (
     tiers_needed,
 )
 from designer.spec.catalog import Catalog, LinkMedia, MediaKind
-from designer.spec.network_study import Metric, NetworkStudy, family_can_use_radix
+from designer.spec.network_study import Metric, NetworkStudy, SparesSpec, family_can_use_radix
 
 USD_SCALE = 1e-6  # objective in millions of USD keeps HiGHS's numbers moderate
 FLOPS_SCALE = 1e-15  # objective in PFLOP/s
@@ -238,9 +249,16 @@ def enumerate_combos(study: NetworkStudy, catalog: Catalog) -> tuple[Combo, ...]
                                 prices = component_prices(catalog, sw.id, mode.radix, mode.port_gbps, nic.id,
                                                           optic, dac if use_dac else None)
                                 e = 1 if family == Family.rail_only else k
-                                l_lo, l_hi = tiers_needed(e * d_lo, mode.radix), tiers_needed(e * d_hi, mode.radix)
+                                d_top = d_hi
+                                if study.spares is not None:
+                                    try:
+                                        d_top = built_domains_hi(study.spares, family, k, mode.radix, npg, d_hi)
+                                    except SpecError as err:
+                                        reasons.add(str(err))
+                                        continue
+                                l_lo, l_hi = tiers_needed(e * d_lo, mode.radix), tiers_needed(e * d_top, mode.radix)
                                 for levels in range(l_lo, l_hi + 1):
-                                    rng = _tier_range(e, d_lo, d_hi, mode.radix, levels)
+                                    rng = _tier_range(e, d_lo, d_top, mode.radix, levels)
                                     if rng is None:
                                         continue
                                     for r in ratios:
@@ -438,6 +456,12 @@ class Handles:
     power_w: Any
     scaleout_gbps_per_gpu: Any
     pflops: Any  # aggregate dense PFLOP/s at the study's precision
+    # The job's share when the study asks for spares (designer.analysis.failures); without spares the
+    # job is the whole cluster: job_gpus is n_gpus, spare_domains 0, job_pflops pflops.
+    job_gpus: Any = None
+    spare_domains: Any = 0
+    job_pflops: Any = None
+    job_domains: Any = None  # J[c] variables when spares are asked for, else None
 
     def metric(self, m: Metric | str) -> Any:
         m = Metric(m)
@@ -688,7 +712,110 @@ def define_totals(model: pyo.ConcreteModel, combos: Sequence[Combo], per: dict[i
         power_w=total("power_w", [compute_power, network_power]),
         scaleout_gbps_per_gpu=total("scaleout_gbps_per_gpu", [c.scaleout_gbps_per_gpu * model.y[c.index] for c in combos]),
         pflops=total("pflops", [c.hb_domain_size * c.gpu_flops * FLOPS_SCALE * model.D[c.index] for c in combos]),
+        job_gpus=n_gpus, spare_domains=total("spare_domains", []),
     )
+
+
+# ----------------------------------------------------------------------------------------------
+# Spares (designer.analysis.failures)
+# ----------------------------------------------------------------------------------------------
+
+
+def _spare_exposure(spares: SparesSpec, family: Family, k: int, radix: int, npg: int, n_domains: int):
+    return exposure(family, n_domains, k, radix, nics_per_gpu=npg, unit_gpus=spares.unit_gpus,
+                    gpus_per_host=spares.rates.gpus_per_host)
+
+
+def spare_need(spares: SparesSpec, c: Combo, n_domains: int) -> int:
+    """g_c(D): spare domains the availability model asks of combination c built with D domains."""
+    e = _spare_exposure(spares, c.family, c.hb_domain_size, c.radix, c.nics_per_gpu, n_domains)
+    return spare_domains_needed(e, spares.rates, spares.confidence)
+
+
+def built_domains_hi(spares: SparesSpec, family: Family, k: int, radix: int, npg: int, job_domains_hi: int) -> int:
+    """The least built D that holds the largest job (designer.analysis.failures.required_spares)."""
+    return required_spares(family, job_domains_hi, k, radix, spares.rates, confidence=spares.confidence,
+                           target_fraction=spares.target_fraction, nics_per_gpu=npg,
+                           unit_gpus=spares.unit_gpus).built_domains
+
+
+def spare_steps(spares: SparesSpec, c: Combo) -> tuple[int, list[tuple[int, int]]]:
+    """g_c over [d_min, d_max] as (value at d_min, [(D threshold, increment)]).
+
+    Scanned D by D where g may be non-monotone (one-tier planes and short rails packed per leaf: the
+    units one leaf failure cuts vary with D; those ranges are at most R/2 domains); elsewhere g is
+    non-decreasing (designer.analysis.failures docstring) and each step is found by bisection."""
+    lo, hi = c.d_min, c.d_max
+    base = spare_need(spares, c, lo)
+    steps: list[tuple[int, int]] = []
+    if c.n_tiers == 1 or c.packed_leaves or hi - lo <= 64:
+        last = base
+        for d in range(lo + 1, hi + 1):
+            v = spare_need(spares, c, d)
+            if v != last:
+                steps.append((d, v - last))
+                last = v
+        return base, steps
+    top = spare_need(spares, c, hi)
+    d, last = lo, base
+    while last < top:
+        a, b = d + 1, hi  # smallest D in (d, hi] with g(D) > last
+        while a < b:
+            mid = (a + b) // 2
+            if spare_need(spares, c, mid) > last:
+                b = mid
+            else:
+                a = mid + 1
+        v = spare_need(spares, c, a)
+        steps.append((a, v - last))
+        d, last = a, v
+    return base, steps
+
+
+def define_spares(model: pyo.ConcreteModel, combos: Sequence[Combo], study: NetworkStudy, h: Handles) -> Handles:
+    """Job domains J[c] <= D[c] and f J[c] <= D[c] - g_c(D[c]) (module docstring), the job's GPU
+    requirement, and the job handles. Without study.spares the handles are returned unchanged."""
+    sp = study.spares
+    if sp is None:
+        return replace(h, job_pflops=h.pflops)
+    by_index = {c.index: c for c in combos}
+    plans = {c.index: spare_steps(sp, c) for c in combos}
+    model.J = pyo.Var(model.C, domain=pyo.NonNegativeIntegers, bounds=lambda m, i: (0, by_index[i].d_max))
+    keys = [(i, j) for i, (_, st) in plans.items() for j in range(len(st))]
+    model.W = pyo.Set(initialize=keys, dimen=2, ordered=True)
+    model.w = pyo.Var(model.W, domain=pyo.Binary)
+    thr = {(i, j): plans[i][1][j][0] for i, j in keys}
+    # w[c, j] = 1 iff D >= t_j (while chosen), exactly as the other step functions.
+    model.spare_step_on = pyo.Constraint(model.W, rule=lambda m, i, j: m.D[i] >= thr[i, j] * m.w[i, j])
+    model.spare_step_off = pyo.Constraint(
+        model.W, rule=lambda m, i, j: m.D[i] <= thr[i, j] - 1 + (by_index[i].d_max - thr[i, j] + 1) * m.w[i, j])
+    model.spare_step_chosen = pyo.Constraint(model.W, rule=lambda m, i, j: m.w[i, j] <= m.y[i])
+
+    def need(m, i):
+        base, st = plans[i]
+        return base * m.y[i] + sum(inc * m.w[i, j] for j, (_, inc) in enumerate(st))
+
+    f = sp.target_fraction
+    model.job_within = pyo.Constraint(model.C, rule=lambda m, i: m.J[i] <= m.D[i])
+    model.job_held = pyo.Constraint(model.C, rule=lambda m, i: f * m.J[i] <= m.D[i] - need(m, i))
+    job_gpus = pyo.Expression(expr=sum(by_index[i].hb_domain_size * model.J[i] for i in model.C))
+    model.job_gpus = job_gpus
+    model.job_gpus_lo = pyo.Constraint(expr=job_gpus >= study.gpus.lo)
+    model.job_gpus_hi = pyo.Constraint(expr=job_gpus <= study.gpus.hi)
+    model.spare_domains_total = pyo.Expression(expr=sum(model.D[i] - model.J[i] for i in model.C))
+    job_pflops = pyo.Expression(expr=sum(c.hb_domain_size * c.gpu_flops * FLOPS_SCALE * model.J[c.index]
+                                         for c in combos))
+    model.job_pflops = job_pflops
+    return replace(h, job_gpus=job_gpus, spare_domains=model.spare_domains_total, job_pflops=job_pflops,
+                   job_domains=model.J)
+
+
+def design_spares(built: "BuiltModel", combo: Combo) -> int:
+    """Spare domains D - J of the chosen combination (0 without spares)."""
+    if built.handles.job_domains is None:
+        return 0
+    m = built.model
+    return int(round(pyo.value(m.D[combo.index]) - pyo.value(m.J[combo.index])))
 
 
 def define_objective(model: pyo.ConcreteModel, h: Handles, kind: str) -> None:
@@ -696,9 +823,9 @@ def define_objective(model: pyo.ConcreteModel, h: Handles, kind: str) -> None:
     if kind == "min_cost":
         model.objective = pyo.Objective(expr=USD_SCALE * h.capex_usd, sense=pyo.minimize)
     elif kind == "max_gpus":
-        model.objective = pyo.Objective(expr=h.n_gpus, sense=pyo.maximize)
+        model.objective = pyo.Objective(expr=h.job_gpus, sense=pyo.maximize)
     elif kind == "max_flops":
-        model.objective = pyo.Objective(expr=h.pflops, sense=pyo.maximize)
+        model.objective = pyo.Objective(expr=h.job_pflops, sense=pyo.maximize)
     else:
         raise SpecError(f"objective '{kind}': allowed min_cost, max_gpus, max_flops")
 
@@ -708,9 +835,9 @@ def define_lexicographic_cost(model: pyo.ConcreteModel, h: Handles, kind: str, b
     (A weighted single objective would need a weight below 1/capex, too small for the solver's gap.)"""
     model.objective.deactivate()
     if kind == "max_gpus":
-        model.keep_best = pyo.Constraint(expr=h.n_gpus >= round(best))
+        model.keep_best = pyo.Constraint(expr=h.job_gpus >= round(best))
     else:
-        model.keep_best = pyo.Constraint(expr=h.pflops >= best * (1 - 1e-9))
+        model.keep_best = pyo.Constraint(expr=h.job_pflops >= best * (1 - 1e-9))
     model.objective_cost = pyo.Objective(expr=USD_SCALE * h.capex_usd, sense=pyo.minimize)
 
 
@@ -720,6 +847,7 @@ class BuiltModel:
     handles: Handles
     budgets: BudgetHandles
     combos: tuple[Combo, ...]
+    spares: SparesSpec | None = None
 
 
 def build_model(study: NetworkStudy, catalog: Catalog, *, hooks: Sequence[HookRef] = (),
@@ -733,10 +861,11 @@ def build_model(study: NetworkStudy, catalog: Catalog, *, hooks: Sequence[HookRe
     per = define_cost(model, combos, tiers)
     per = define_power(model, combos, per)
     h = define_totals(model, combos, per)
+    h = define_spares(model, combos, study, h)
     bh = define_budgets(model, budget_rows(study.budgets), h.metrics(), h.n_gpus)
     apply_hooks(model, tuple(study.hooks) + tuple(hooks), HookContext(study=study, catalog=catalog, handles=h))
     define_objective(model, h, objective or study.objective.base_kind)
-    return BuiltModel(model, h, bh, combos)
+    return BuiltModel(model, h, bh, combos, study.spares)
 
 
 def chosen(built: BuiltModel) -> tuple[Combo, int]:

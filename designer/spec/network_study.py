@@ -53,6 +53,9 @@ class Metric(str, Enum):
     power_w = "power_w"
     network_power_w = "network_power_w"
     scaleout_gbps_per_gpu = "scaleout_gbps_per_gpu"
+    # With a `spares` section: the job's GPUs (n_gpus is the built cluster) and the spare HB domains.
+    job_gpus = "job_gpus"
+    spare_domains = "spare_domains"
 
 
 class CatalogSource(Record):
@@ -228,6 +231,85 @@ class SolverSettings(Record):
     seed: int = Field(default=0, ge=0)
 
 
+# ------------------------------------------------------------------------------------------------
+# Spares: component reliability and the availability target (designer.analysis.failures models them)
+# ------------------------------------------------------------------------------------------------
+
+# Default reliability figures, per component, with their sources. The one large public breakdown is
+# Meta's Llama 3 pre-training snapshot (Dubey et al., "The Llama 3 Herd of Models", arXiv 2407.21783,
+# §3.3.4 Table 5; table reproduced at glennklockwood.com/garden/component-reliability): 16,384 H100
+# GPUs (one 400G NIC per GPU, 8 GPUs per host) over 54 days = 21,233,664 GPU-hours, 419 unexpected
+# interruptions. Repair times are not published there: every MTTR below is an assumption [E].
+LLAMA3_GPU_HOURS = 16_384 * 54 * 24  # 21,233,664
+# GPU: faulty GPU 148 + HBM3 72 + SRAM 19 + GPU system processor 17 + silent data corruption 6
+# + thermal interface/sensor 6 = 268 events -> MTBF = 21,233,664 / 268 = 79,230 h per GPU [der].
+DEFAULT_GPU_MTBF_H = LLAMA3_GPU_HOURS / 268
+# Host (CPU, memory, SSD, PSU, chassis, IO board, unplanned host maintenance): 2 + 2 + 3 + 3 + 2 + 2
+# + 32 = 46 events over 2,048 hosts of 8 GPUs -> MTBF = 2,048 * 1,296 h / 46 = 57,700 h per host [der].
+DEFAULT_HOST_MTBF_H = (LLAMA3_GPU_HOURS / 8) / 46
+DEFAULT_GPUS_PER_HOST = 8  # HGX/DGX H100 host, as in the Llama 3 cluster
+# NIC: 7 events over 16,384 NICs -> MTBF = 3,033,381 h per NIC [der].
+DEFAULT_NIC_MTBF_H = LLAMA3_GPU_HOURS / 7
+# Switch: Singh et al., "Surviving switch failures in cloud datacenters", CCR 51(2) 2021 (180,000
+# Azure switches): 98 % survive 3 months (2,190 h) -> hazard -ln(0.98)/2,190 h -> MTBF 108,400 h [der].
+DEFAULT_SWITCH_MTBF_H = 108_400.0
+# Link (optic or cable, either layer): Llama 3's 35 "network switch/cable" events less the ~15.3
+# switch failures Singh et al.'s rate predicts for a 3-tier radix-64 fabric of 16,384 GPUs (1,280
+# switches x 1,296 h / 108,400 h), i.e. ~19.7 link events over 3 x 16,384 = 49,152 links ->
+# MTBF = 49,152 x 1,296 h / 19.7 = 3.2e6 h per link [der, rough: Meta's fabric is not exactly this].
+DEFAULT_LINK_MTBF_H = 3.2e6
+
+
+class ComponentReliability(Record):
+    """Mean time between failures and mean time to repair of one component, in hours. Its steady-state
+    unavailability (alternating renewal process) is mttr / (mtbf + mttr)."""
+
+    mtbf_h: float = Field(gt=0)
+    mttr_h: float = Field(gt=0)
+
+    @property
+    def unavailability(self) -> float:
+        return self.mttr_h / (self.mtbf_h + self.mttr_h)
+
+
+class FailureRates(Record):
+    """Per-component reliability (defaults: see the constants above; MTTRs are assumptions [E]:
+    a GPU swap with burn-in 72 h, a host or NIC repair 24 h, a switch replacement 24 h, an optic or
+    cable swap 6 h)."""
+
+    gpu: ComponentReliability = ComponentReliability(mtbf_h=DEFAULT_GPU_MTBF_H, mttr_h=72.0)
+    host: ComponentReliability = ComponentReliability(mtbf_h=DEFAULT_HOST_MTBF_H, mttr_h=24.0)
+    nic: ComponentReliability = ComponentReliability(mtbf_h=DEFAULT_NIC_MTBF_H, mttr_h=24.0)
+    switch: ComponentReliability = ComponentReliability(mtbf_h=DEFAULT_SWITCH_MTBF_H, mttr_h=24.0)
+    link: ComponentReliability = ComponentReliability(mtbf_h=DEFAULT_LINK_MTBF_H, mttr_h=6.0)
+    gpus_per_host: int = Field(default=DEFAULT_GPUS_PER_HOST, ge=1)
+
+    def scaled(self, factor: float) -> "FailureRates":
+        """Every failure rate multiplied by `factor` (MTBF divided by it), repair times unchanged."""
+        if not factor > 0:
+            raise SpecError(f"failure-rate factor {factor!r}: must be > 0")
+        upd = {name: getattr(self, name).model_copy(update={"mtbf_h": getattr(self, name).mtbf_h / factor})
+               for name in ("gpu", "host", "nic", "switch", "link")}
+        return self.model_copy(update=upd)
+
+
+class SparesSpec(Record):
+    """Ask the MILP for spare HB domains (designer.analysis.failures): the built cluster holds D
+    domains, the job J <= D of them, and with probability >= `confidence` at a random instant at
+    least ceil(target_fraction * J) domains' worth of healthy units are left after GPU, host, NIC,
+    link and leaf-switch failures. The study's GPU requirement then applies to the job's GPUs.
+
+    `unit_gpus`: GPUs a GPU-side failure takes out of the job in families with an any-to-any fabric
+    (rail-optimized, oversubscribed, fat-tree): its tensor-parallel group moves to a spare elsewhere
+    (default 8, a TP group of one 8-GPU host). In rail-only the whole HB domain moves (railonly.md §6),
+    so the unit is K there whatever this says."""
+
+    confidence: float = Field(default=0.999, gt=0, lt=1)
+    target_fraction: float = Field(default=1.0, gt=0, le=1)
+    unit_gpus: int = Field(default=8, ge=1)
+    rates: FailureRates = FailureRates()
+
+
 class NetworkStudy(Record):
     name: str = "network"
     catalog: CatalogSource = CatalogSource()
@@ -237,6 +319,7 @@ class NetworkStudy(Record):
     budgets: Budgets = Budgets()
     hooks: tuple[str, ...] = ()
     solver: SolverSettings = SolverSettings()
+    spares: SparesSpec | None = None  # None: no spares, the job is the whole cluster
 
     @field_validator("hooks")
     @classmethod
@@ -344,7 +427,7 @@ def check_against_catalog(study: NetworkStudy, catalog: Catalog) -> None:
 
 
 __all__ = [
-    "Budgets", "CatalogSource", "Choices", "DeclaredBudget", "FrontierSpec", "GpuRequirement",
+    "Budgets", "CatalogSource", "Choices", "ComponentReliability", "FailureRates", "SparesSpec", "DeclaredBudget", "FrontierSpec", "GpuRequirement",
     "LinkMediaPolicy", "MAX_OVERSUBSCRIPTION", "Metric", "NetworkStudy", "NicChoice", "Objective",
     "SolverSettings", "SwitchChoice", "check_against_catalog", "family_can_use_radix",
     "load_network_study_file", "study_catalog",

@@ -1,0 +1,1 @@
+"""Analyses of designs that need no solver: availability under failures (failures.py)."""
