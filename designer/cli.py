@@ -153,8 +153,11 @@ def worker(
     from designer.pipeline import run_worker
     from designer.spec.study import load_study
 
-    count = run_worker(load_study(study), storage=storage, n_trials=n_trials)
-    typer.echo(f"worker finished {count} trials")
+    spec = load_study(study)
+    if n_trials is not None:
+        spec = spec.with_updates(search={**spec.search.model_dump(), "n_trials": n_trials})
+    count = run_worker(spec, storage=storage)
+    typer.echo(f"worker finished; it worked on {count} design studies")
 
 
 @app.command()

@@ -49,17 +49,49 @@ def print_mapping(title: str, row: dict[str, Any]) -> None:
 
 @contextmanager
 def progress_bar() -> Iterator[Any]:
-    """A rich progress bar; the pipeline calls it with (done, total, description)."""
+    """A rich progress bar fed by the pipeline's ProgressEvents: the stage, the design being searched,
+    the evaluations done, and the size of the best-so-far Pareto front."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=False) as progress:
         task = progress.add_task("starting", total=None)
 
-        def update(done: int, total: int | None, description: str) -> None:
-            progress.update(task, completed=done, total=total, description=description)
+        def update(event: Any) -> None:
+            if event.stage == "milp":
+                text = f"MILP: {event.message or 'sizing candidate designs'}"
+            elif event.stage == "search":
+                text = (f"design {event.design_index + 1}/{event.n_designs} {event.method} "
+                        f"| front so far: {event.front_size} points")
+            else:
+                text = f"done | front: {event.front_size} points"
+            progress.update(task, completed=event.done, total=event.total or None, description=text)
 
         yield update
+
+
+def print_rows(title: str, rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        console.print(f"{title}: (empty)")
+        return
+    table = Table(*rows[0].keys(), title=title)
+    for row in rows:
+        table.add_row(*(_fmt(v) for v in row.values()))
+    console.print(table)
+
+
+def print_study_summary(result: Any) -> None:
+    from designer.pipeline import summary_table
+
+    print_rows(f"Pareto front ({len(result.pareto)} points): capex vs time-to-train", summary_table(result))
+    console.print(f"written to {result.out_dir}: pareto.csv, trials.csv, meta.json, pareto.png, pareto.html")
+
+
+def print_front(front: Any) -> None:
+    cols = [c for c in ("design_id", "family", "n_gpus", "capex_usd", "power_w", "time_to_train_days", "mfu",
+                        "tp", "pp", "dp", "ep", "microbatch_size", "schedule", "zero_stage", "recompute")
+            if c in front.columns]
+    print_rows(f"Pareto front ({len(front)} points)", front[cols].to_dict("records"))
 
 
 def write_designs_csv(result: Any, out_dir: Any) -> None:

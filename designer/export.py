@@ -1,0 +1,283 @@
+"""Writers for a study's output folder (the only module here that writes files).
+
+    pareto.csv          one row per front point, fixed column order (PARETO_COLUMNS), units in names
+    pareto_by_<key>.csv one front per value of a design column (when the study asks for it)
+    trials.csv          every evaluated point: feasible, reason, objectives
+    designs.csv         every candidate design with its MILP status and the search method that ran
+    megatron_args.txt   per front point, the Megatron-LM command-line arguments
+    meta.json           versions, seed, spec hash, MILP status and gap, wall time, search methods
+    pareto.png          matplotlib plot; pareto.html the same as a self-contained interactive SVG
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+from designer.spec.llm import LLMSpec, Precision, Recompute, Schedule, Strategy, TrainingSpec
+
+# Strategy columns, in the order they appear in every CSV.
+STRATEGY_COLUMNS: tuple[str, ...] = (
+    "tp", "pp", "dp", "ep", "cp", "sequence_parallel", "microbatch_size", "schedule", "virtual_stages",
+    "zero_stage", "zeropp_quantized_weights", "zeropp_quantized_gradients", "zeropp_hierarchical_partition",
+    "recompute", "overlap_dp_comm", "overlap_tp_comm",
+)
+DESIGN_COLUMNS: tuple[str, ...] = (
+    "design_id", "design_source", "label", "family", "platform", "gpu", "n_gpus", "n_domains", "hb_domain_size",
+    "nic", "nics_per_gpu", "switch", "radix", "port_gbps", "oversubscription", "n_tiers", "scaleout_gbps_per_gpu",
+    "switch_count", "transceiver_count", "dac_count", "nic_count",
+    "compute_capex_usd", "network_capex_usd", "capex_usd", "compute_power_w", "network_power_w", "power_w",
+)
+METRIC_COLUMNS: tuple[str, ...] = (
+    "iteration_time_s", "time_to_train_s", "time_to_train_days", "tokens_per_s", "mfu", "hfu",
+    "energy_mwh", "memory_per_gpu_gb", "hbm_capacity_gb", "memory_weights_gb", "memory_gradients_gb",
+    "memory_optimizer_gb", "memory_activations_gb", "memory_other_gb",
+    "compute_s", "tp_s", "cp_s", "pp_s", "dp_s", "ep_s", "bubble_s", "exposed_comm_s", "overlapped_comm_s",
+    "tier_hb_bytes", "tier_rail_bytes", "tier_spine_bytes", "binding_tier",
+)
+PARETO_COLUMNS: tuple[str, ...] = (
+    "front_rank", *DESIGN_COLUMNS, *STRATEGY_COLUMNS, *METRIC_COLUMNS, "search_method", "megatron_args",
+)
+TRIAL_COLUMNS: tuple[str, ...] = (
+    "design_id", "search_method", "trial_number", *STRATEGY_COLUMNS, "feasible", "reason",
+    "iteration_time_s", "time_to_train_s", "mfu", "memory_per_gpu_gb", "capex_usd", "power_w", "energy_mwh",
+)
+
+J_PER_MWH = 3.6e9
+GB = 1e9
+
+
+def strategy_columns(s: Strategy) -> dict[str, Any]:
+    d = s.model_dump()
+    d["schedule"] = s.schedule.value
+    d["recompute"] = s.recompute.value
+    return {c: d[c] for c in STRATEGY_COLUMNS}
+
+
+def metrics_columns(metrics_row: Mapping[str, Any], power_w: float) -> dict[str, Any]:
+    """The perf Metrics.row() in the exported names and units (GB for memory, MWh for energy)."""
+    r = metrics_row
+    out: dict[str, Any] = {
+        "iteration_time_s": r["iteration_time_s"], "time_to_train_s": r["time_to_train_s"],
+        "time_to_train_days": r["time_to_train_s"] / 86400.0, "tokens_per_s": r["tokens_per_s"], "mfu": r["mfu"],
+        "hfu": r["hfu"], "energy_mwh": power_w * r["time_to_train_s"] / J_PER_MWH,
+        "memory_per_gpu_gb": r["memory_per_gpu_bytes"] / GB, "hbm_capacity_gb": r["hbm_capacity_bytes"] / GB,
+    }
+    for part in ("weights", "gradients", "optimizer", "activations", "other"):
+        out[f"memory_{part}_gb"] = r[f"memory_{part}_bytes"] / GB
+    for k in ("compute_s", "tp_s", "cp_s", "pp_s", "dp_s", "ep_s", "bubble_s", "exposed_comm_s", "overlapped_comm_s",
+              "tier_hb_bytes", "tier_rail_bytes", "tier_spine_bytes", "binding_tier"):
+        out[k] = r[k]
+    return out
+
+
+def megatron_args(s: Strategy, llm: LLMSpec, training: TrainingSpec) -> str:
+    """Megatron-LM (megatron/training/arguments.py) flags for one strategy. Options Megatron-LM does
+    not have (GPipe, ZeRO++) are named in a trailing comment instead of being invented."""
+    a = [f"--tensor-model-parallel-size {s.tp}", f"--pipeline-model-parallel-size {s.pp}"]
+    notes = []
+    if s.schedule == Schedule.interleaved:
+        a.append(f"--num-layers-per-virtual-pipeline-stage {llm.layers // (s.pp * s.virtual_stages)}")
+    elif s.schedule == Schedule.gpipe and s.pp > 1:
+        notes.append("GPipe schedule: Megatron-LM runs 1F1B; same bubble, more activation memory")
+    if s.sequence_parallel:
+        a.append("--sequence-parallel")
+    if s.cp > 1:
+        a.append(f"--context-parallel-size {s.cp}")
+    if s.ep > 1:
+        a.append(f"--expert-model-parallel-size {s.ep}")
+    a += [f"--micro-batch-size {s.microbatch_size}", f"--global-batch-size {training.global_batch_sequences}",
+          f"--seq-length {training.sequence_length}"]
+    if s.recompute == Recompute.selective:
+        a.append("--recompute-granularity selective")
+    elif s.recompute == Recompute.full:
+        a.append("--recompute-granularity full --recompute-method uniform --recompute-num-layers 1")
+    if s.zero_stage in (1, 2):
+        # The distributed optimizer shards optimizer state and reduce-scatters gradients (ZeRO-1/2).
+        a.append("--use-distributed-optimizer")
+    elif s.zero_stage == 3:
+        a.append("--use-torch-fsdp2")
+        if s.dp * s.cp > 1:
+            notes.append("ZeRO-3: fully sharded weights through PyTorch FSDP2")
+    if s.overlap_dp_comm and s.dp * s.cp > 1:
+        a.append("--overlap-grad-reduce")
+        if s.zero_stage in (1, 2):
+            a.append("--overlap-param-gather")
+    if s.overlap_tp_comm and s.tp > 1:
+        a.append("--tp-comm-overlap")
+    if training.precision == Precision.bf16:
+        a.append("--bf16")
+    elif training.precision == Precision.fp16:
+        a.append("--fp16")
+    else:
+        a.append("--bf16 --fp8-format hybrid")
+    zpp = [n for n, on in (("qwZ", s.zeropp_quantized_weights), ("qgZ", s.zeropp_quantized_gradients),
+                           ("hpZ", s.zeropp_hierarchical_partition)) if on]
+    if zpp:
+        notes.append(f"ZeRO++ {'/'.join(zpp)}: DeepSpeed only, no Megatron-LM flag")
+    line = " ".join(a)
+    return line + (f"  # {'; '.join(notes)}" if notes else "")
+
+
+def _csv(df: pd.DataFrame, path: Path, columns: Sequence[str] | None = None) -> None:
+    if columns is not None:
+        df = df.reindex(columns=list(columns))
+    df.to_csv(path, index=False, float_format="%.10g")
+
+
+def write_outputs(out_dir: Path, *, pareto: pd.DataFrame, trials: pd.DataFrame, designs: pd.DataFrame,
+                  meta: Mapping[str, Any], fronts_by: pd.DataFrame | None = None, front_by: str | None = None,
+                  plots: bool = True, title: str = "") -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    p = out_dir / "pareto.csv"
+    _csv(pareto, p, PARETO_COLUMNS)
+    written.append(p)
+    p = out_dir / "trials.csv"
+    _csv(trials, p, TRIAL_COLUMNS + tuple(c for c in trials.columns if c not in TRIAL_COLUMNS))
+    written.append(p)
+    p = out_dir / "designs.csv"
+    _csv(designs, p)
+    written.append(p)
+    if fronts_by is not None and front_by:
+        p = out_dir / f"pareto_by_{front_by}.csv"
+        _csv(fronts_by, p, ("front_group", *PARETO_COLUMNS))
+        written.append(p)
+    p = out_dir / "megatron_args.txt"
+    lines = [f"# {len(pareto)} Pareto points; Megatron-LM arguments per point (front_rank, design, capex, days)"]
+    for _, r in pareto.iterrows():
+        lines.append(f"# {int(r['front_rank'])}: {r['design_id']}  ${r['capex_usd'] / 1e6:,.1f}M  "
+                     f"{r['time_to_train_days']:.1f} days  MFU {r['mfu']:.3f}")
+        lines.append(str(r["megatron_args"]))
+    p.write_text("\n".join(lines) + "\n")
+    written.append(p)
+    p = out_dir / "meta.json"
+    p.write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
+    written.append(p)
+    if plots:
+        written += plot_front(out_dir, pareto, designs, fronts_by, front_by, title)
+    return written
+
+
+def _groups(pareto: pd.DataFrame, fronts_by: pd.DataFrame | None, front_by: str | None) -> list[tuple[str, pd.DataFrame]]:
+    if fronts_by is not None and front_by and len(fronts_by):
+        return [(f"{front_by} {g}", df) for g, df in fronts_by.groupby("front_group", sort=True)]
+    return [("Pareto front", pareto)]
+
+
+def plot_front(out_dir: Path, pareto: pd.DataFrame, designs: pd.DataFrame, fronts_by: pd.DataFrame | None,
+               front_by: str | None, title: str = "") -> list[Path]:
+    """pareto.png (matplotlib, headless) and pareto.html (inline SVG; hover a point for its details)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = _groups(pareto, fronts_by, front_by)
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    feas = designs[designs["best_time_to_train_s"].notna()] if "best_time_to_train_s" in designs else designs.iloc[0:0]
+    if len(feas):
+        ax.scatter(feas["capex_usd"] / 1e6, feas["best_time_to_train_s"] / 86400, s=14, color="0.75",
+                   label="candidate designs (best strategy)", zorder=1)
+    for name, df in groups:
+        df = df.sort_values("capex_usd")
+        ax.step(df["capex_usd"] / 1e6, df["time_to_train_days"], where="post", zorder=2)
+        ax.scatter(df["capex_usd"] / 1e6, df["time_to_train_days"], s=30, zorder=3, label=name)
+    ax.set_xlabel("capex (million USD)")
+    ax.set_ylabel("time to train (days)")
+    ax.set_title(title or "capex vs time to train")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    png = out_dir / "pareto.png"
+    fig.savefig(png, dpi=120)
+    plt.close(fig)
+    htm = out_dir / "pareto.html"
+    htm.write_text(_svg_page(groups, feas, title))
+    return [png, htm]
+
+
+_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+
+
+def _svg_page(groups: list[tuple[str, pd.DataFrame]], others: pd.DataFrame, title: str) -> str:
+    """A dependency-free page: an SVG scatter with axes; each point's <title> is its hover text and a
+    click shows the point's Megatron-LM arguments below the plot."""
+    W, H, L, R, T, B = 820, 520, 80, 200, 30, 60
+    xs = [v / 1e6 for _, df in groups for v in df["capex_usd"]] + [v / 1e6 for v in others.get("capex_usd", [])]
+    ys = [v for _, df in groups for v in df["time_to_train_days"]] + \
+         [v / 86400 for v in others.get("best_time_to_train_s", [])]
+    if not xs:
+        xs, ys = [0.0, 1.0], [0.0, 1.0]
+    x0, x1 = min(xs), max(xs)
+    y0, y1 = min(ys), max(ys)
+    pad = lambda a, b: ((b - a) * 0.08 or abs(a) * 0.1 or 1.0)  # noqa: E731
+    x0, x1, y0, y1 = x0 - pad(x0, x1), x1 + pad(x0, x1), max(0.0, y0 - pad(y0, y1)), y1 + pad(y0, y1)
+    sx = lambda x: L + (x - x0) / (x1 - x0) * (W - L - R)  # noqa: E731
+    sy = lambda y: H - B - (y - y0) / (y1 - y0) * (H - T - B)  # noqa: E731
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
+             f'<rect x="{L}" y="{T}" width="{W - L - R}" height="{H - T - B}" fill="white" stroke="#999"/>']
+    for i in range(6):
+        xv = x0 + (x1 - x0) * i / 5
+        yv = y0 + (y1 - y0) * i / 5
+        parts.append(f'<text x="{sx(xv):.1f}" y="{H - B + 18}" text-anchor="middle">{xv:,.1f}</text>')
+        parts.append(f'<text x="{L - 8}" y="{sy(yv) + 4:.1f}" text-anchor="end">{yv:,.1f}</text>')
+        parts.append(f'<line x1="{L}" x2="{W - R}" y1="{sy(yv):.1f}" y2="{sy(yv):.1f}" stroke="#eee"/>')
+    parts.append(f'<text x="{(L + W - R) / 2}" y="{H - 15}" text-anchor="middle">capex (million USD)</text>')
+    parts.append(f'<text x="18" y="{(T + H - B) / 2}" text-anchor="middle" transform="rotate(-90 18 {(T + H - B) / 2})">'
+                 'time to train (days)</text>')
+    for _, r in others.iterrows():
+        tip = html.escape(f"{r.get('design_id', '')}: ${r['capex_usd'] / 1e6:,.2f}M, {r['best_time_to_train_s'] / 86400:.2f} days")
+        parts.append(f'<circle cx="{sx(r["capex_usd"] / 1e6):.1f}" cy="{sy(r["best_time_to_train_s"] / 86400):.1f}" r="3" '
+                     f'fill="#bbb"><title>{tip}</title></circle>')
+    for gi, (name, df) in enumerate(groups):
+        color = _COLORS[gi % len(_COLORS)]
+        df = df.sort_values("capex_usd")
+        pts = []
+        for k, (_, r) in enumerate(df.iterrows()):
+            x, y = sx(r["capex_usd"] / 1e6), sy(r["time_to_train_days"])
+            if k:
+                pts.append(f"{x:.1f},{pts[-1].split(',')[1]}")
+            pts.append(f"{x:.1f},{y:.1f}")
+        if pts:
+            parts.append(f'<polyline points="{" ".join(pts)}" fill="none" stroke="{color}" stroke-width="1.5"/>')
+        for _, r in df.iterrows():
+            tip = (f"{r['design_id']} | {r['family']} {r['platform']} {int(r['n_gpus'])} GPUs | "
+                   f"${r['capex_usd'] / 1e6:,.2f}M | {r['time_to_train_days']:.2f} days | MFU {r['mfu']:.3f} | "
+                   f"tp{r['tp']} pp{r['pp']} dp{r['dp']} ep{r['ep']} cp{r['cp']} mbs{r['microbatch_size']} "
+                   f"{r['schedule']} zero{r['zero_stage']} recompute {r['recompute']}")
+            args = html.escape(str(r["megatron_args"]), quote=True)
+            parts.append(f'<circle cx="{sx(r["capex_usd"] / 1e6):.1f}" cy="{sy(r["time_to_train_days"]):.1f}" r="5" '
+                         f'fill="{color}" style="cursor:pointer" data-args="{args}" '
+                         f'onclick="document.getElementById(\'args\').textContent=this.dataset.args">'
+                         f'<title>{html.escape(tip)}</title></circle>')
+        ly = T + 16 + 18 * gi
+        parts.append(f'<circle cx="{W - R + 16}" cy="{ly - 4}" r="5" fill="{color}"/>'
+                     f'<text x="{W - R + 26}" y="{ly}">{html.escape(name)}</text>')
+    parts.append("</svg>")
+    return ("<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>" + html.escape(title or "Pareto front") +
+            "</title></head><body style='font-family:sans-serif'>\n<h3>" + html.escape(title or "Pareto front") +
+            "</h3>\n" + "\n".join(parts) + "\n<p>Hover a point for its design and strategy; click it for its "
+            "Megatron-LM arguments:</p>\n<pre id='args' style='white-space:pre-wrap'></pre>\n</body></html>\n")
+
+
+def read_pareto(out_dir: str | Path) -> pd.DataFrame:
+    p = Path(out_dir) / "pareto.csv"
+    if not p.is_file():
+        from designer.errors import SpecError
+
+        raise SpecError(f"'{out_dir}' holds no pareto.csv; run `designer run STUDY.yaml --out {out_dir}` first")
+    return pd.read_csv(p)
+
+
+def finite_or_none(x: float) -> float | None:
+    return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
+
+
+__all__ = ["DESIGN_COLUMNS", "METRIC_COLUMNS", "PARETO_COLUMNS", "STRATEGY_COLUMNS", "TRIAL_COLUMNS", "megatron_args",
+           "metrics_columns", "plot_front", "read_pareto", "strategy_columns", "write_outputs"]

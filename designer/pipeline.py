@@ -1,0 +1,482 @@
+"""`run_study(spec)`: the one orchestrator.
+
+    MILP candidate designs (per family and platform, across the frontier's levels, plus named designs)
+      -> per design, the strategy search (exhaustive, Optuna, or auto by the size of its space)
+      -> the Pareto front over (capex, time-to-train[, power, energy])
+      -> export (designer.export)
+
+Records stay frozen between stages; pandas appears only in the StudyResult and the export.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing as mp
+import platform
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from designer.errors import DesignerError, InfeasibleDesign, SpecError
+from designer.export import (STRATEGY_COLUMNS, J_PER_MWH, megatron_args, metrics_columns, read_pareto,
+                             strategy_columns, write_outputs)
+from designer.pareto import Point, pareto_front
+from designer.search.exhaustive import Candidate, Problem, ScoredTable, load_trial_constraint, run_exhaustive
+from designer.search.space import RECOMPUTES, SCHEDULES
+from designer.spec.llm import LLMSpec
+from designer.spec.study import StudySpec, load_study
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """What the CLI's progress bar shows. stage: "milp", "search" or "done"."""
+
+    stage: str
+    design_index: int = 0
+    n_designs: int = 0
+    design_id: str = ""
+    method: str = ""
+    done: int = 0
+    total: int = 0
+    front_size: int = 0
+    message: str = ""
+
+
+ProgressFn = Callable[[ProgressEvent], None]
+
+
+@dataclass(frozen=True)
+class StudyResult:
+    spec: StudySpec
+    out_dir: Path
+    pareto: pd.DataFrame = field(repr=False)
+    trials: pd.DataFrame = field(repr=False)
+    designs: pd.DataFrame = field(repr=False)
+    meta: dict[str, Any] = field(repr=False)
+    fronts_by: pd.DataFrame | None = field(default=None, repr=False)
+
+
+# ---- candidates --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MilpInfo:
+    status: str
+    gap: float | None
+    solve_time_s: float
+
+
+def _design_id(design: Any, prefix: str) -> str:
+    body = design.model_dump(mode="json", exclude={"level"})
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:8]
+    return f"{prefix}-{design.n_gpus}g-{digest}"
+
+
+def generate_candidates(spec: StudySpec, progress: ProgressFn | None = None) -> tuple[list[Candidate], dict[str, MilpInfo]]:
+    """Solve the network MILP once per (family, platform) split of `network` (each across the frontier
+    levels) and once per named design. Identical designs found twice are kept once."""
+    from designer.network.api import solve_network
+    from designer.network.design import design_to_system
+    from designer.spec.network_study import study_catalog
+
+    jobs: list[tuple[str, str, Any]] = []  # (source, prefix, network study)
+    if spec.network is not None:
+        net = spec.network
+        fams = list(net.choices.families) if "family" in spec.candidates.split_by else [None]
+        plats = list(net.choices.platforms) if "platform" in spec.candidates.split_by else [None]
+        for fam in fams:
+            for plat in plats:
+                choices = net.choices.model_dump()
+                if fam is not None:
+                    choices["families"] = [fam]
+                if plat is not None:
+                    choices["platforms"] = [plat]
+                try:
+                    sub = net.with_updates(choices=choices)
+                except Exception as err:  # the split is invalid on its own (e.g. a radix its family cannot use)
+                    raise SpecError(f"network split {fam}/{plat}: {str(err).splitlines()[0]}") from None
+                jobs.append(("milp", "-".join(x for x in (fam, plat) if x) or "net", sub))
+    for nd in spec.designs:
+        jobs.append(("named", nd.name, nd.resolve(spec.network)))
+    cands: list[Candidate] = []
+    info: dict[str, MilpInfo] = {}
+    seen: set[str] = set()
+    failures: list[str] = []
+    for i, (source, prefix, sub) in enumerate(jobs):
+        if progress is not None:
+            progress(ProgressEvent("milp", i, len(jobs), prefix, message=f"sizing {prefix}"))
+        try:
+            catalog = study_catalog(sub)
+            result = solve_network(sub, catalog=catalog)
+        except InfeasibleDesign as err:
+            if source == "named":
+                raise InfeasibleDesign(f"design {prefix}: {err}") from None
+            failures.append(f"{prefix}: {err}")
+            continue
+        for d in result.designs:
+            did = prefix if source == "named" else _design_id(d, prefix)
+            key = _design_id(d, "")
+            if key in seen and source != "named":
+                continue
+            seen.add(key)
+            cands.append(Candidate(did, d, design_to_system(d, catalog), float(d.capex_usd), float(d.power_w), source))
+            info[did] = MilpInfo(result.status, result.gap, result.solve_time_s / max(1, len(result.designs)))
+    if not cands:
+        raise InfeasibleDesign("no candidate design: " + " | ".join(failures) if failures else "no candidate design")
+    return cands, info
+
+
+# ---- search ------------------------------------------------------------------------------------
+
+def _resolve_model(spec: StudySpec) -> LLMSpec:
+    if isinstance(spec.model, LLMSpec):
+        return spec.model
+    from designer.spec.models import load_model
+
+    return load_model(spec.model)
+
+
+def make_problem(spec: StudySpec) -> Problem:
+    return Problem(_resolve_model(spec), spec.training, spec.strategy_space, tuple(spec.objectives),
+                   tuple(load_trial_constraint(c) for c in spec.constraints))
+
+
+def choose_method(spec: StudySpec, space_size: int) -> str:
+    m = spec.search.method
+    if m == "auto":
+        return "exhaustive" if space_size <= spec.search.auto_max_exhaustive else "optuna"
+    return m
+
+
+def search_identity(spec: StudySpec, design_id: str) -> str:
+    """What must match for a rerun to continue a design's Optuna study: the spec without the trial
+    budget and the output settings (a rerun with more trials continues the same study)."""
+    data = spec.model_dump(mode="json")
+    data["search"].pop("n_trials", None)
+    data.pop("output", None)
+    data["design_id"] = design_id
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def _storage_url(spec: StudySpec, out_dir: Path, storage: str | None) -> str:
+    from designer.search.runner import JOURNAL_NAME
+
+    return storage or spec.output.storage or str(out_dir / JOURNAL_NAME)
+
+
+def _manifest_name(spec: StudySpec) -> str:
+    return f"{spec.name}/__manifest__"
+
+
+def _worker_main(spec_json: str, storage: str) -> None:
+    run_worker(StudySpec.model_validate_json(spec_json), storage)
+
+
+def run_worker(spec: StudySpec, storage: str, *, wait_s: float = 600.0) -> int:
+    """An extra worker on a shared storage: waits for the main run's manifest (the designs the main run
+    searches with Optuna), then runs trials on each of them until every study has its n_trials.
+    Returns the number of design studies it worked on."""
+    from designer.search.runner import RunnerSettings, get_study_attr, open_storage, run_optuna
+
+    st = open_storage(storage)
+    t0 = time.monotonic()
+    manifest = None
+    while manifest is None:
+        manifest = get_study_attr(st, _manifest_name(spec), "manifest")
+        if manifest is None:
+            if time.monotonic() - t0 > wait_s:
+                raise SpecError(f"storage '{storage}' holds no designs of study '{spec.name}' after {wait_s:g} s; "
+                                "start `designer run` against the same storage first")
+            time.sleep(0.5)
+    problem = make_problem(spec)
+    from designer.network.design import NetworkDesign
+    from designer.spec.system import ClusterSystem
+
+    settings = RunnerSettings(manifest["n_trials"], manifest["seed"], spec.search.sampler, spec.search.population_size)
+    n = 0
+    for entry in manifest["designs"]:
+        cand = Candidate(entry["design_id"], NetworkDesign.model_validate(entry["design"]), ClusterSystem.model_validate(entry["system"]),
+                         float(entry["capex_usd"]), float(entry["power_w"]), entry["source"])
+        run_optuna(problem, cand, storage=st, study=spec.name, settings=settings,
+                   identity=search_identity(spec, cand.design_id))
+        n += 1
+    return n
+
+
+def _search_all(spec: StudySpec, problem: Problem, cands: list[Candidate], out_dir: Path, *, workers: int,
+                storage: str | None, progress: ProgressFn | None) -> tuple[list[ScoredTable], str | None]:
+    from designer.search.runner import RunnerSettings, open_storage, run_optuna, set_study_attr
+
+    methods = {}
+    for c in cands:
+        size = problem.design_space(c).size
+        methods[c.design_id] = choose_method(spec, size)
+    optuna_cands = [c for c in cands if methods[c.design_id] == "optuna"]
+    url = _storage_url(spec, out_dir, storage) if optuna_cands else None
+    st = open_storage(url) if url else None
+    procs: list[Any] = []
+    if st is not None:
+        manifest = {"n_trials": spec.search.n_trials, "seed": spec.search.seed,
+                    "designs": [{"design_id": c.design_id, "design": c.design.model_dump(mode="json"),
+                                 "system": c.system.model_dump(mode="json"), "capex_usd": c.capex_usd,
+                                 "power_w": c.power_w, "source": c.source} for c in optuna_cands]}
+        set_study_attr(st, _manifest_name(spec), "manifest", manifest)
+        if workers > 1:
+            ctx = mp.get_context("spawn")
+            for _ in range(workers - 1):
+                p = ctx.Process(target=_worker_main, args=(spec.model_dump_json(), url), daemon=True)
+                p.start()
+                procs.append(p)
+    settings = RunnerSettings(spec.search.n_trials, spec.search.seed, spec.search.sampler, spec.search.population_size)
+    tables: list[ScoredTable] = []
+    front: list[Point] = []
+    try:
+        for i, c in enumerate(cands):
+            method = methods[c.design_id]
+
+            def tick(done: int, total: int, _i=i, _c=c, _m=method) -> None:
+                if progress is not None:
+                    progress(ProgressEvent("search", _i, len(cands), _c.design_id, _m, done, total, len(front)))
+
+            if method == "exhaustive":
+                size = problem.design_space(c).size
+                seen = [0]
+
+                def chunk(n: int, _size=size) -> None:
+                    seen[0] += n
+                    tick(seen[0], _size)
+
+                table = run_exhaustive(problem, c, progress=chunk)
+            else:
+                table = run_optuna(problem, c, storage=st, study=spec.name, settings=settings,
+                                   identity=search_identity(spec, c.design_id), on_trial=tick)
+            tables.append(table)
+            b = table.best
+            if b is not None:
+                front = pareto_front(front + [Point(c.objective_values(problem.objectives, table.time_to_train_s[b]), c.design_id)])
+            tick(len(table), len(table))
+        for p in procs:
+            p.join()
+        if procs:
+            # Workers may have finished trials after this process collected a design: collect again.
+            from designer.search.runner import collect, study_name_for
+            import optuna
+
+            for j, c in enumerate(cands):
+                if methods[c.design_id] == "optuna":
+                    ost = optuna.load_study(study_name=study_name_for(spec.name, c.design_id), storage=st)
+                    tables[j] = collect(ost, problem, c, tables[j].space_size, tables[j].wall_time_s)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+    return tables, url
+
+
+# ---- results -----------------------------------------------------------------------------------
+
+def _trials_frame(problem: Problem, cands: list[Candidate], tables: list[ScoredTable]) -> pd.DataFrame:
+    frames = []
+    for c, t in zip(cands, tables):
+        if not len(t):
+            continue
+        cols = dict(t.strategies.columns)
+        df = pd.DataFrame({k: cols[k] for k in STRATEGY_COLUMNS})
+        df["schedule"] = [SCHEDULES[int(x)].value for x in cols["schedule"]]
+        df["recompute"] = [RECOMPUTES[int(x)].value for x in cols["recompute"]]
+        df.insert(0, "trial_number", t.trial_number)
+        df.insert(0, "search_method", t.method)
+        df.insert(0, "design_id", c.design_id)
+        df["feasible"] = t.feasible
+        df["reason"] = t.reason.astype(str)
+        df["iteration_time_s"] = t.iteration_time_s
+        df["time_to_train_s"] = t.time_to_train_s
+        df["mfu"] = t.mfu
+        df["memory_per_gpu_gb"] = t.memory_per_gpu_bytes / 1e9
+        df["capex_usd"] = c.capex_usd
+        df["power_w"] = c.power_w
+        df["energy_mwh"] = c.power_w * t.time_to_train_s / J_PER_MWH
+        for name, v in t.constraints.items():
+            df[f"constraint_{name}"] = v
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _design_row(c: Candidate) -> dict[str, Any]:
+    r = c.design.row()
+    return {"design_id": c.design_id, "design_source": c.source, **r}
+
+
+def _front_frame(problem: Problem, cands: list[Candidate], tables: list[ScoredTable],
+                 subset: list[int] | None = None) -> pd.DataFrame:
+    """The non-dominated (design, best strategy) points, re-scored by the scalar model for the full
+    time and memory breakdown."""
+    from designer.perf.model import evaluate_system
+
+    idx = range(len(cands)) if subset is None else subset
+    pts = []
+    for i in idx:
+        b = tables[i].best
+        if b is not None:
+            pts.append(Point(cands[i].objective_values(problem.objectives, tables[i].time_to_train_s[b]), i))
+    rows = []
+    for rank, p in enumerate(pareto_front(pts)):
+        c, t = cands[p.item], tables[p.item]
+        s = t.strategies.strategy(t.best)
+        m = evaluate_system(problem.llm, problem.training, s, c.system)
+        if not hasattr(m, "row") or not m.row().get("feasible", False):
+            raise DesignerError(f"internal: front point {c.design_id} {s} is infeasible when re-scored: {m}")
+        row = {"front_rank": rank, **_design_row(c), **strategy_columns(s), **metrics_columns(m.row(), c.power_w),
+               "search_method": t.method, "megatron_args": megatron_args(s, problem.llm, problem.training)}
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version()}
+    for pkg in ("designer", "optuna", "pyomo", "highspy", "numpy", "pandas", "pydantic", "matplotlib"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            out[pkg] = "not installed"
+    try:
+        import highspy
+
+        h = highspy.Highs()
+        out["highs"] = f"{h.versionMajor()}.{h.versionMinor()}.{h.versionPatch()}"
+    except Exception:  # the version is informative only
+        pass
+    return out
+
+
+def _redact(url: str | None) -> str | None:
+    if url and "://" in url and "@" in url:
+        scheme, rest = url.split("://", 1)
+        creds, host = rest.rsplit("@", 1)
+        return f"{scheme}://{creds.split(':')[0]}:***@{host}"
+    return url
+
+
+def _no_front_error(problem: Problem, cands: list[Candidate], tables: list[ScoredTable]) -> DesignerError:
+    """Why nothing is feasible: a trial constraint, or memory even at the leanest strategy."""
+    reasons: dict[str, int] = {}
+    for t in tables:
+        for r in t.reason.astype(str):
+            if r:
+                key = r.split(" = ")[0] if r.startswith("constraint ") else r
+                reasons[key] = reasons.get(key, 0) + 1
+    user = {k: v for k, v in reasons.items() if k.startswith("constraint ")}
+    if user:
+        k = max(user, key=user.get)
+        return InfeasibleDesign(f"no design has a strategy that satisfies {k.removeprefix('constraint ')} "
+                                f"({user[k]} strategies rejected by it across {len(cands)} designs)")
+    # Memory: the leanest strategy of every design's whole space, by the vectorized model.
+    from designer.search.exhaustive import evaluate_vector
+
+    best = None
+    for c in cands:
+        ds = problem.design_space(c)
+        for chunk in ds.chunks():
+            vm = evaluate_vector(problem, c, chunk)
+            j = int(np.argmin(vm.memory_per_gpu_bytes))
+            need = float(vm.memory_per_gpu_bytes[j])
+            if best is None or need - c.system.gpu.hbm_bytes < best[0] - best[2]:
+                best = (need, c, c.system.gpu.hbm_bytes, chunk.strategy(j))
+    if best is None:
+        return SpecError("no design has a valid strategy in strategy_space; widen tp/pp/microbatch_sizes")
+    need, c, cap, s = best
+    return InfeasibleDesign(
+        f"model {problem.llm.name} fits no design: its leanest strategy (tp {s.tp}, pp {s.pp}, ZeRO-{s.zero_stage}, "
+        f"recompute {s.recompute.value}, microbatch {s.microbatch_size}) on {c.design_id} needs {need / 1e9:.1f} GB "
+        f"per GPU, HBM holds {cap / 1e9:.1f} GB; allow zero_stages [3], recompute [full] or more GPUs")
+
+
+def run_study(spec: StudySpec, *, out_dir: str | Path | None = None, n_trials: int | None = None, workers: int = 1,
+              storage: str | None = None, seed: int | None = None, progress: ProgressFn | None = None) -> StudyResult:
+    """Run a study end to end and write its output folder. Arguments override the spec's settings."""
+    t0 = time.perf_counter()
+    if workers < 1:
+        raise SpecError(f"workers = {workers}: must be >= 1")
+    search = spec.search.model_dump()
+    if n_trials is not None:
+        search["n_trials"] = n_trials
+    if seed is not None:
+        search["seed"] = seed
+    spec = spec.with_updates(search=search)
+    out = Path(out_dir) if out_dir is not None else spec.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    problem = make_problem(spec)
+    cands, milp = generate_candidates(spec, progress)
+    tables, url = _search_all(spec, problem, cands, out, workers=workers, storage=storage, progress=progress)
+    pareto = _front_frame(problem, cands, tables)
+    if not len(pareto):
+        raise _no_front_error(problem, cands, tables)
+    fronts_by = None
+    key = spec.output.front_by
+    designs = pd.DataFrame([{**_design_row(c), "milp_status": milp[c.design_id].status, "milp_gap": milp[c.design_id].gap,
+                             "milp_solve_time_s": milp[c.design_id].solve_time_s, "search_method": t.method,
+                             "space_size": t.space_size, "n_evaluations": t.n_evaluations,
+                             "best_time_to_train_s": (t.time_to_train_s[t.best] if t.best is not None else np.nan),
+                             "search_wall_time_s": t.wall_time_s}
+                            for c, t in zip(cands, tables)])
+    if key:
+        if key not in designs.columns:
+            raise SpecError(f"field 'output.front_by' = '{key}': not a design column; allowed: "
+                            + ", ".join(c for c in designs.columns if designs[c].dtype == object))
+        parts = []
+        for g in sorted(designs[key].astype(str).unique()):
+            sub = [i for i in range(len(cands)) if str(designs[key].iloc[i]) == g]
+            f = _front_frame(problem, cands, tables, sub)
+            if len(f):
+                f.insert(0, "front_group", g)
+                parts.append(f)
+        fronts_by = pd.concat(parts, ignore_index=True) if parts else None
+    trials = _trials_frame(problem, cands, tables)
+    gaps = [m.gap for m in milp.values() if m.gap is not None]
+    methods = designs["search_method"].value_counts().to_dict()
+    meta = {
+        "study": spec.name, "spec_hash": spec.spec_hash(), "versions": _versions(), "seed": spec.search.seed,
+        "search": {"method_requested": spec.search.method, "methods_run": methods, "n_trials_per_design": spec.search.n_trials,
+                   "sampler": spec.search.sampler, "auto_max_exhaustive": spec.search.auto_max_exhaustive,
+                   "evaluations": int(designs["n_evaluations"].sum()), "workers": workers, "storage": _redact(url)},
+        "milp": {"status": "optimal" if all(m.status == "optimal" for m in milp.values()) else "incumbent",
+                 "max_gap": max(gaps) if gaps else None, "solve_time_s": sum(m.solve_time_s for m in milp.values()),
+                 "n_designs": len(cands)},
+        "model": problem.llm.name, "objectives": list(spec.objectives), "n_front_points": len(pareto),
+        "wall_time_s": time.perf_counter() - t0,
+    }
+    write_outputs(out, pareto=pareto, trials=trials, designs=designs, meta=meta, fronts_by=fronts_by, front_by=key,
+                  plots=spec.output.plots, title=f"{spec.name}: {problem.llm.name}")
+    if progress is not None:
+        progress(ProgressEvent("done", len(cands), len(cands), front_size=len(pareto)))
+    return StudyResult(spec, out, pareto, trials, designs, meta, fronts_by)
+
+
+def run_study_file(path: str | Path, **kwargs: Any) -> StudyResult:
+    return run_study(load_study(path), **kwargs)
+
+
+def summary_table(result: StudyResult) -> list[dict[str, Any]]:
+    """The closing table of `designer run`: one row per front point, human units."""
+    rows = []
+    for _, r in result.pareto.iterrows():
+        rows.append({
+            "design": r["design_id"], "family": r["family"], "gpus": int(r["n_gpus"]),
+            "capex ($M)": round(float(r["capex_usd"]) / 1e6, 2), "power (MW)": round(float(r["power_w"]) / 1e6, 3),
+            "time to train (days)": round(float(r["time_to_train_days"]), 2), "MFU": round(float(r["mfu"]), 3),
+            "strategy": (f"tp{r['tp']} pp{r['pp']} dp{r['dp']}" + (f" ep{r['ep']}" if r["ep"] > 1 else "")
+                         + (f" cp{r['cp']}" if r["cp"] > 1 else "") + f" mbs{r['microbatch_size']} {r['schedule']}"
+                         + f" zero{r['zero_stage']} rc:{r['recompute']}"),
+            "search": r["search_method"],
+        })
+    return rows
+
+
+__all__ = ["ProgressEvent", "StudyResult", "choose_method", "generate_candidates", "make_problem", "read_pareto",
+           "run_study", "run_study_file", "run_worker", "summary_table"]

@@ -1,0 +1,305 @@
+"""Score every valid strategy of a design with the vectorized performance model.
+
+Also the records both search methods share: the `Candidate` design being searched, the `Problem`
+(model, training, space, objectives, trial constraints), and the columnar `ScoredTable` of results.
+
+Within one design, capex and power are constants and energy is power x time, so every objective
+prefers the fastest feasible strategy: a design contributes at most one point to the front (its
+`best` row). That is why user trial constraints are checked lazily, in order of time, until the
+first strategy that satisfies them all.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from designer.errors import HookError, SpecError
+from designer.perf.model import evaluate_many, evaluate_system
+from designer.perf.records import Metrics, StrategyArrays, VectorMetrics
+from designer.search.space import COLUMNS, DesignSpace, StrategyTable, strategy_key
+from designer.spec.llm import LLMSpec, Strategy, TrainingSpec
+from designer.spec.study import StrategySpace
+from designer.spec.system import ClusterSystem
+
+GB = 1e9
+MEMORY_CONSTRAINT = "memory_excess_gb"  # HBM needed minus HBM available, per GPU; <= 0 fits
+MODEL_CONSTRAINT = "model_infeasible"  # 1 when the performance model rejects the strategy for another reason
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One design to search: the network design record, the system the performance model sees, and
+    the design's constant objective terms."""
+
+    design_id: str
+    design: Any  # designer.network.design.NetworkDesign (frozen)
+    system: ClusterSystem
+    capex_usd: float
+    power_w: float
+    source: str = "milp"  # "milp" (frontier level) or "named"
+
+    @property
+    def n_gpus(self) -> int:
+        return self.system.n_gpus
+
+    @property
+    def hb_domain_size(self) -> int:
+        return self.system.hb.size
+
+    def objective_values(self, names: Sequence[str], time_to_train_s: float) -> tuple[float, ...]:
+        t = float(time_to_train_s)
+        table = {"capex_usd": self.capex_usd, "time_to_train_s": t, "power_w": self.power_w,
+                 "energy_j": self.power_w * t}
+        return tuple(float(table[n]) for n in names)
+
+
+TrialConstraintFn = Callable[[Any, Strategy, Metrics], float]
+
+
+@dataclass(frozen=True)
+class TrialConstraint:
+    """A user constraint `f(design, strategy, metrics) -> float`; <= 0 is feasible (Optuna's convention)."""
+
+    name: str
+    fn: TrialConstraintFn = field(compare=False)
+
+    def __call__(self, design: Any, strategy: Strategy, metrics: Metrics) -> float:
+        try:
+            value = float(self.fn(design, strategy, metrics))
+        except Exception as err:  # a user hook: report which one, in one line
+            raise HookError(f"trial constraint {self.name} raised {type(err).__name__}: {err}") from None
+        if math.isnan(value):
+            raise HookError(f"trial constraint {self.name} returned NaN; return a float, <= 0 when feasible")
+        return value
+
+
+def load_trial_constraint(ref: str | TrialConstraintFn) -> TrialConstraint:
+    """'package.module:function' (or a callable) as a TrialConstraint named after it."""
+    if callable(ref):
+        return TrialConstraint(getattr(ref, "__name__", "constraint"), ref)
+    module_name, _, attr = ref.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as err:
+        raise HookError(f"trial constraint '{ref}': cannot import {module_name} ({type(err).__name__}: {err})") from None
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise HookError(f"trial constraint '{ref}': {module_name} has no function {attr}")
+    return TrialConstraint(attr, fn)
+
+
+@dataclass(frozen=True)
+class Problem:
+    llm: LLMSpec
+    training: TrainingSpec
+    space: StrategySpace
+    objectives: tuple[str, ...] = ("capex_usd", "time_to_train_s")
+    constraints: tuple[TrialConstraint, ...] = ()
+
+    @property
+    def constraint_names(self) -> tuple[str, ...]:
+        return (MEMORY_CONSTRAINT, MODEL_CONSTRAINT, *(c.name for c in self.constraints))
+
+    def design_space(self, cand: Candidate) -> DesignSpace:
+        return DesignSpace.build(self.llm, self.training, self.space, n_gpus=cand.n_gpus,
+                                 hb_domain_size=cand.hb_domain_size)
+
+
+@dataclass(frozen=True)
+class ScoredTable:
+    """Evaluated strategies of one design, as columns. `feasible` is the model's verdict (structure and
+    memory) and every user constraint; `reason` says why not. Constraint columns hold NaN where a
+    constraint was not evaluated (after the fastest feasible strategy, see the module docstring)."""
+
+    design_id: str
+    method: str  # "exhaustive" or "optuna"
+    space_size: int
+    n_evaluations: int  # distinct strategies the performance model scored
+    strategies: StrategyTable
+    feasible: np.ndarray
+    reason: np.ndarray  # object array of str
+    iteration_time_s: np.ndarray
+    time_to_train_s: np.ndarray
+    mfu: np.ndarray
+    memory_per_gpu_bytes: np.ndarray
+    constraints: dict[str, np.ndarray]
+    trial_number: np.ndarray  # -1 for exhaustive rows
+    wall_time_s: float = 0.0
+
+    def __len__(self) -> int:
+        return int(len(self.feasible))
+
+    @property
+    def best(self) -> int | None:
+        """Index of the fastest feasible strategy (the first of equals), or None."""
+        idx = np.flatnonzero(self.feasible)
+        if not len(idx):
+            return None
+        return int(idx[np.argmin(self.time_to_train_s[idx])])
+
+    def why_none_feasible(self) -> str:
+        """The commonest reason, for the error a design with no feasible strategy reports."""
+        if not len(self.reason):
+            return "the design has no valid strategy in the strategy space"
+        vals, counts = np.unique(self.reason.astype(str), return_counts=True)
+        return str(vals[int(np.argmax(counts))])
+
+
+def to_strategy_arrays(table: StrategyTable) -> StrategyArrays:
+    c = table.columns
+    return StrategyArrays(
+        tp=c["tp"], pp=c["pp"], dp=c["dp"], ep=c["ep"], cp=c["cp"], sp=c["sequence_parallel"],
+        mbs=c["microbatch_size"], schedule=c["schedule"], v=c["virtual_stages"], zero=c["zero_stage"],
+        qwz=c["zeropp_quantized_weights"], qgz=c["zeropp_quantized_gradients"],
+        hpz=c["zeropp_hierarchical_partition"], recompute=c["recompute"], overlap_dp=c["overlap_dp_comm"],
+        overlap_tp=c["overlap_tp_comm"])
+
+
+@dataclass(frozen=True)
+class RowResult:
+    """The model's verdict on one strategy, with the constraint values a sampler needs."""
+
+    feasible: bool
+    reason: str
+    iteration_time_s: float
+    time_to_train_s: float
+    mfu: float
+    memory_per_gpu_bytes: float
+    constraints: dict[str, float]
+
+
+def evaluate_vector(problem: Problem, cand: Candidate, table: StrategyTable) -> VectorMetrics:
+    return evaluate_many(problem.llm, problem.training, to_strategy_arrays(table), cand.system)
+
+
+def _reasons(vm: VectorMetrics) -> np.ndarray:
+    codes = np.asarray(vm.reason_code)
+    out = np.empty(len(codes), dtype=object)
+    out[:] = ""
+    for c in np.unique(codes):
+        if int(c) != 0:
+            out[codes == c] = vm.reason_text(int(c))
+    return out
+
+
+def _memory_excess_gb(vm: VectorMetrics, cand: Candidate) -> np.ndarray:
+    """HBM needed minus the GPU's HBM, in GB, signed so that it is > 0 exactly when the model says the
+    strategy does not fit (the model may keep a reserve, so the raw difference alone could disagree)."""
+    from designer.perf.iteration import reason_kind
+
+    raw = (np.asarray(vm.memory_per_gpu_bytes, float) - cand.system.gpu.hbm_bytes) / GB
+    codes = np.asarray(vm.reason_code)
+    is_mem = np.array([reason_kind(int(c)) == "memory" for c in codes], dtype=bool)
+    return np.where(is_mem, np.maximum(raw, 1e-3), np.minimum(raw, 0.0))
+
+
+def _model_infeasible(vm: VectorMetrics) -> np.ndarray:
+    from designer.perf.iteration import reason_kind
+
+    codes = np.asarray(vm.reason_code)
+    return np.array([1.0 if int(c) != 0 and reason_kind(int(c)) != "memory" else 0.0 for c in codes])
+
+
+def evaluate_rows(problem: Problem, cand: Candidate, strategies: Sequence[Strategy]) -> list[RowResult]:
+    """Strategies scored in one vectorized pass (the model reports time and memory even for a strategy
+    that does not fit), then the user constraints on those the model finds feasible."""
+    if not strategies:
+        return []
+    table = StrategyTable.from_strategies(list(strategies))
+    vm = evaluate_vector(problem, cand, table)
+    reasons = _reasons(vm)
+    mem_excess = _memory_excess_gb(vm, cand)
+    model_inf = _model_infeasible(vm)
+    out = []
+    for i, strategy in enumerate(strategies):
+        feasible = bool(vm.feasible[i])
+        reason = str(reasons[i])
+        cons = {MEMORY_CONSTRAINT: float(mem_excess[i]), MODEL_CONSTRAINT: float(model_inf[i])}
+        for c in problem.constraints:
+            cons[c.name] = math.nan
+        if problem.constraints and feasible:
+            metrics = evaluate_system(problem.llm, problem.training, strategy, cand.system)
+            if not isinstance(metrics, Metrics):  # the scalar path disagrees: trust its reason
+                feasible, reason = False, metrics.reason
+            else:
+                for c in problem.constraints:
+                    cons[c.name] = c(cand.design, strategy, metrics)
+                    if feasible and cons[c.name] > 0:
+                        feasible, reason = False, f"constraint {c.name} = {cons[c.name]:.6g} > 0"
+        out.append(RowResult(feasible, reason, float(vm.iteration_time_s[i]), float(vm.time_to_train_s[i]),
+                             float(vm.mfu[i]), float(vm.memory_per_gpu_bytes[i]), cons))
+    return out
+
+
+def evaluate_row(problem: Problem, cand: Candidate, strategy: Strategy) -> RowResult:
+    return evaluate_rows(problem, cand, [strategy])[0]
+
+
+def run_exhaustive(problem: Problem, cand: Candidate, *, progress: Callable[[int], None] | None = None) -> ScoredTable:
+    """Every valid strategy of `cand`, scored; user constraints in time order up to the first pass."""
+    import time
+
+    t0 = time.perf_counter()
+    ds = problem.design_space(cand)
+    parts: list[tuple[StrategyTable, VectorMetrics]] = []
+    for chunk in ds.chunks():
+        parts.append((chunk, evaluate_vector(problem, cand, chunk)))
+        if progress is not None:
+            progress(len(chunk))
+    if parts:
+        table = StrategyTable({c: np.concatenate([p[0].columns[c] for p in parts]) for c in COLUMNS})
+        cat = lambda name: np.concatenate([np.asarray(getattr(p[1], name)) for p in parts])  # noqa: E731
+        feasible = cat("feasible").astype(bool)
+        reason = np.concatenate([_reasons(p[1]) for p in parts])
+        mem_excess = np.concatenate([_memory_excess_gb(p[1], cand) for p in parts])
+        model_inf = np.concatenate([_model_infeasible(p[1]) for p in parts])
+        it, ttt, mfu, mem = (cat(n).astype(float) for n in ("iteration_time_s", "time_to_train_s", "mfu",
+                                                            "memory_per_gpu_bytes"))
+    else:
+        table = ds.table()
+        feasible = np.zeros(0, bool)
+        reason = np.zeros(0, object)
+        mem_excess = model_inf = it = ttt = mfu = mem = np.zeros(0)
+    constraints = {"memory_excess_gb": mem_excess, "model_infeasible": model_inf}
+    if problem.constraints:
+        user = {c.name: np.full(len(table), np.nan) for c in problem.constraints}
+        order = np.flatnonzero(feasible)
+        order = order[np.argsort(ttt[order], kind="stable")]
+        for i in order:
+            s = table.strategy(int(i))
+            metrics = evaluate_system(problem.llm, problem.training, s, cand.system)
+            if not isinstance(metrics, Metrics):
+                feasible[i], reason[i] = False, metrics.reason
+                continue
+            ok = True
+            for c in problem.constraints:
+                user[c.name][i] = c(cand.design, s, metrics)
+                if ok and user[c.name][i] > 0:
+                    ok = False
+                    reason[i] = f"constraint {c.name} = {user[c.name][i]:.6g} > 0"
+            if ok:
+                break  # the fastest strategy that satisfies everything: nothing slower can be on the front
+            feasible[i] = False
+        constraints.update(user)
+    return ScoredTable(cand.design_id, "exhaustive", ds.size, len(table), table, feasible, reason, it, ttt, mfu,
+                       mem, constraints, np.full(len(table), -1, np.int64), time.perf_counter() - t0)
+
+
+def check_space(problem: Problem, cand: Candidate) -> DesignSpace:
+    ds = problem.design_space(cand)
+    if ds.size == 0:
+        raise SpecError(
+            f"design {cand.design_id}: no valid strategy in strategy_space for {cand.n_gpus} GPUs with HB domain "
+            f"{cand.hb_domain_size} (model {problem.llm.name}: {problem.llm.layers} layers, {problem.llm.heads} heads; "
+            f"global batch {problem.training.global_batch_sequences}); widen tp/pp/microbatch_sizes")
+    return ds
+
+
+__all__ = ["Candidate", "MEMORY_CONSTRAINT", "MODEL_CONSTRAINT", "Problem", "RowResult", "ScoredTable",
+           "TrialConstraint", "evaluate_row", "evaluate_rows", "evaluate_vector", "load_trial_constraint", "run_exhaustive",
+           "strategy_key", "to_strategy_arrays"]

@@ -1,0 +1,462 @@
+"""The Optuna search over one design's strategies: the only module that calls Optuna.
+
+One Optuna study per design (named `<study>/<design id>`) in one storage. Within a design, capex and
+power are constants, so the study's objectives (capex, time-to-train, and power or energy if asked)
+rank strategies by time; the front across designs is built by designer.pareto.
+
+How a trial works: the sampler picks one value per searchable dimension from fixed categorical
+choices (tp, pp, cp, ep, SP, microbatch, schedule with virtual stages, ZeRO stage and ZeRO++ flags,
+recompute, overlap); `DesignSpace.nearest` maps the pick to the closest valid strategy, so every
+trial scores a valid strategy and the sampler optimizes a well-defined function of its picks.
+A strategy already scored in this study is not scored again (its result is reused), so "evaluations"
+counts distinct strategies. Memory (HBM excess) and the user's trial constraints are reported with
+`trial.set_constraint`; the trial's full result is one user attribute, `result`.
+
+Resumption. Every finished trial is in the storage (the journal file is appended and fsynced per
+operation). Finished trials count toward `n_trials`, so a rerun only runs the missing ones, and a
+strategy already scored is reused, never scored again. Each trial's sampler is seeded from (seed,
+trial number), and a trial left RUNNING by a dead process on this host is taken over under its own
+number (the parameters it had already drawn are kept), so a run killed with SIGKILL and started again
+loses no finished trial and repeats none. (The trials after the kill may differ from an uninterrupted
+run's: a batch cut in two is sampled against a different set of running trials.) The journal uses an
+fcntl lock (released by the kernel when its holder dies) and a torn last line left by a kill is cut
+off before the storage is opened.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import os
+import socket
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import optuna
+from optuna.samplers import BaseSampler
+from optuna.storages import BaseStorage, JournalStorage, RDBStorage
+from optuna.storages.journal import JournalFileBackend
+from optuna.storages.journal._file import BaseJournalFileLock  # the documented base of JournalFile*Lock
+from optuna.trial import TrialState
+
+from designer.errors import SpecError
+from designer.search.exhaustive import (MODEL_CONSTRAINT, Candidate, Problem, RowResult, ScoredTable, check_space,
+                                        evaluate_rows)
+from designer.search.space import COLUMNS, StrategyTable, _typed, strategy_from_key, strategy_key
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+
+JOURNAL_NAME = "optuna.journal"
+HEARTBEAT_S = 15
+SAMPLERS = ("tpe", "nsga2", "nsga3", "random")
+
+
+# ---- storage ----------------------------------------------------------------------------------
+
+class FlockLock(BaseJournalFileLock):
+    """An fcntl lock on `<journal>.lock`: the kernel releases it when the holder dies (even by SIGKILL),
+    so a killed run never leaves a lock behind that the next run would wait on."""
+
+    def __init__(self, journal_path: str) -> None:
+        self._path = journal_path + ".lock"
+        self._fd: int | None = None
+
+    def acquire(self) -> bool:
+        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+
+def _repair_journal(path: Path) -> None:
+    """Cut a torn last line (a write interrupted by a kill): Optuna would otherwise fail on the next
+    line appended after it. The torn operation never completed, so dropping it loses nothing finished."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    lock = FlockLock(str(path))
+    lock.acquire()
+    try:
+        with open(path, "rb+") as f:
+            data = f.read()
+            if data.endswith(b"\n"):
+                return
+            f.truncate(data.rfind(b"\n") + 1)
+    finally:
+        lock.release()
+
+
+def open_storage(url: str | Path) -> BaseStorage:
+    """An Optuna storage from a URL: `postgresql://...`, `mysql://...`, `sqlite:///...` (RDB), or a
+    file path (JournalStorage with a JournalFileBackend, the embedded default)."""
+    text = str(url)
+    if "://" in text:
+        scheme = text.split("://", 1)[0]
+        if scheme.split("+")[0] not in ("postgresql", "postgres", "mysql", "sqlite"):
+            raise SpecError(f"storage '{text}': unknown scheme '{scheme}'; allowed: postgresql://, mysql://, sqlite:///, or a journal file path")
+        if scheme in ("postgres", "postgresql"):
+            # SQLAlchemy 2.1 maps a bare postgresql:// to psycopg 3; use psycopg2 when that is what is installed.
+            import importlib.util
+
+            driver = "psycopg2" if importlib.util.find_spec("psycopg2") else "psycopg"
+            text = f"postgresql+{driver}://" + text.split("://", 1)[1]
+        try:
+            # Heartbeats let a worker fail the RUNNING trials of a worker on another machine that died.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # heartbeat_interval is marked experimental
+                return RDBStorage(text, engine_kwargs={"pool_pre_ping": True}, heartbeat_interval=HEARTBEAT_S,
+                                  grace_period=4 * HEARTBEAT_S)
+        except ImportError as err:
+            raise SpecError(f"storage '{text}': database driver missing ({err}); for PostgreSQL: pip install psycopg2-binary") from None
+        except Exception as err:  # sqlalchemy OperationalError etc.: one line
+            raise SpecError(f"storage '{text}': cannot connect ({str(err).splitlines()[0]})") from None
+    path = Path(text)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _repair_journal(path)
+    return JournalStorage(JournalFileBackend(str(path), lock_obj=FlockLock(str(path))))
+
+
+# ---- samplers ---------------------------------------------------------------------------------
+
+def _trial_seed(seed: int, number: int) -> int:
+    return int(np.random.SeedSequence([seed, number]).generate_state(1)[0])
+
+
+def _base_sampler(name: str, seed: int, population_size: int) -> BaseSampler:
+    if name == "tpe":
+        return optuna.samplers.TPESampler(seed=seed)
+    if name == "nsga2":
+        return optuna.samplers.NSGAIISampler(population_size=population_size, seed=seed)
+    if name == "nsga3":
+        return optuna.samplers.NSGAIIISampler(population_size=population_size, seed=seed)
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    raise SpecError(f"sampler '{name}': allowed: {', '.join(SAMPLERS)}")
+
+
+class PerTrialSeededSampler(BaseSampler):
+    """Wraps a sampler and reseeds a fresh instance of it before every trial from (seed, trial number).
+    A trial's draws then depend only on its number and the trials already in the storage, never on
+    the process that runs it: the property resumption relies on. The wrapped samplers keep their state
+    in the storage (TPE has none; NSGA-II/III store generations), so a fresh instance loses nothing."""
+
+    def __init__(self, name: str, seed: int, population_size: int = 32) -> None:
+        self._name, self._seed, self._pop = name, seed, population_size
+        self._inner = _base_sampler(name, seed, population_size)
+
+    def before_trial(self, study, trial) -> None:  # noqa: ANN001 - Optuna's signature
+        self._inner = _base_sampler(self._name, _trial_seed(self._seed, trial.number), self._pop)
+        self._inner.before_trial(study, trial)
+
+    def infer_relative_search_space(self, study, trial):  # noqa: ANN001
+        return self._inner.infer_relative_search_space(study, trial)
+
+    def sample_relative(self, study, trial, search_space):  # noqa: ANN001
+        return self._inner.sample_relative(study, trial, search_space)
+
+    def sample_independent(self, study, trial, param_name, param_distribution):  # noqa: ANN001
+        return self._inner.sample_independent(study, trial, param_name, param_distribution)
+
+    def after_trial(self, study, trial, state, values) -> None:  # noqa: ANN001
+        self._inner.after_trial(study, trial, state, values)
+
+    def reseed_rng(self) -> None:
+        self._inner.reseed_rng()
+
+
+# ---- ownership of running trials ---------------------------------------------------------------
+
+def _proc_start(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[19].decode()  # field 22: start time in clock ticks
+    except (OSError, IndexError):
+        return ""
+
+
+_HOST = socket.gethostname()
+
+
+def owner_tag() -> str:
+    pid = os.getpid()
+    return f"{_HOST}:{pid}:{_proc_start(pid)}"
+
+
+def _owner_dead(tag: str | None) -> bool:
+    """True for a RUNNING trial whose owner was a process on this host that no longer exists."""
+    if not tag:
+        return False
+    host, _, rest = tag.partition(":")
+    pid_s, _, start = rest.partition(":")
+    if host != _HOST or not pid_s.isdigit():
+        return False  # another machine's worker: it may be alive; never taken over
+    pid = int(pid_s)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return _proc_start(pid) != start  # the pid was reused by another process
+
+
+# ---- the study ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RunnerSettings:
+    n_trials: int
+    seed: int = 0
+    sampler: str = "tpe"
+    population_size: int = 32
+    batch_size: int = 8  # trials drawn before one vectorized evaluation
+
+
+def study_name_for(study: str, design_id: str) -> str:
+    return f"{study}/{design_id}"
+
+
+def _open_study(storage: BaseStorage, name: str, problem: Problem, cand: Candidate, settings: RunnerSettings,
+                identity: str) -> optuna.Study:
+    sampler = PerTrialSeededSampler(settings.sampler, settings.seed, settings.population_size)
+    study = optuna.create_study(study_name=name, storage=storage, directions=["minimize"] * len(problem.objectives),
+                                sampler=sampler, load_if_exists=True)
+    have = study.user_attrs.get("identity")
+    if have is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # set_metric_names is marked experimental
+            study.set_metric_names(list(problem.objectives))
+        study.set_user_attr("identity", identity)
+        study.set_user_attr("design_id", cand.design_id)
+        study.set_user_attr("sampler", settings.sampler)
+        study.set_user_attr("seed", settings.seed)
+    elif have != identity:
+        raise SpecError(
+            f"storage already holds study '{name}' from a different spec or seed (identity {have[:12]} != "
+            f"{identity[:12]}); use a new --out folder or --storage, or the original spec")
+    return study
+
+
+def _result_attr(key: tuple, r: RowResult, evaluated: bool) -> dict[str, Any]:
+    return {"strategy": list(key), "feasible": r.feasible, "reason": r.reason, "iteration_time_s": r.iteration_time_s,
+            "time_to_train_s": r.time_to_train_s, "mfu": r.mfu, "memory_per_gpu_bytes": r.memory_per_gpu_bytes,
+            "constraints": {k: (None if math.isnan(v) else v) for k, v in r.constraints.items()},
+            "evaluated": evaluated}
+
+
+def _row_from_attr(a: dict[str, Any]) -> RowResult:
+    return RowResult(bool(a["feasible"]), str(a["reason"]), float(a["iteration_time_s"]), float(a["time_to_train_s"]),
+                     float(a["mfu"]), float(a["memory_per_gpu_bytes"]),
+                     {k: (math.nan if v is None else float(v)) for k, v in a["constraints"].items()})
+
+
+class _DesignTrials:
+    """Runs trials of one design's study, a batch at a time: the batch's picks are drawn one trial after
+    another (TPE's constant liar sees the earlier ones as running), then scored in one vectorized call,
+    because one call of the model costs about as much for one strategy as for a thousand."""
+
+    def __init__(self, study: optuna.Study, problem: Problem, cand: Candidate) -> None:
+        self.study, self.problem, self.cand = study, problem, cand
+        self.space = check_space(problem, cand)
+        self.choices = self.space.choices
+        self.cache: dict[tuple, RowResult] = {}
+
+    def refresh(self) -> list:
+        trials = self.study.get_trials(deepcopy=False)
+        for t in trials:
+            if t.state == TrialState.COMPLETE and "result" in t.user_attrs:
+                a = t.user_attrs["result"]
+                self.cache.setdefault(tuple(a["strategy"]), _row_from_attr(a))
+        return trials
+
+    def run(self, trials: list[optuna.trial.Trial]) -> None:
+        tag = owner_tag()
+        picks = []
+        for trial in trials:
+            if trial.user_attrs.get("owner") != tag:  # popped another worker's enqueued trial, or taken over
+                trial.set_user_attr("owner", tag)
+            params = {name: trial.suggest_categorical(name, list(ch)) for name, ch in self.choices.items()}
+            strategy = self.space.nearest(params)
+            picks.append((trial, strategy, strategy_key(strategy)))
+        todo: dict[tuple, Any] = {}
+        for _, strategy, key in picks:
+            if key not in self.cache and key not in todo:
+                todo[key] = strategy
+        fresh = dict(zip(todo, evaluate_rows(self.problem, self.cand, list(todo.values()))))
+        for trial, _, key in picks:
+            new = key in fresh
+            result = fresh.pop(key) if new else self.cache[key]
+            self.cache[key] = result
+            trial.set_user_attr("result", _result_attr(key, result, new))
+            for name in self.problem.constraint_names:
+                v = result.constraints.get(name, math.nan)
+                # A user constraint the model never reached (it rejected the strategy first) is neutral:
+                # the memory or model constraint already marks the trial infeasible.
+                trial.set_constraint(name, 0.0 if math.isnan(v) else float(v))
+            model_ok = result.constraints.get(MODEL_CONSTRAINT, 0.0) <= 0
+            ttt = result.time_to_train_s if model_ok and math.isfinite(result.time_to_train_s) else math.inf
+            self.study.tell(trial, list(self.cand.objective_values(self.problem.objectives, ttt)), skip_if_finished=True)
+
+
+def _ask_owned(study: optuna.Study) -> optuna.trial.Trial:
+    """A new trial that carries its owner from the moment it exists: enqueued (one storage operation,
+    with the owner attribute) and then popped. A kill between the two leaves a WAITING trial, which the
+    next ask pops; a kill after leaves a RUNNING trial whose owner is known, so it can be taken over."""
+    tag = owner_tag()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # RDB heartbeats are recorded by hand (_heartbeat), not by optimize()
+        study.enqueue_trial({}, user_attrs={"owner": tag})
+        return study.ask()
+
+
+def _heartbeat(study: optuna.Study, trials: list[optuna.trial.Trial]) -> None:
+    storage = study._storage
+    if getattr(storage, "is_heartbeat_enabled", lambda: False)():
+        for t in trials:
+            storage.record_heartbeat(t._trial_id)
+
+
+def _within_budget(study: optuna.Study, tickets: list[optuna.trial.Trial], n_trials: int) -> list[optuna.trial.Trial]:
+    """The new trials that fit in the budget. Trial numbers are handed out atomically by the storage, so
+    they order the workers' asks: a trial whose number has n_trials finished, running or waiting
+    trials before it is surplus and is closed as PRUNED (user attribute `surplus`) before it draws
+    anything. This keeps several workers from overshooting n_trials."""
+    _heartbeat(study, tickets)
+    live = sorted(t.number for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING,
+                                                                              TrialState.WAITING)))
+    rank = {num: i for i, num in enumerate(live)}
+    keep = []
+    for t in tickets:
+        if rank.get(t.number, 0) >= n_trials:
+            t.set_user_attr("surplus", True)
+            study.tell(t, state=TrialState.PRUNED, skip_if_finished=True)
+        else:
+            keep.append(t)
+    return keep
+
+
+def _drain_waiting(study: optuna.Study, n_trials: int) -> None:
+    """Close WAITING trials left when the budget is met: with several workers an enqueued trial can be
+    overtaken (another worker's ask popped it and this worker's ask created a new one)."""
+    for _ in range(100):
+        if not study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+            return
+        _within_budget(study, [study.ask()], n_trials)
+
+
+def recover_stale_trials(study: optuna.Study, runner: _DesignTrials) -> int:
+    """Finish every RUNNING trial whose owner died on this host, under its own number (parameters it
+    had drawn are kept). Returns how many."""
+    stale = [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+             if _owner_dead(t.user_attrs.get("owner"))]
+    if stale:
+        runner.run([optuna.trial.Trial(study, t._trial_id) for t in sorted(stale, key=lambda t: t.number)])
+    return len(stale)
+
+
+def run_optuna(problem: Problem, cand: Candidate, *, storage: BaseStorage, study: str, settings: RunnerSettings,
+               identity: str, on_trial: Callable[[int, int], None] | None = None,
+               stop: Callable[[], bool] | None = None) -> ScoredTable:
+    """Run the design's study until it has `settings.n_trials` finished trials (those already in the
+    storage count), then return every finished trial as a ScoredTable. With several workers on one
+    storage, each asks only for trials nobody else is running, so the study ends with n_trials
+    finished trials or, in a race, at most (workers - 1) more."""
+    t0 = time.perf_counter()
+    name = study_name_for(study, cand.design_id)
+    ostudy = _open_study(storage, name, problem, cand, settings, identity)
+    runner = _DesignTrials(ostudy, problem, cand)
+    runner.refresh()
+    recover_stale_trials(ostudy, runner)
+    while True:
+        if getattr(storage, "is_heartbeat_enabled", lambda: False)():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "heartbeat is supposed to be used with Study.optimize": we beat by hand
+                optuna.storages.fail_stale_trials(ostudy)
+        trials = runner.refresh()
+        done = sum(t.state == TrialState.COMPLETE for t in trials)
+        running = sum(t.state == TrialState.RUNNING for t in trials)
+        if on_trial is not None:
+            on_trial(done, settings.n_trials)
+        if done >= settings.n_trials:
+            _drain_waiting(ostudy, settings.n_trials)
+            break
+        if stop is not None and stop():
+            break
+        k = max(1, min(settings.batch_size, settings.n_trials - done - running))
+        tickets = [_ask_owned(ostudy) for _ in range(k)]
+        mine = _within_budget(ostudy, tickets, settings.n_trials)
+        if mine:
+            runner.run(mine)
+        else:
+            time.sleep(0.1)  # every ticket was surplus: the other workers are finishing the budget
+    return collect(ostudy, problem, cand, runner.space.size, time.perf_counter() - t0)
+
+
+def collect(ostudy: optuna.Study, problem: Problem, cand: Candidate, space_size: int, wall_s: float = 0.0) -> ScoredTable:
+    """Every finished trial of a design's study, in trial-number order."""
+    trials = sorted((t for t in ostudy.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                     if "result" in t.user_attrs), key=lambda t: t.number)
+    rows = [t.user_attrs["result"] for t in trials]
+    keys = [tuple(r["strategy"]) for r in rows]
+    if keys:
+        arr = np.array(keys, dtype=np.int64).reshape(len(keys), len(COLUMNS))
+        table = StrategyTable({c: _typed(c, arr[:, j])
+                               for j, c in enumerate(COLUMNS)})
+    else:
+        table = StrategyTable.from_strategies([])
+    res = [_row_from_attr(r) for r in rows]
+    names = problem.constraint_names
+    return ScoredTable(
+        design_id=cand.design_id, method="optuna", space_size=space_size, n_evaluations=len(set(keys)),
+        strategies=table, feasible=np.array([r.feasible for r in res], bool),
+        reason=np.array([r.reason for r in res] or [], dtype=object),
+        iteration_time_s=np.array([r.iteration_time_s for r in res], float),
+        time_to_train_s=np.array([r.time_to_train_s for r in res], float),
+        mfu=np.array([r.mfu for r in res], float),
+        memory_per_gpu_bytes=np.array([r.memory_per_gpu_bytes for r in res], float),
+        constraints={n: np.array([r.constraints.get(n, math.nan) for r in res], float) for n in names},
+        trial_number=np.array([t.number for t in trials], np.int64), wall_time_s=wall_s)
+
+
+def trials_summary(storage: BaseStorage, study: str) -> dict[str, dict[str, int]]:
+    """Per design study in `storage` belonging to `study`: finished, running and failed trial counts."""
+    out: dict[str, dict[str, int]] = {}
+    for s in optuna.get_all_study_summaries(storage, include_best_trial=False):
+        if s.study_name.startswith(study + "/"):
+            st = optuna.load_study(study_name=s.study_name, storage=storage)
+            states = [t.state for t in st.get_trials(deepcopy=False)]
+            out[s.study_name] = {k.name.lower(): states.count(k) for k in (TrialState.COMPLETE, TrialState.RUNNING, TrialState.FAIL)}
+    return out
+
+
+def get_strategy(key: tuple):
+    return strategy_from_key(key)
+
+
+def set_study_attr(storage: BaseStorage, name: str, key: str, value: Any) -> None:
+    """A JSON value on a bookkeeping study (e.g. the design manifest workers read)."""
+    st = optuna.create_study(study_name=name, storage=storage, load_if_exists=True)
+    st.set_user_attr(key, json.loads(json.dumps(value, default=str)))
+
+
+def get_study_attr(storage: BaseStorage, name: str, key: str) -> Any:
+    try:
+        st = optuna.load_study(study_name=name, storage=storage)
+    except KeyError:
+        return None
+    return st.user_attrs.get(key)
+
+
+__all__ = ["FlockLock", "JOURNAL_NAME", "PerTrialSeededSampler", "RunnerSettings", "collect", "get_study_attr",
+           "open_storage", "owner_tag", "recover_stale_trials", "run_optuna", "set_study_attr", "study_name_for",
+           "trials_summary"]

@@ -1,0 +1,417 @@
+"""The space of valid parallelization strategies for one design.
+
+A strategy is valid when Megatron-LM (and DeepSpeed for ZeRO-2/3 and ZeRO++) can run it:
+
+- tp * pp * dp * cp = n_gpus (dp is derived);
+- tp divides the HB (scale-up) domain size, so a TP group never leaves its NVLink domain; tp divides
+  the attention heads, the hidden size and the FFN sizes (dense and expert); tp and the key/value
+  heads divide one another (query groups are split across TP ranks, or replicated when tp > kv heads);
+- pp divides the layer count; the interleaved schedule needs pp >= 2, layers divisible by
+  pp * virtual_stages, and a microbatch count divisible by pp (Megatron's interleaved schedule);
+- context parallelism splits each sequence into 2 * cp chunks (load-balanced causal attention), so the
+  sequence length is a multiple of 2 * cp;
+- expert parallelism only for MoE models: ep divides the expert count and dp * cp (experts are
+  sharded across the data-and-context-parallel ranks);
+- the global batch is a multiple of dp * microbatch size;
+- sequence parallelism only with tp > 1;
+- ZeRO-2/3 only without pipeline parallelism (DeepSpeed); ZeRO++ (qwZ, qgZ, hpZ) only with ZeRO-3.
+
+The space is a grid: "layouts" (tp, pp, dp, cp, ep) times a grid of the remaining ("free")
+dimensions, with a validity mask per layout. It is small to hold even when the full table of
+strategies is not, so sizes and the nearest valid strategy are computed without materializing it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Iterator
+
+import numpy as np
+
+from designer.errors import SpecError
+from designer.spec.llm import LLMSpec, Recompute, Schedule, Strategy, TrainingSpec
+from designer.spec.study import StrategySpace
+
+# Integer codes used in the columnar table; the order is fixed (it is part of the table's meaning).
+SCHEDULES: tuple[Schedule, ...] = (Schedule.gpipe, Schedule.one_f_one_b, Schedule.interleaved)
+RECOMPUTES: tuple[Recompute, ...] = (Recompute.none, Recompute.selective, Recompute.full)
+_INTERLEAVED = SCHEDULES.index(Schedule.interleaved)
+
+# Column order of a StrategyTable (= the fields of designer.spec.llm.Strategy).
+COLUMNS: tuple[str, ...] = (
+    "tp", "pp", "dp", "ep", "cp", "sequence_parallel", "microbatch_size", "schedule", "virtual_stages",
+    "zero_stage", "zeropp_quantized_weights", "zeropp_quantized_gradients", "zeropp_hierarchical_partition",
+    "recompute", "overlap_dp_comm", "overlap_tp_comm",
+)
+LAYOUT_DIMS: tuple[str, ...] = ("tp", "pp", "cp", "ep")
+# The free grid's dimensions; "schedule" is a (schedule, virtual stages) option.
+FREE_DIMS: tuple[str, ...] = (
+    "sequence_parallel", "microbatch_size", "schedule", "zero_stage", "zeropp_quantized_weights",
+    "zeropp_quantized_gradients", "zeropp_hierarchical_partition", "recompute", "overlap_dp_comm",
+    "overlap_tp_comm",
+)
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def schedule_label(schedule: Schedule, virtual_stages: int) -> str:
+    return f"interleaved:{virtual_stages}" if schedule == Schedule.interleaved else schedule.value
+
+
+def strategy_key(s: Strategy) -> tuple:
+    """A hashable identity of a strategy, in COLUMNS order, with enums as their codes."""
+    return (s.tp, s.pp, s.dp, s.ep, s.cp, bool(s.sequence_parallel), s.microbatch_size, SCHEDULES.index(s.schedule),
+            s.virtual_stages, s.zero_stage, bool(s.zeropp_quantized_weights), bool(s.zeropp_quantized_gradients),
+            bool(s.zeropp_hierarchical_partition), RECOMPUTES.index(s.recompute), bool(s.overlap_dp_comm),
+            bool(s.overlap_tp_comm))
+
+
+def strategy_from_key(key: tuple) -> Strategy:
+    d = dict(zip(COLUMNS, key))
+    d["schedule"] = SCHEDULES[int(d["schedule"])]
+    d["recompute"] = RECOMPUTES[int(d["recompute"])]
+    return Strategy(**{k: (v.item() if isinstance(v, np.generic) else v) for k, v in d.items()})
+
+
+def invalid_reason(s: Strategy, llm: LLMSpec, training: TrainingSpec, n_gpus: int, hb_domain_size: int) -> str | None:
+    """Why one strategy cannot run on a design (None when it can). The scalar statement of the rules
+    that `DesignSpace` applies vectorized; tests check the two agree."""
+    if s.tp * s.pp * s.dp * s.cp != n_gpus:
+        return f"tp*pp*dp*cp = {s.tp * s.pp * s.dp * s.cp} != n_gpus {n_gpus}"
+    if hb_domain_size % s.tp:
+        return f"tp {s.tp} does not divide the HB domain size {hb_domain_size}"
+    for what, n in _tp_divides(llm):
+        if n % s.tp:
+            return f"tp {s.tp} does not divide {what} {n}"
+    kv = llm.kv_heads_effective
+    if kv % s.tp and s.tp % kv:
+        return f"tp {s.tp} and kv_heads {kv} do not divide one another"
+    if llm.layers % s.pp:
+        return f"pp {s.pp} does not divide layers {llm.layers}"
+    if s.cp > 1 and training.sequence_length % (2 * s.cp):
+        return f"sequence length {training.sequence_length} is not a multiple of 2*cp = {2 * s.cp}"
+    if llm.moe is None:
+        if s.ep != 1:
+            return f"ep {s.ep} > 1 on a dense model"
+    else:
+        if llm.moe.experts % s.ep:
+            return f"ep {s.ep} does not divide experts {llm.moe.experts}"
+        if (s.dp * s.cp) % s.ep:
+            return f"ep {s.ep} does not divide dp*cp = {s.dp * s.cp}"
+    if training.global_batch_sequences % (s.dp * s.microbatch_size):
+        return (f"global batch {training.global_batch_sequences} is not a multiple of "
+                f"dp*microbatch = {s.dp * s.microbatch_size}")
+    if s.sequence_parallel and s.tp == 1:
+        return "sequence parallelism needs tp > 1"
+    if s.schedule == Schedule.interleaved:
+        n_micro = training.global_batch_sequences // (s.dp * s.microbatch_size)
+        if s.virtual_stages < 2:
+            return "the interleaved schedule needs virtual_stages >= 2"
+        if s.pp < 2:
+            return "the interleaved schedule needs pp >= 2"
+        if llm.layers % (s.pp * s.virtual_stages):
+            return f"layers {llm.layers} not divisible by pp*virtual_stages = {s.pp * s.virtual_stages}"
+        if n_micro % s.pp:
+            return f"microbatches {n_micro} not divisible by pp {s.pp} (interleaved schedule)"
+    elif s.virtual_stages != 1:
+        return f"virtual_stages {s.virtual_stages} needs the interleaved schedule"
+    if s.zero_stage >= 2 and s.pp > 1:
+        return f"ZeRO-{s.zero_stage} does not support pipeline parallelism (pp {s.pp})"
+    if (s.zeropp_quantized_weights or s.zeropp_quantized_gradients or s.zeropp_hierarchical_partition) and s.zero_stage != 3:
+        return "ZeRO++ (qwZ/qgZ/hpZ) needs ZeRO stage 3"
+    return None
+
+
+def _tp_divides(llm: LLMSpec) -> list[tuple[str, int]]:
+    out = [("heads", llm.heads), ("hidden_size", llm.hidden_size), ("ffn_size", llm.ffn_size)]
+    if llm.moe is not None:
+        out.append(("expert_ffn_size", llm.moe.expert_ffn_size))
+    return out
+
+
+def _tp_ok(llm: LLMSpec, tp: int) -> bool:
+    kv = llm.kv_heads_effective
+    return all(n % tp == 0 for _, n in _tp_divides(llm)) and (kv % tp == 0 or tp % kv == 0)
+
+
+@dataclass(frozen=True)
+class StrategyTable:
+    """Strategies as columns (numpy arrays, one entry per strategy, COLUMNS order). `schedule` and
+    `recompute` hold indices into SCHEDULES and RECOMPUTES."""
+
+    columns: dict[str, np.ndarray]
+
+    def __len__(self) -> int:
+        return int(len(self.columns["tp"]))
+
+    def key(self, i: int) -> tuple:
+        return tuple(self.columns[c][i].item() for c in COLUMNS)
+
+    def strategy(self, i: int) -> Strategy:
+        return strategy_from_key(self.key(i))
+
+    def strategies(self) -> list[Strategy]:
+        return [self.strategy(i) for i in range(len(self))]
+
+    def take(self, idx: np.ndarray) -> "StrategyTable":
+        return StrategyTable({c: v[idx] for c, v in self.columns.items()})
+
+    @staticmethod
+    def from_strategies(strategies: list[Strategy]) -> "StrategyTable":
+        keys = [strategy_key(s) for s in strategies]
+        arr = np.array(keys, dtype=np.int64).reshape(len(keys), len(COLUMNS))
+        return StrategyTable({c: _typed(c, arr[:, j]) for j, c in enumerate(COLUMNS)})
+
+
+_BOOL_COLS = {"sequence_parallel", "zeropp_quantized_weights", "zeropp_quantized_gradients",
+              "zeropp_hierarchical_partition", "overlap_dp_comm", "overlap_tp_comm"}
+
+
+def _typed(col: str, values: np.ndarray) -> np.ndarray:
+    if col in _BOOL_COLS:
+        return values.astype(bool)
+    return values.astype(np.int64)
+
+
+@dataclass(frozen=True)
+class DesignSpace:
+    """The valid strategies of one (model, training, design) triple: layouts x free grid, masked."""
+
+    llm: LLMSpec
+    training: TrainingSpec
+    n_gpus: int
+    hb_domain_size: int
+    layouts: np.ndarray  # (L, 5) int64 columns tp, pp, dp, cp, ep
+    free_values: dict[str, tuple]  # per FREE_DIMS dimension, its values (schedule: (code, v) pairs)
+    free_grid: np.ndarray = field(repr=False)  # (F, len(FREE_DIMS)) indices into free_values
+
+    # ---- construction -------------------------------------------------------------------------
+    @staticmethod
+    def build(llm: LLMSpec, training: TrainingSpec, space: StrategySpace, *, n_gpus: int,
+              hb_domain_size: int) -> "DesignSpace":
+        if n_gpus < 1 or hb_domain_size < 1:
+            raise SpecError(f"design: n_gpus {n_gpus} and hb_domain_size {hb_domain_size} must be >= 1")
+        tp_vals = [t for t in (space.tp or divisors(hb_domain_size)) if hb_domain_size % t == 0 and _tp_ok(llm, t)]
+        pp_vals = [p for p in (space.pp or [d for d in divisors(llm.layers) if d <= space.max_pp]) if llm.layers % p == 0]
+        cp_vals = [c for c in space.cp if c == 1 or training.sequence_length % (2 * c) == 0]
+        if llm.moe is None:
+            ep_vals = [1]  # expert parallelism has no meaning for a dense model
+        else:
+            ep_vals = [e for e in (space.ep or divisors(llm.moe.experts)) if llm.moe.experts % e == 0]
+        layouts = []
+        for tp in tp_vals:
+            for pp in pp_vals:
+                for cp in cp_vals:
+                    if n_gpus % (tp * pp * cp):
+                        continue
+                    dp = n_gpus // (tp * pp * cp)
+                    for ep in ep_vals:
+                        if (dp * cp) % ep == 0:
+                            layouts.append((tp, pp, dp, cp, ep))
+        sched_opts: list[tuple[int, int]] = []
+        for s in space.schedules:
+            if s == Schedule.interleaved:
+                sched_opts += [(_INTERLEAVED, v) for v in space.virtual_stages]
+            else:
+                sched_opts.append((SCHEDULES.index(s), 1))
+        free_values: dict[str, tuple] = {
+            "sequence_parallel": tuple(space.sequence_parallel),
+            "microbatch_size": tuple(space.microbatch_sizes),
+            "schedule": tuple(sched_opts),
+            "zero_stage": tuple(space.zero_stages),
+            "zeropp_quantized_weights": tuple(space.zeropp_quantized_weights),
+            "zeropp_quantized_gradients": tuple(space.zeropp_quantized_gradients),
+            "zeropp_hierarchical_partition": tuple(space.zeropp_hierarchical_partition),
+            "recompute": tuple(RECOMPUTES.index(r) for r in space.recompute),
+            "overlap_dp_comm": tuple(space.overlap_dp_comm),
+            "overlap_tp_comm": tuple(space.overlap_tp_comm),
+        }
+        shape = tuple(len(free_values[d]) for d in FREE_DIMS)
+        grid = np.indices(shape).reshape(len(shape), -1).T.astype(np.int64)
+        lay = np.array(layouts, dtype=np.int64).reshape(-1, 5)
+        return DesignSpace(llm, training, n_gpus, hb_domain_size, lay, free_values, grid)
+
+    # ---- the free grid as value columns -----------------------------------------------------
+    @cached_property
+    def _free_cols(self) -> dict[str, np.ndarray]:
+        g = self.free_grid
+        cols: dict[str, np.ndarray] = {}
+        for j, d in enumerate(FREE_DIMS):
+            vals = self.free_values[d]
+            if d == "schedule":
+                arr = np.array(vals, dtype=np.int64).reshape(-1, 2)
+                cols["schedule"] = arr[g[:, j], 0]
+                cols["virtual_stages"] = arr[g[:, j], 1]
+            else:
+                cols[d] = _typed(d, np.array(vals, dtype=np.int64)[g[:, j]])
+        return cols
+
+    def free_mask(self, layout: int) -> np.ndarray:
+        """Which free-grid rows are valid with layout `layout` (the vectorized `invalid_reason`)."""
+        tp, pp, dp, cp, ep = (int(x) for x in self.layouts[layout])
+        c = self._free_cols
+        gb = self.training.global_batch_sequences
+        mbs = c["microbatch_size"]
+        ok = gb % (dp * mbs) == 0
+        ok &= ~(c["sequence_parallel"] & (tp == 1))
+        n_micro = gb // (dp * mbs)
+        inter = c["schedule"] == _INTERLEAVED
+        v = c["virtual_stages"]
+        inter_ok = (pp >= 2) & (self.llm.layers % (pp * v) == 0) & (n_micro % pp == 0)
+        ok &= ~inter | inter_ok
+        ok &= ~((c["zero_stage"] >= 2) & (pp > 1))
+        zpp = c["zeropp_quantized_weights"] | c["zeropp_quantized_gradients"] | c["zeropp_hierarchical_partition"]
+        ok &= ~(zpp & (c["zero_stage"] != 3))
+        return ok
+
+    @cached_property
+    def _layout_counts(self) -> np.ndarray:
+        return np.array([int(self.free_mask(i).sum()) for i in range(len(self.layouts))], dtype=np.int64)
+
+    @property
+    def size(self) -> int:
+        """The number of valid strategies."""
+        return int(self._layout_counts.sum())
+
+    def __len__(self) -> int:
+        return self.size
+
+    def _layout_rows(self, layout: int, rows: np.ndarray) -> dict[str, np.ndarray]:
+        tp, pp, dp, cp, ep = (int(x) for x in self.layouts[layout])
+        n = len(rows)
+        out = {"tp": np.full(n, tp, np.int64), "pp": np.full(n, pp, np.int64), "dp": np.full(n, dp, np.int64),
+               "ep": np.full(n, ep, np.int64), "cp": np.full(n, cp, np.int64)}
+        for k, v in self._free_cols.items():
+            out[k] = v[rows]
+        return out
+
+    def chunks(self, max_rows: int = 50_000) -> Iterator[StrategyTable]:
+        """The valid strategies in a fixed order (layout by layout), in tables of at most about `max_rows`."""
+        buf: list[dict[str, np.ndarray]] = []
+        n = 0
+        for i in range(len(self.layouts)):
+            rows = np.flatnonzero(self.free_mask(i))
+            if not len(rows):
+                continue
+            buf.append(self._layout_rows(i, rows))
+            n += len(rows)
+            if n >= max_rows:
+                yield _concat(buf)
+                buf, n = [], 0
+        if buf:
+            yield _concat(buf)
+
+    def table(self) -> StrategyTable:
+        """Every valid strategy (materialized)."""
+        parts = list(self.chunks(max_rows=1 << 62))
+        if not parts:
+            return StrategyTable({c: _typed(c, np.zeros(0, np.int64)) for c in COLUMNS})
+        return parts[0]
+
+    # ---- the dimensions a sampler chooses, and the nearest valid strategy --------------------
+    @cached_property
+    def choices(self) -> dict[str, tuple]:
+        """Per searchable dimension, the values that occur in at least one valid strategy; only
+        dimensions with two or more values are listed (the others are fixed)."""
+        live = self._layout_counts > 0
+        out: dict[str, tuple] = {}
+        for j, d in enumerate(("tp", "pp", "cp", "ep")):
+            col = {"tp": 0, "pp": 1, "cp": 3, "ep": 4}[d]
+            vals = tuple(sorted({int(x) for x in self.layouts[live, col]}))
+            if len(vals) > 1:
+                out[d] = vals
+        used = np.zeros(len(self.free_grid), bool)
+        for i in np.flatnonzero(live):
+            used |= self.free_mask(int(i))
+        for j, d in enumerate(FREE_DIMS):
+            idx = sorted({int(x) for x in self.free_grid[used, j]})
+            vals = tuple(self._free_label(d, self.free_values[d][k]) for k in idx)
+            if len(vals) > 1:
+                out[d] = vals
+        return out
+
+    @staticmethod
+    def _free_label(dim: str, value: Any) -> Any:
+        if dim == "schedule":
+            return schedule_label(SCHEDULES[value[0]], value[1])
+        if dim == "recompute":
+            return RECOMPUTES[value].value
+        return value.item() if isinstance(value, np.generic) else value
+
+    def nearest(self, params: dict[str, Any]) -> Strategy:
+        """The valid strategy closest to a point of the product of `choices` (a sampler's suggestion):
+        first the layout nearest in log2(tp, pp, cp, ep), then within it the free-grid row differing in
+        the fewest dimensions (microbatch and ZeRO stage by distance). Ties go to the first in the
+        space's fixed order, so the map is deterministic: a sampler optimizes f(nearest(x))."""
+        live = np.flatnonzero(self._layout_counts > 0)
+        if not len(live):
+            raise SpecError("design has no valid strategy")
+        lay = self.layouts[live]
+        dist = np.zeros(len(live))
+        for d, col in (("tp", 0), ("pp", 1), ("cp", 3), ("ep", 4)):
+            if d in params:
+                dist += np.abs(np.log2(lay[:, col]) - math.log2(int(params[d])))
+        li = int(live[int(np.argmin(dist))])
+        mask = self.free_mask(li)
+        rows = np.flatnonzero(mask)
+        fd = np.zeros(len(rows))
+        cols = self._free_cols
+        for d in FREE_DIMS:
+            if d not in params:
+                continue
+            want = params[d]
+            if d == "schedule":
+                sched, v = _parse_schedule(want)
+                fd += (cols["schedule"][rows] != sched) + 0.5 * (cols["virtual_stages"][rows] != v)
+            elif d == "recompute":
+                fd += cols["recompute"][rows] != RECOMPUTES.index(Recompute(want))
+            elif d == "microbatch_size":
+                fd += np.abs(np.log2(cols[d][rows]) - math.log2(int(want)))
+            elif d == "zero_stage":
+                fd += np.abs(cols[d][rows] - int(want))
+            else:
+                fd += cols[d][rows] != bool(want)
+        r = int(rows[int(np.argmin(fd))])
+        one = self._layout_rows(li, np.array([r]))
+        return strategy_from_key(tuple(one[c][0].item() for c in COLUMNS))
+
+    def contains(self, s: Strategy) -> bool:
+        return invalid_reason(s, self.llm, self.training, self.n_gpus, self.hb_domain_size) is None and \
+            _in_allowed(self, s)
+
+
+def _in_allowed(space: DesignSpace, s: Strategy) -> bool:
+    lay = space.layouts
+    hit = np.flatnonzero((lay[:, 0] == s.tp) & (lay[:, 1] == s.pp) & (lay[:, 2] == s.dp) & (lay[:, 3] == s.cp)
+                         & (lay[:, 4] == s.ep))
+    if not len(hit):
+        return False
+    cols = space._free_cols
+    key = dict(zip(COLUMNS, strategy_key(s)))
+    m = space.free_mask(int(hit[0]))
+    for c in cols:
+        m &= cols[c] == key[c]
+    return bool(m.any())
+
+
+def _parse_schedule(label: str) -> tuple[int, int]:
+    if label.startswith("interleaved:"):
+        return _INTERLEAVED, int(label.split(":", 1)[1])
+    return SCHEDULES.index(Schedule(label)), 1
+
+
+def _concat(parts: list[dict[str, np.ndarray]]) -> StrategyTable:
+    return StrategyTable({c: np.concatenate([p[c] for p in parts]) for c in COLUMNS})
+
+
+def design_space(llm: LLMSpec, training: TrainingSpec, space: StrategySpace, *, n_gpus: int,
+                 hb_domain_size: int) -> DesignSpace:
+    return DesignSpace.build(llm, training, space, n_gpus=n_gpus, hb_domain_size=hb_domain_size)
+
+
+__all__ = ["COLUMNS", "DesignSpace", "RECOMPUTES", "SCHEDULES", "StrategyTable", "design_space", "invalid_reason",
+           "schedule_label", "strategy_from_key", "strategy_key"]

@@ -1,0 +1,267 @@
+"""The full study: a model and training run, candidate networks, the strategy space, and the search.
+
+A study file is YAML whose sections map one to one onto the records below:
+
+    name: quickstart
+    model: llama3-8b              # a name in models/, a path to a model YAML, or an inline mapping
+    training: {sequence_length: 8192, global_batch_sequences: 512, total_tokens: 1.0e12}
+    network: {...}                # designer.spec.network_study.NetworkStudy
+    designs: [{name: ..., ...}]   # explicitly named designs (overrides of `network`)
+    strategy_space: {...}
+    search: {method: auto, n_trials: 200, seed: 0}
+    constraints: ["mypkg.rules:max_pp"]
+    objectives: [capex_usd, time_to_train_s]
+    output: {dir: out/quickstart}
+
+Only `designer.spec` is imported here; the pipeline resolves the model name and the hooks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from designer.errors import SpecError
+from designer.spec.base import Record
+from designer.spec.llm import LLMSpec, Recompute, Schedule, TrainingSpec
+from designer.spec.load import read_yaml, validate
+from designer.spec.network_study import Budgets, CatalogSource, Choices, GpuRequirement, NetworkStudy, SolverSettings
+
+_HOOK_RE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9_][\w.-]*$")
+
+ObjectiveName = Literal["capex_usd", "time_to_train_s", "power_w", "energy_j"]
+SamplerName = Literal["tpe", "nsga2", "nsga3", "random", "qmc"]
+SplitKey = Literal["family", "platform"]
+
+
+def _positive_unique(name: str, v: tuple[int, ...] | None) -> tuple[int, ...] | None:
+    if v is None:
+        return None
+    if not v:
+        raise ValueError(f"{name}: give at least one value, or omit the key for every valid value")
+    if any(x < 1 for x in v):
+        raise ValueError(f"{name} = {list(v)}: every value must be >= 1")
+    return tuple(sorted(set(v)))
+
+
+class StrategySpace(Record):
+    """The values the search may try, per dimension. `None` (the key omitted) means every value that
+    is valid for the model and the design (see designer.search.space for the rules). DP is derived:
+    dp = n_gpus / (tp * pp * cp)."""
+
+    tp: tuple[int, ...] | None = None
+    pp: tuple[int, ...] | None = None
+    cp: tuple[int, ...] = (1,)
+    ep: tuple[int, ...] | None = None
+    sequence_parallel: tuple[bool, ...] = (False, True)
+    microbatch_sizes: tuple[int, ...] = (1, 2, 4)
+    schedules: tuple[Schedule, ...] = (Schedule.one_f_one_b, Schedule.interleaved)
+    # Model chunks per GPU tried with the interleaved schedule (1F1B and GPipe always use 1).
+    virtual_stages: tuple[int, ...] = (2, 4)
+    zero_stages: tuple[int, ...] = (1,)
+    zeropp_quantized_weights: tuple[bool, ...] = (False,)
+    zeropp_quantized_gradients: tuple[bool, ...] = (False,)
+    zeropp_hierarchical_partition: tuple[bool, ...] = (False,)
+    recompute: tuple[Recompute, ...] = (Recompute.none, Recompute.selective, Recompute.full)
+    overlap_dp_comm: tuple[bool, ...] = (True,)
+    overlap_tp_comm: tuple[bool, ...] = (False,)
+    # Largest pipeline depth tried when `pp` is omitted (every divisor of the layer count up to it).
+    max_pp: int = Field(default=64, ge=1)
+
+    @field_validator("tp", "pp", "ep")
+    @classmethod
+    def _opt_ints(cls, v, info):  # noqa: ANN001 - pydantic signature
+        return _positive_unique(info.field_name, v)
+
+    @field_validator("cp", "microbatch_sizes")
+    @classmethod
+    def _ints(cls, v, info):  # noqa: ANN001
+        return _positive_unique(info.field_name, v)
+
+    @field_validator("virtual_stages")
+    @classmethod
+    def _vs(cls, v: tuple[int, ...]) -> tuple[int, ...]:
+        if not v or any(x < 2 for x in v):
+            raise ValueError(f"virtual_stages = {list(v)}: interleaving needs values >= 2")
+        return tuple(sorted(set(v)))
+
+    @field_validator("zero_stages")
+    @classmethod
+    def _zero(cls, v: tuple[int, ...]) -> tuple[int, ...]:
+        if not v or any(x not in (0, 1, 2, 3) for x in v):
+            raise ValueError(f"zero_stages = {list(v)}: allowed values are 0, 1, 2, 3")
+        return tuple(sorted(set(v)))
+
+    @field_validator("sequence_parallel", "zeropp_quantized_weights", "zeropp_quantized_gradients",
+                     "zeropp_hierarchical_partition", "overlap_dp_comm", "overlap_tp_comm")
+    @classmethod
+    def _bools(cls, v: tuple[bool, ...], info) -> tuple[bool, ...]:  # noqa: ANN001
+        if not v:
+            raise ValueError(f"{info.field_name}: give at least one of true, false")
+        return tuple(sorted(set(v)))
+
+    @field_validator("schedules", "recompute")
+    @classmethod
+    def _enums(cls, v, info):  # noqa: ANN001
+        if not v:
+            raise ValueError(f"{info.field_name}: give at least one value")
+        return tuple(dict.fromkeys(v))
+
+
+class SearchSettings(Record):
+    """How each design's strategy space is searched.
+
+    method: `exhaustive` scores every valid strategy with the vectorized model; `optuna` runs
+    `n_trials` trials of `sampler` per design; `auto` enumerates a design's space when it holds at most
+    `auto_max_exhaustive` strategies. Measured (studies/benchmarks/search_quality.py, 2 cores): the
+    vectorized model scores ~30,000 strategies/s while an Optuna trial costs ~20-50 ms, so enumeration
+    is faster and exact up to a few hundred thousand strategies."""
+
+    method: Literal["optuna", "exhaustive", "auto"] = "auto"
+    n_trials: int = Field(default=200, ge=1, description="Optuna trials per design")
+    seed: int = Field(default=0, ge=0)
+    sampler: SamplerName = "tpe"
+    population_size: int = Field(default=32, ge=2, description="NSGA-II/III population")
+    auto_max_exhaustive: int = Field(default=200_000, ge=0)
+
+
+class Candidates(Record):
+    """How MILP candidate designs are generated. The MILP minimizes cost and knows nothing of
+    training time, so one solve over several families or platforms would always return the cheapest;
+    `split_by` solves once per family and/or per platform so that each one is scored."""
+
+    split_by: tuple[SplitKey, ...] = ("family", "platform")
+
+
+class NamedDesign(Record):
+    """A design given by name: the study's `network` section with these fields replaced (or, without a
+    `network` section, a complete network study). The MILP sizes it at min cost."""
+
+    name: str
+    choices: Choices | None = None
+    gpus: GpuRequirement | None = None
+    budgets: Budgets | None = None
+    hooks: tuple[str, ...] | None = None
+    catalog: CatalogSource | None = None
+    solver: SolverSettings | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME_RE.match(v):
+            raise ValueError(f"'{v}' must be letters, digits, '_', '-' or '.'")
+        return v
+
+    def resolve(self, base: NetworkStudy | None) -> NetworkStudy:
+        changes = {k: getattr(self, k) for k in ("choices", "gpus", "budgets", "hooks", "catalog", "solver")
+                   if getattr(self, k) is not None}
+        if base is None:
+            missing = [k for k in ("choices", "gpus") if k not in changes]
+            if missing:
+                raise SpecError(f"field 'designs.{self.name}.{missing[0]}' is required when the study has no 'network' section")
+            data = {"name": self.name, **{k: v.model_dump() if isinstance(v, Record) else v for k, v in changes.items()}}
+            return validate(NetworkStudy, data, where=f"designs.{self.name}")
+        # A named design is one design: the MILP finds its cheapest bill of materials.
+        try:
+            return base.with_updates(name=self.name, objective={"kind": "min_cost"}, **changes)
+        except Exception as err:  # pydantic ValidationError from the merged record
+            raise SpecError(f"designs.{self.name}: {str(err).splitlines()[0]}") from None
+
+
+class OutputSettings(Record):
+    dir: str | None = Field(default=None, description="None means out/<study name>")
+    # Optuna storage URL. None: a JournalStorage file `optuna.journal` in the output folder.
+    storage: str | None = None
+    # A design column (e.g. family) to draw and export one front per value, besides the overall front.
+    front_by: str | None = None
+    plots: bool = True
+
+
+class StudySpec(Record):
+    name: str
+    model: str | LLMSpec
+    training: TrainingSpec
+    network: NetworkStudy | None = None
+    designs: tuple[NamedDesign, ...] = ()
+    candidates: Candidates = Candidates()
+    strategy_space: StrategySpace = StrategySpace()
+    search: SearchSettings = SearchSettings()
+    constraints: tuple[str, ...] = ()
+    objectives: tuple[ObjectiveName, ...] = ("capex_usd", "time_to_train_s")
+    output: OutputSettings = OutputSettings()
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME_RE.match(v):
+            raise ValueError(f"'{v}' must be letters, digits, '_', '-' or '.'")
+        return v
+
+    @field_validator("constraints")
+    @classmethod
+    def _hooks(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for h in v:
+            if not _HOOK_RE.match(h):
+                raise ValueError(f"'{h}' must look like 'package.module:function'")
+        return v
+
+    @field_validator("objectives")
+    @classmethod
+    def _objectives(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"{list(v)}: an objective is listed twice")
+        if "capex_usd" not in v or "time_to_train_s" not in v:
+            raise ValueError(f"{list(v)}: must include capex_usd and time_to_train_s (power_w, energy_j optional)")
+        return v
+
+    @model_validator(mode="after")
+    def _designs(self) -> "StudySpec":
+        if self.network is None and not self.designs:
+            raise ValueError("give a 'network' section, named 'designs', or both")
+        names = [d.name for d in self.designs]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"design name(s) {sorted(dup)} used twice")
+        return self
+
+    @property
+    def out_dir(self) -> Path:
+        return Path(self.output.dir) if self.output.dir else Path("out") / self.name
+
+    def spec_hash(self) -> str:
+        """Stable over key order and formatting: sha256 of the canonical JSON of the validated spec."""
+        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    def with_updates(self, **changes: object) -> "StudySpec":
+        data = self.model_dump()
+        for k, v in changes.items():
+            data[k] = v.model_dump() if isinstance(v, Record) else v
+        return validate(StudySpec, data, where="study")
+
+
+def load_study(path: str | Path) -> StudySpec:
+    """Validate a study YAML file. A relative model path or output dir stays relative to the cwd;
+    a model given as a path that exists next to the study file is resolved against the study folder."""
+    p = Path(path)
+    data = read_yaml(p)
+    if not isinstance(data, dict):
+        raise SpecError(f"{p}: a study file must be a mapping with keys name, model, training, ...")
+    model = data.get("model")
+    if isinstance(model, str) and model.endswith((".yaml", ".yml")) and not Path(model).is_absolute():
+        beside = p.parent / model
+        if beside.is_file():
+            data = {**data, "model": str(beside)}
+    return validate(StudySpec, data, where=str(p))
+
+
+__all__ = [
+    "Candidates", "NamedDesign", "ObjectiveName", "OutputSettings", "SearchSettings", "StrategySpace",
+    "StudySpec", "load_study",
+]

@@ -1,0 +1,123 @@
+"""Custom budgets change the answer: the custom_budget study run four ways, fronts compared.
+
+    baseline     studies/custom_budget/study.yaml as is
+    declarative  + budgets.declared: {name: optics, metric: transceiver_count, sense: "<=", rhs: 10000}
+    hook         + network hook studies.custom_budget.run:at_most_48_spines (a row holds 48 spine switches)
+    trial        + trial constraint studies.custom_budget.run:pp_at_most_2 (at most 2 pipeline stages)
+
+Writes results/custom_budget/: fronts.csv (one front per variant, with the design and strategy of each
+point), pareto.png (the four fronts on one plot) and changes.md (what moved, per variant).
+Run from the project root (the hooks are imported as studies.*):
+    .venv/bin/python studies/custom_budget/run.py [--out results/custom_budget]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pandas as pd
+
+from designer.errors import InfeasibleDesign
+from designer.pipeline import run_study
+from designer.spec.study import load_study
+
+HERE = Path(__file__).resolve().parent
+
+
+def at_most_48_spines(block, ctx) -> None:
+    """Network hook: at most 48 tier-2 (spine) switches, e.g. the spine row's space. Designs without
+    a tier 2 satisfy it."""
+    import pyomo.environ as pyo
+
+    spines = ctx.handles.switches_by_level.get(2)
+    if spines is not None:
+        block.spine_row = pyo.Constraint(expr=spines <= 48)
+
+
+def pp_at_most_2(design, strategy, metrics) -> float:
+    """Operations rule: at most 2 pipeline stages (<= 0 feasible)."""
+    return float(strategy.pp - 2)
+
+
+def variants(base):
+    net = base.network.model_dump()
+    decl = {**net, "budgets": {**net["budgets"], "declared": [
+        {"name": "optics", "metric": "transceiver_count", "sense": "<=", "rhs": 10000}]}}
+    hook = {**net, "hooks": ["studies.custom_budget.run:at_most_48_spines"]}
+    return {
+        "baseline": base,
+        "declarative": base.with_updates(network=decl),
+        "hook": base.with_updates(network=hook),
+        "trial": base.with_updates(constraints=["studies.custom_budget.run:pp_at_most_2"]),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="results/custom_budget")
+    ap.add_argument("--work", default="out/custom_budget")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    base = load_study(HERE / "study.yaml")
+    fronts = []
+    for name, spec in variants(base).items():
+        try:
+            r = run_study(spec.with_updates(name=f"custom_budget-{name}"), out_dir=Path(args.work) / name)
+        except InfeasibleDesign as err:
+            print(f"{name}: {err}")
+            continue
+        f = r.pareto.copy()
+        f.insert(0, "variant", name)
+        fronts.append(f)
+    df = pd.concat(fronts, ignore_index=True)
+    keep = ["variant", "front_rank", "design_id", "family", "n_gpus", "capex_usd", "power_w", "transceiver_count",
+            "tp", "pp", "dp", "microbatch_size", "schedule", "virtual_stages", "recompute", "time_to_train_days", "mfu"]
+    df[keep].to_csv(out / "fronts.csv", index=False, float_format="%.10g")
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    for name, g in df.groupby("variant", sort=False):
+        g = g.sort_values("capex_usd")
+        ax.step(g["capex_usd"] / 1e6, g["time_to_train_days"], where="post")
+        ax.scatter(g["capex_usd"] / 1e6, g["time_to_train_days"], s=25, label=name)
+    ax.set_xlabel("capex (million USD)")
+    ax.set_ylabel("time to train (days)")
+    ax.set_title("Llama-3-70B: how custom budgets move the front")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "pareto.png", dpi=120)
+
+    base_f = df[df["variant"] == "baseline"].set_index("n_gpus")
+    lines = ["# What each custom budget changed (vs the baseline front)", ""]
+    for name, g in df.groupby("variant", sort=False):
+        if name == "baseline":
+            continue
+        lines.append(f"## {name}")
+        for _, r in g.iterrows():
+            b = base_f.loc[r["n_gpus"]] if r["n_gpus"] in base_f.index else None
+            if b is None:
+                lines.append(f"- {int(r['n_gpus'])} GPUs: on this front, not on the baseline's")
+                continue
+            diffs = [f"{k} {b[k]} -> {r[k]}" for k in ("family", "transceiver_count", "tp", "pp", "dp", "schedule")
+                     if b[k] != r[k]]
+            dc = (r["capex_usd"] - b["capex_usd"]) / 1e6
+            dt = r["time_to_train_days"] - b["time_to_train_days"]
+            lines.append(f"- {int(r['n_gpus'])} GPUs: capex {dc:+.2f} $M, time {dt:+.2f} days; "
+                         + ("; ".join(diffs) if diffs else "same design and strategy"))
+        missing = sorted(set(base_f.index) - set(g["n_gpus"]))
+        if missing:
+            lines.append(f"- dropped from the front: {', '.join(str(int(m)) for m in missing)} GPUs")
+        lines.append("")
+    (out / "changes.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

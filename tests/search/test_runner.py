@@ -1,0 +1,188 @@
+"""The Optuna runner against the real MILP design and performance model: seeded runs are deterministic,
+constraints are recorded, and a run killed with SIGKILL resumes without losing or repeating a trial."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from functools import lru_cache
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from designer.search.exhaustive import Candidate, Problem, load_trial_constraint, run_exhaustive
+from designer.search.runner import RunnerSettings, open_storage, run_optuna, study_name_for
+from designer.search.space import invalid_reason, strategy_from_key
+from designer.spec.llm import TrainingSpec
+from designer.spec.study import StrategySpace
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@lru_cache(maxsize=None)
+def candidate(n_gpus: int = 256) -> Candidate:
+    from designer.network.api import solve_network
+    from designer.network.design import design_to_system
+    from designer.spec.network_study import NetworkStudy, study_catalog
+
+    ns = NetworkStudy.model_validate({
+        "choices": {"platforms": ["hgx_h100_8"], "nics": [{"id": "cx7_400g"}], "switches": [{"id": "qm9790"}],
+                    "families": ["rail-optimized"]},
+        "gpus": {"count": n_gpus}})
+    catalog = study_catalog(ns)
+    d = solve_network(ns, catalog=catalog).design
+    return Candidate(f"h100-{n_gpus}", d, design_to_system(d, catalog), d.capex_usd, d.power_w)
+
+
+def problem(constraints=(), space: StrategySpace = StrategySpace()) -> Problem:
+    from designer.spec.models import load_model
+
+    return Problem(load_model("llama3-70b"),
+                   TrainingSpec(sequence_length=8192, global_batch_sequences=512, total_tokens=1e12),
+                   space, ("capex_usd", "time_to_train_s"), tuple(constraints))
+
+
+def max_pp_2(design, strategy, metrics) -> float:
+    """At most 2 pipeline stages (a user trial constraint): <= 0 feasible."""
+    return float(strategy.pp - 2)
+
+
+def _trials(path: Path, name: str):
+    st = optuna.load_study(study_name=name, storage=open_storage(path))
+    return st.get_trials(deepcopy=False)
+
+
+def test_seeded_runs_are_deterministic(tmp_path):
+    pb, cand = problem(), candidate()
+    settings = RunnerSettings(n_trials=24, seed=3)
+    runs = []
+    for k in range(2):
+        path = tmp_path / f"run{k}.journal"
+        table = run_optuna(pb, cand, storage=open_storage(path), study="det", settings=settings, identity="i")
+        trials = _trials(path, study_name_for("det", cand.design_id))
+        runs.append(([(t.number, t.params, t.values) for t in trials], table))
+    assert runs[0][0] == runs[1][0]
+    assert len(runs[0][0]) == 24
+    t0, t1 = runs[0][1], runs[1][1]
+    assert t0.trial_number.tolist() == t1.trial_number.tolist()
+    assert t0.time_to_train_s.tolist() == t1.time_to_train_s.tolist()
+    # A different seed draws a different sequence.
+    other = tmp_path / "other.journal"
+    run_optuna(pb, cand, storage=open_storage(other), study="det", settings=RunnerSettings(n_trials=24, seed=4),
+               identity="i")
+    assert [t.params for t in _trials(other, study_name_for("det", cand.design_id))] != [p for _, p, _ in runs[0][0]]
+
+
+def test_constraints_are_recorded(tmp_path):
+    pb, cand = problem([load_trial_constraint(max_pp_2)]), candidate()
+    path = tmp_path / "c.journal"
+    table = run_optuna(pb, cand, storage=open_storage(path), study="con", settings=RunnerSettings(n_trials=40, seed=0),
+                       identity="i")
+    trials = _trials(path, study_name_for("con", cand.design_id))
+    assert len(trials) == 40 and all(t.state == TrialState.COMPLETE for t in trials)
+    hbm = cand.system.gpu.hbm_bytes
+    saw_memory = saw_user = False
+    for t in trials:
+        assert set(t.constraints) == {"memory_excess_gb", "model_infeasible", "max_pp_2"}
+        r = t.user_attrs["result"]
+        s = strategy_from_key(tuple(r["strategy"]))
+        assert invalid_reason(s, pb.llm, pb.training, cand.n_gpus, cand.hb_domain_size) is None
+        # The memory constraint is the HBM excess in GB, positive exactly when the model says it does not fit.
+        if "does not fit" in r["reason"]:
+            saw_memory = True
+            assert t.constraints["memory_excess_gb"] > 0 and not r["feasible"]
+            assert r["memory_per_gpu_bytes"] > hbm * 0.0  # the model still reports its memory
+        elif t.constraints["model_infeasible"] == 0:
+            # Reached the user constraint: its value is the hand formula pp - 2.
+            assert t.constraints["max_pp_2"] == pytest.approx(s.pp - 2)
+            if s.pp > 2:
+                saw_user = True
+                assert not r["feasible"] and r["reason"].startswith("constraint max_pp_2")
+    assert saw_memory and saw_user
+    for t in optuna.load_study(study_name=study_name_for("con", cand.design_id), storage=open_storage(path)).best_trials:
+        assert all(v <= 0 for v in t.constraints.values())
+    b = table.best
+    assert b is not None and table.strategies.strategy(b).pp <= 2
+
+
+def test_exhaustive_best_is_the_fastest_feasible():
+    space = StrategySpace(microbatch_sizes=(1,), schedules=("1f1b",), recompute=("selective", "full"))
+    pb, cand = problem([load_trial_constraint(max_pp_2)], space), candidate()
+    t = run_exhaustive(pb, cand)
+    assert len(t) == t.space_size > 0
+    b = t.best
+    s = t.strategies.strategy(b)
+    assert s.pp <= 2
+    # Independently: every strategy with pp <= 2 that the model finds feasible is no faster.
+    from designer.perf.model import evaluate_system
+    from designer.perf.records import Metrics
+
+    best = min(m.time_to_train_s for s2 in t.strategies.strategies() if s2.pp <= 2
+               for m in [evaluate_system(pb.llm, pb.training, s2, cand.system)] if isinstance(m, Metrics))
+    assert t.time_to_train_s[b] == pytest.approx(best, rel=1e-9)
+
+
+CHILD = """
+import sys, importlib.util
+spec = importlib.util.spec_from_file_location("trunner", sys.argv[1]); m = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(m)
+from designer.search.runner import RunnerSettings, open_storage, run_optuna
+run_optuna(m.problem(), m.candidate(), storage=open_storage(sys.argv[2]), study="kill",
+           settings=RunnerSettings(n_trials=int(sys.argv[3]), seed=11), identity="i")
+"""
+
+
+def _complete_trials(path: Path, name: str) -> dict[int, tuple]:
+    out = {}
+    for t in _trials(path, name):
+        if t.state == TrialState.COMPLETE:
+            out[t.number] = (t.params, t.values, t.user_attrs["result"]["strategy"])
+    return out
+
+
+def test_resume_after_sigkill(tmp_path):
+    n_trials = 60
+    path = tmp_path / "kill.journal"
+    name = study_name_for("kill", candidate().design_id)
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, __file__, str(path), str(n_trials)], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+            if proc.poll() is not None:
+                pytest.fail(f"child ended before it was killed: {proc.stdout.read().decode()[-2000:]}")
+            if path.exists():
+                try:
+                    if len(_complete_trials(path, name)) >= 12:
+                        break
+                except (KeyError, ValueError):
+                    continue  # the study is being created
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    before = _complete_trials(path, name)
+    assert 12 <= len(before) < n_trials, "the kill must land mid-run"
+    # Rerun: continues the same study.
+    subprocess.run([sys.executable, "-c", CHILD, __file__, str(path), str(n_trials)], cwd=REPO, check=True, timeout=120)
+    trials = _trials(path, name)
+    after = _complete_trials(path, name)
+    assert len(after) == n_trials  # finished trials counted toward n_trials: nothing missing, nothing extra
+    assert not [t for t in trials if t.state == TrialState.RUNNING]  # the killed run's trial was taken over
+    for number, rec in before.items():  # no finished trial lost or changed
+        assert after[number] == rec
+    numbers = [t.number for t in trials]
+    assert len(numbers) == len(set(numbers))
+    # No strategy was scored twice: reruns reuse what the storage already holds.
+    evaluated = [tuple(t.user_attrs["result"]["strategy"]) for t in trials
+                 if t.state == TrialState.COMPLETE and t.user_attrs["result"]["evaluated"]]
+    assert len(evaluated) == len(set(evaluated))
+    assert set(evaluated) == {tuple(v[2]) for v in after.values()}

@@ -1,0 +1,127 @@
+"""Every strategy the space produces is valid, and every valid strategy of the allowed values is produced."""
+
+import itertools
+
+import pytest
+
+from designer.errors import SpecError
+from designer.search.space import design_space, invalid_reason, strategy_key
+from designer.spec.llm import LLMSpec, MoESpec, Recompute, Schedule, Strategy, TrainingSpec
+from designer.spec.study import StrategySpace, StudySpec
+
+TINY = LLMSpec(name="tiny", layers=4, hidden_size=64, ffn_size=16, heads=4, kv_heads=4, vocab_size=100)
+TINY_TRAIN = TrainingSpec(sequence_length=1024, global_batch_sequences=8, total_tokens=1e9)
+
+
+def test_hand_counted_tiny_space():
+    # 8 GPUs, HB domain 4, 4 layers, global batch 8; tp, pp in {1,2,4}; SP on/off; mbs {1,2};
+    # 1F1B or interleaved with 2 chunks. Counted by hand per layout (tp, pp, dp):
+    # (1,1,8):1 (1,2,4):3 (1,4,2):2 (2,1,4):4 (2,2,2):8 (2,4,1):4 (4,1,2):4 (4,2,1):8 -> 34.
+    space = StrategySpace(microbatch_sizes=(1, 2), schedules=(Schedule.one_f_one_b, Schedule.interleaved),
+                          virtual_stages=(2,), recompute=(Recompute.none,))
+    ds = design_space(TINY, TINY_TRAIN, space, n_gpus=8, hb_domain_size=4)
+    assert ds.size == 34
+    assert len(ds.table()) == 34
+
+
+def _brute_force(llm, training, space, n_gpus, hb):
+    """Every combination of the raw allowed values, filtered by the scalar rules alone."""
+    tps = space.tp or range(1, hb + 1)
+    pps = space.pp or range(1, llm.layers + 1)
+    eps = (space.ep or range(1, llm.moe.experts + 1)) if llm.moe else (1,)
+    scheds = [(s, 1) for s in space.schedules if s != Schedule.interleaved]
+    if Schedule.interleaved in space.schedules:
+        scheds += [(Schedule.interleaved, v) for v in space.virtual_stages]
+    out = set()
+    for tp, pp, cp, ep in itertools.product(tps, pps, space.cp, eps):
+        if n_gpus % (tp * pp * cp):
+            continue
+        dp = n_gpus // (tp * pp * cp)
+        for sp, mbs, (sc, v), z, qw, qg, hp, rc, odp, otp in itertools.product(
+                space.sequence_parallel, space.microbatch_sizes, scheds, space.zero_stages,
+                space.zeropp_quantized_weights, space.zeropp_quantized_gradients, space.zeropp_hierarchical_partition,
+                space.recompute, space.overlap_dp_comm, space.overlap_tp_comm):
+            s = Strategy(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, sequence_parallel=sp, microbatch_size=mbs, schedule=sc,
+                         virtual_stages=v, zero_stage=z, zeropp_quantized_weights=qw, zeropp_quantized_gradients=qg,
+                         zeropp_hierarchical_partition=hp, recompute=rc, overlap_dp_comm=odp, overlap_tp_comm=otp)
+            if invalid_reason(s, llm, training, n_gpus, hb) is None:
+                out.add(strategy_key(s))
+    return out
+
+
+CASES = [
+    (TINY, TINY_TRAIN, StrategySpace(), 8, 4),
+    (TINY, TINY_TRAIN, StrategySpace(zero_stages=(0, 1, 2, 3), zeropp_quantized_weights=(False, True),
+                                     zeropp_hierarchical_partition=(False, True), schedules=tuple(Schedule),
+                                     virtual_stages=(2, 4), overlap_tp_comm=(False, True)), 16, 4),
+    (LLMSpec(name="gqa", layers=12, hidden_size=96, ffn_size=48, heads=12, kv_heads=2, vocab_size=10),
+     TrainingSpec(sequence_length=4096, global_batch_sequences=24, total_tokens=1e9),
+     StrategySpace(cp=(1, 2, 4, 8), microbatch_sizes=(1, 2, 3, 4)), 24, 6),
+    (LLMSpec(name="moe", layers=8, hidden_size=64, ffn_size=32, heads=8, kv_heads=4, vocab_size=10,
+             moe=MoESpec(experts=8, top_k=2, expert_ffn_size=32)),
+     TrainingSpec(sequence_length=2048, global_batch_sequences=32, total_tokens=1e9),
+     StrategySpace(cp=(1, 2)), 32, 8),
+]
+
+
+@pytest.mark.parametrize("llm,training,space,n_gpus,hb", CASES)
+def test_table_equals_brute_force(llm, training, space, n_gpus, hb):
+    ds = design_space(llm, training, space, n_gpus=n_gpus, hb_domain_size=hb)
+    table = ds.table()
+    keys = [table.key(i) for i in range(len(table))]
+    assert len(keys) == len(set(keys)) == ds.size
+    for s in table.strategies():
+        assert invalid_reason(s, llm, training, n_gpus, hb) is None
+        assert s.n_gpus == n_gpus and s.tp <= hb
+    assert set(keys) == _brute_force(llm, training, space, n_gpus, hb)
+
+
+@pytest.mark.parametrize("llm,training,space,n_gpus,hb", CASES)
+def test_nearest_is_valid_and_fixes_valid_points(llm, training, space, n_gpus, hb):
+    ds = design_space(llm, training, space, n_gpus=n_gpus, hb_domain_size=hb)
+    choices = ds.choices
+    names = sorted(choices)
+    for combo in itertools.islice(itertools.product(*(choices[n] for n in names)), 0, 3000, 7):
+        s = ds.nearest(dict(zip(names, combo)))
+        assert invalid_reason(s, llm, training, n_gpus, hb) is None
+        assert ds.contains(s)
+    table = ds.table()
+    for i in range(0, len(table), max(1, len(table) // 50)):
+        s = table.strategy(i)
+        params = {"tp": s.tp, "pp": s.pp, "cp": s.cp, "ep": s.ep, "sequence_parallel": s.sequence_parallel,
+                  "microbatch_size": s.microbatch_size, "zero_stage": s.zero_stage, "recompute": s.recompute.value,
+                  "schedule": f"interleaved:{s.virtual_stages}" if s.schedule == Schedule.interleaved else s.schedule.value,
+                  "zeropp_quantized_weights": s.zeropp_quantized_weights,
+                  "zeropp_quantized_gradients": s.zeropp_quantized_gradients,
+                  "zeropp_hierarchical_partition": s.zeropp_hierarchical_partition,
+                  "overlap_dp_comm": s.overlap_dp_comm, "overlap_tp_comm": s.overlap_tp_comm}
+        assert strategy_key(ds.nearest(params)) == strategy_key(s)
+
+
+def test_rules_by_example():
+    moe = CASES[3][0]
+    tr = CASES[3][1]
+    assert "HB domain" in invalid_reason(Strategy(tp=16, dp=2), moe, tr, 32, 8)
+    assert "divide experts" in invalid_reason(Strategy(tp=1, dp=32, ep=16), moe, tr, 32, 8)
+    assert "sequence parallelism" in invalid_reason(Strategy(tp=1, dp=32, sequence_parallel=True), moe, tr, 32, 8)
+    assert "ZeRO-2" in invalid_reason(Strategy(tp=1, pp=2, dp=16, zero_stage=2), moe, tr, 32, 8)
+    assert "ZeRO++" in invalid_reason(Strategy(tp=1, dp=32, zero_stage=1, zeropp_quantized_weights=True), moe, tr, 32, 8)
+    assert "ep 2 > 1 on a dense model" in invalid_reason(Strategy(tp=1, dp=8, ep=2), TINY, TINY_TRAIN, 8, 4)
+
+
+def test_study_spec_errors_are_one_line():
+    base = {"name": "s", "model": "m", "training": {"sequence_length": 8, "global_batch_sequences": 8, "total_tokens": 1e6},
+            "designs": [{"name": "d"}]}
+    StudySpec.model_validate(base)
+    from designer.spec.load import validate
+    with pytest.raises(SpecError, match=r"search.method.*'optuna', 'exhaustive' or 'auto'"):
+        validate(StudySpec, {**base, "search": {"method": "grid"}})
+    with pytest.raises(SpecError, match=r"zero_stages.*allowed values are 0, 1, 2, 3"):
+        validate(StudySpec, {**base, "strategy_space": {"zero_stages": [4]}})
+    with pytest.raises(SpecError, match=r"objectives.*must include capex_usd"):
+        validate(StudySpec, {**base, "objectives": ["capex_usd"]})
+    with pytest.raises(SpecError, match=r"strategy_space.tpp.*unknown key"):
+        validate(StudySpec, {**base, "strategy_space": {"tpp": [1]}})
+    with pytest.raises(SpecError) as e:
+        validate(StudySpec, {**base, "constraints": ["not a hook"]})
+    assert "\n" not in str(e.value) and "package.module:function" in str(e.value)
