@@ -18,7 +18,9 @@ GPU generation (`system.gpu.architecture`: ampere | hopper | blackwell) selects 
 per-generation constants (§4.3, §4.4; `ArchitectureConstants`): the usable NVLink bandwidth per
 link (hence the HB ring efficiency 0.800 / 0.824 / 0.802 of line rate), llMaxBw on one node, and the
 per-channel caps of ring LL128 and tree Simple/LL128, applied as NCCL does (busBw capped at
-nChannels x cap) with one channel per NVLink inside a domain and one per NIC across domains.
+nChannels x cap) with one channel per NVLink inside a domain and one per NIC across domains, at most
+`max_channels` (32: NCCL's ring search is bounded by MAXCHANNELS/2), so that per-channel bandwidth
+and with it the pipeline fill stay bounded in HB domains of 32+ GPUs.
 
 Placement of a group (`GroupShape`): `size` = p ranks, `ranks_per_domain` = g members per HB domain
 (so N = p/g domains), spread over `domain_span` consecutive domains, and `same_rail` when the
@@ -31,8 +33,11 @@ Paths (§3.3, §3.4):
   hierarchical phases of a same_rail group) climbs to the lowest tier spanning `domain_span`
   domains;
 * traffic between different local ranks of different domains ("cross-rail") climbs to the lowest
-  tier that spans the domains and is `cross_rail`. If there is none (Rail-only), it is forwarded:
-  first over the HB domain to the GPU that owns the destination rail, then over the rail (PXN).
+  tier that spans the domains and is `cross_rail`, or is forwarded: first over the HB domain to the
+  GPU that owns the destination rail, then over the rail (PXN). Without a cross-rail tier
+  (Rail-only) forwarding is the only route; with one, both routes are candidates and the argmin
+  takes the faster, as NCCL's PXN relays where that is better -- so a thin (oversubscribed) spine
+  on top of rails never makes a collective slower than rail-only.
 
 Scale-out contention (§3.3 max-load recipe). A tier's `oversubscription` r_t throttles the traffic
 climbing *into* it: a subtree of the tier below (tier t-1's span, or one HB domain for t = 0) has
@@ -121,7 +126,8 @@ class ArchitectureConstants(Record):
     Channels: NCCL's busBw is nChannels x per-channel bandwidth, and its per-channel caps bound a
     protocol's busBw by nChannels x cap. The model counts one channel per NVLink inside a domain
     (HB bandwidth / `nvlink_line_rate_per_link`, the links NCCL's ring search packs with channels of
-    one link's bandwidth each) and one channel per NIC across domains."""
+    one link's bandwidth each) and one channel per NIC across domains, at most
+    CollectiveCalibration.max_channels."""
 
     nvlink_bandwidth_per_link_bytes_per_s: float = Field(gt=0, description="NCCL topo.h SMxx_NVLINK_BW")
     nvlink_line_rate_per_link_bytes_per_s: float = Field(gt=0, description="per direction")
@@ -147,6 +153,9 @@ class CollectiveCalibration(Record):
     net_in_network_efficiency: float = Field(gt=0, le=1)
     pipeline_fill_factor: float = Field(ge=0)
     pipeline_fill_channel_bytes_per_s: float = Field(gt=0)
+    max_channels: int = Field(ge=1, description=(
+        "most channels NCCL runs one collective on (ring graph search bound MAXCHANNELS/2, "
+        "NCCL_MAX_NCHANNELS); caps the channel count of every algorithm"))
     ll_bandwidth_fraction: float = Field(gt=0, le=1)
     ll128_bandwidth_fraction: float = Field(gt=0, le=1)
     ll_max_two_domains_bytes_per_s: float = Field(gt=0)
@@ -565,7 +574,30 @@ def _dense_rank(col: np.ndarray):
 
 
 def _candidates(op, p, g, span, rail, conc, system, calib, allowed, protos) -> _Candidates:
-    """Coefficients of every valid (algorithm, protocol) pair for each distinct group shape."""
+    """Coefficients of every valid (algorithm, protocol) pair for each distinct group shape.
+
+    Cross-rail traffic (members of different domains on different local ranks) has two routes when
+    the system has a cross-rail tier: up through that tier, or PXN-style forwarding over the HB
+    domain onto the destination's rail (§3.4). Both are candidates, so the argmin takes the faster
+    (NCCL's PXN relays through the GPU that owns the rail when that is better): a thin
+    (oversubscribed) spine added on top of rails can never make a collective slower than rail-only."""
+    cand = _Candidates(p.shape, protos)
+    _add_candidates(cand, op, p, g, span, rail, conc, system, calib, allowed, pxn=False)
+    if any(t.cross_rail for t in system.tiers) and np.any(~rail & (p > g)):
+        _add_candidates(cand, op, p, g, span, rail, conc, system, calib, allowed, pxn=True)
+    keep = [i for i, a in enumerate(cand.algo) if ALGORITHMS[a] in allowed]
+    for name in ("algo", "proto", "a", "b", "c", "corr", "hb", "net", "spine_fraction"):
+        setattr(cand, name, [getattr(cand, name)[i] for i in keep])
+    return cand
+
+
+def _add_candidates(cand: _Candidates, op, p, g, span, rail, conc, system, calib, allowed, *, pxn: bool) -> None:
+    """Add the candidates of one routing of cross-rail traffic to `cand`.
+
+    pxn=False: cross-rail traffic climbs to the lowest cross-rail tier spanning the group, or is
+    forwarded over the HB domain where there is none (Rail-only). pxn=True: the alternative where a
+    cross-rail tier exists -- forwarded over the HB domain anyway; only the algorithms whose traffic
+    crosses rails are added, valid only on the shapes that have cross-rail traffic and such a tier."""
     n_dom = np.maximum(np.floor(p / g + 1e-9), 1.0)
     span = np.maximum(span, n_dom)
     multi = n_dom > 1
@@ -573,7 +605,6 @@ def _candidates(op, p, g, span, rail, conc, system, calib, allowed, protos) -> _
     hb = system.hb
     c = calib
     want = allowed.__contains__  # skip the arithmetic of algorithms outside the repertoire
-    cand = _Candidates(shape, protos)
 
     # ---- HB side
     b_hb = hb.bandwidth_per_gpu_bytes_per_s
@@ -595,18 +626,25 @@ def _candidates(op, p, g, span, rail, conc, system, calib, allowed, protos) -> _
 
     def rail_or_cross(r: _Path, x: _Path):
         """Path of traffic between members' own ranks: on rails if same_rail; otherwise a cross-rail
-        tier, or PXN-style forwarding over the HB domain onto the rail when there is none (§3.4)."""
-        forwarded = ~rail & ~x.exists
-        use_x = ~rail & x.exists
+        tier, or PXN-style forwarding over the HB domain onto the rail when there is none (§3.4);
+        with pxn, forwarding where a cross-rail tier exists (the alternative route)."""
+        if pxn:
+            forwarded = ~rail & x.exists
+            ok = r.exists & forwarded
+        else:
+            forwarded = ~rail & ~x.exists
+            ok = r.exists & (rail | x.exists | forwarded)
+        use_x = ~rail & ~forwarded
         bw = np.where(use_x, x.bw, np.where(forwarded, np.minimum(r.bw, eta_hb * b_hb), r.bw))
         lat = np.where(use_x, x.latency_s, r.latency_s)
-        sf = np.where(use_x, x.spine_fraction, np.where(forwarded, 0.0, r.spine_fraction))
-        return r.exists & (rail | x.exists | forwarded), bw, lat, sf, forwarded
+        sf = np.where(use_x, x.spine_fraction, r.spine_fraction)
+        return ok, bw, lat, sf, forwarded
 
     ring_ok, bw_net_ring, lat_net_ring, sf_ring, fwd_ring = rail_or_cross(ring_rail, ring_cross)
     step_ok, bw_net_step, lat_net_step, sf_step, fwd_step = rail_or_cross(a2a_rail, a2a_cross)
-    net_ok_ring = ~multi | ring_ok
-    net_ok_step = ~multi | step_ok
+    # a single-domain shape has no cross-rail traffic: its candidates come from the first routing only
+    net_ok_ring = ring_ok if pxn else ~multi | ring_ok
+    net_ok_step = step_ok if pxn else ~multi | step_ok
 
     def a_net(algo: str, proto: int, lat_path, fwd):
         hop = np.maximum(lat_path, c.hop_latency_s[algo].net[proto])
@@ -617,8 +655,11 @@ def _candidates(op, p, g, span, rail, conc, system, calib, allowed, protos) -> _
     bus_simple = np.where(multi, np.minimum(bw_hb_ring * g_intra, g * np.where(ring_ok, bw_net_ring, 1.0)), bw_hb_ring)
     ll_max = np.where(multi, np.where(n_dom <= 2, c.ll_max_two_domains_bytes_per_s, c.ll_max_many_domains_bytes_per_s),
                       arch.ll_max_single_domain_bytes_per_s)
-    # NCCL's channels (§4.3): one per NVLink inside a domain, one per NIC across domains
-    n_ch = np.where(multi, g * system.nics_per_gpu, b_hb / arch.nvlink_line_rate_per_link_bytes_per_s)
+    # NCCL's channels (§4.3): one per NVLink inside a domain, one per NIC across domains, at most
+    # max_channels (NCCL's ring search stops at MAXCHANNELS/2); without the cap a domain of 128+
+    # GPUs would get 128+ channels, each too thin, and the pipeline fill would grow with the domain
+    n_ch = np.minimum(np.where(multi, g * system.nics_per_gpu, b_hb / arch.nvlink_line_rate_per_link_bytes_per_s),
+                      c.max_channels)
     scale = np.minimum(n_dom - 1, 2).astype(np.intp)  # NCCL's tuning scale: 1 / 2 / >= 3 nodes
     # pipeline fill: NCCL's chunks have a fixed size, so a chunk's time on one channel -- and the
     # fill -- scales with 1/(per-channel bandwidth); pipeline_fill_factor holds at the reference
@@ -676,8 +717,9 @@ def _candidates(op, p, g, span, rail, conc, system, calib, allowed, protos) -> _
         bw_nvls = c.hb_in_network_efficiency * b_hb
         frac = np.ones(shape) if op == "all_reduce" else (g - 1) / g
         k_intra = frac / bw_nvls
-        cand.add("nvls", _SIMPLE, *_pipelined(c.base_latency_s["nvls"][_SIMPLE], c.hop_latency_s["nvls"].hb[_SIMPLE],
-                                              k_intra, phi), ~multi & (g >= 2), frac, 0.0, 0.0)
+        if not pxn:
+            cand.add("nvls", _SIMPLE, *_pipelined(c.base_latency_s["nvls"][_SIMPLE], c.hop_latency_s["nvls"].hb[_SIMPLE],
+                                                  k_intra, phi), ~multi & (g >= 2), frac, 0.0, 0.0)
         if op == "all_reduce":
             # NVLS reduce inside each domain, then a tree across domains on each GPU's n/g shard
             k = np.maximum(k_intra, 2.0 / (g * np.where(ring_ok, bw_net_ring, 1.0)))
@@ -687,7 +729,7 @@ def _candidates(op, p, g, span, rail, conc, system, calib, allowed, protos) -> _
                      multi & ring_ok & (g >= 2), 1.0 + np.where(fwd_ring, net, 0.0), net, sf_ring)
 
     # ---- CollNet / SHARP on the tier connecting the domains (AR)
-    if want("collnet") and op == "all_reduce" and system.tiers:
+    if want("collnet") and op == "all_reduce" and system.tiers and not pxn:  # same-rail groups only
         sharp = np.zeros(shape, bool)
         for t_i, tier in enumerate(system.tiers):
             # lowest tier spanning the group's domains on its rail path; SHARP must be there
@@ -729,7 +771,7 @@ def _candidates(op, p, g, span, rail, conc, system, calib, allowed, protos) -> _
                  net, sf_ring)
 
     # ---- dimension-ordered torus / ring HB (§3.1, §3.2)
-    if want("torus") and _hb_dims(system) is not None and op in ("all_reduce", "reduce_scatter", "all_gather"):
+    if want("torus") and not pxn and _hb_dims(system) is not None and op in ("all_reduce", "reduce_scatter", "all_gather"):
         x, hops = _hb_torus_allreduce(system, np.ones(shape), g)  # seconds per byte at line rate
         k = 1.0 if op == "all_reduce" else 0.5
         cand.add("torus", _SIMPLE, *_pipelined(0.0, k * hops * ai, k * x / eta_hb, phi), ~multi & (g >= 2),
@@ -786,13 +828,15 @@ def _candidates(op, p, g, span, rail, conc, system, calib, allowed, protos) -> _
         # the intra-domain share is an all-to-all among the g members of n*g/p bytes each
         b = np.maximum(g / p * bi_a2a, np.where(multi, net / np.where(ok_d, bw_d, np.inf), 0.0))
         a = ai + np.where(multi, ae_d + np.maximum(p - g - 1, 0) * per_peer, 0.0)
-        cand.add("pairwise", _SIMPLE, a, b, 0.0, ok_d, (g - 1) / p, net, sf_d)
+        if not pxn:  # pairwise with forwarding is two_phase
+            cand.add("pairwise", _SIMPLE, a, b, 0.0, ok_d, (g - 1) / p, net, sf_d)
         # two-phase (PXN / Rail-only forwarding, §2.7, §3.4): HB shuffle to the rail owner, then rails;
         # the phases do not overlap
         a = ai + a_net("ring", _SIMPLE, a2a_rail.latency_s, False) + np.maximum(n_dom - 2, 0) * per_peer
         b = bi_a2a + (n_dom - 1) / n_dom / np.where(a2a_rail.exists, a2a_rail.bw, np.inf)
-        cand.add("two_phase", _SIMPLE, a, b, 0.0, multi & a2a_rail.exists, (g - 1) / g, (n_dom - 1) / n_dom,
-                 a2a_rail.spine_fraction)
+        if not pxn:
+            cand.add("two_phase", _SIMPLE, a, b, 0.0, multi & a2a_rail.exists, (g - 1) / g, (n_dom - 1) / n_dom,
+                     a2a_rail.spine_fraction)
         # Bruck: lg p steps of n/2
         cand.add("bruck", _SIMPLE, si * ai + se * ae_step, 0.5 * (si * bi + se * be_step), 0.0, net_ok_step,
                  0.5 * si + np.where(fwd_step, 0.5 * se, 0.0), 0.5 * se, sf_step)
@@ -803,11 +847,11 @@ def _candidates(op, p, g, span, rail, conc, system, calib, allowed, protos) -> _
         nic_flow = nic / system.nics_per_gpu
         r1 = _scaleout_path(system, c, n_dom, span, conc, cross=False, a2a=False, nic_bw=nic_flow)
         x1 = _scaleout_path(system, c, n_dom, span, conc, cross=True, a2a=False, nic_bw=nic_flow)
-        forwarded = ~rail & ~x1.exists
-        use_x = ~rail & x1.exists
+        forwarded = ~rail & (x1.exists if pxn else ~x1.exists)
+        use_x = ~rail & ~forwarded
         bw_e = np.where(use_x, x1.bw, np.where(forwarded, np.minimum(r1.bw, b_flow_hb), r1.bw))
         lat_e = np.where(use_x, x1.latency_s, r1.latency_s)
-        sf = np.where(use_x, x1.spine_fraction, np.where(forwarded, 0.0, r1.spine_fraction))
+        sf = np.where(use_x, x1.spine_fraction, r1.spine_fraction)
         net = 1.0 * multi
         hbb = 1.0 * ~multi + np.where(forwarded, net, 0.0)
         for proto in (_LL, _LL128, _SIMPLE):
@@ -815,13 +859,8 @@ def _candidates(op, p, g, span, rail, conc, system, calib, allowed, protos) -> _
             bw = np.where(multi, bw_e, b_flow_hb) * frac
             alpha = np.where(multi, np.maximum(lat_e, c.hop_latency_s["ring"].net[proto]) + np.where(forwarded, a_hb("ring", proto), 0.0),
                              a_hb("ring", proto))
-            cand.add("p2p", proto, alpha, 1.0 / bw, 0.0, (~multi | r1.exists) & np.where(multi, proto_ok[proto], True),
-                     hbb, net, sf)
-
-    keep = [i for i, a in enumerate(cand.algo) if ALGORITHMS[a] in allowed]
-    for name in ("algo", "proto", "a", "b", "c", "corr", "hb", "net", "spine_fraction"):
-        setattr(cand, name, [getattr(cand, name)[i] for i in keep])
-    return cand
+            ok = (multi & forwarded & r1.exists) if pxn else (~multi | r1.exists)
+            cand.add("p2p", proto, alpha, 1.0 / bw, 0.0, ok & np.where(multi, proto_ok[proto], True), hbb, net, sf)
 
 
 def _select(cand: _Candidates, n: np.ndarray, inv: np.ndarray, p_u: np.ndarray, shape,
@@ -944,3 +983,59 @@ def bus_bandwidth_factor(op: str, size) -> np.ndarray:
     if op in ("reduce_scatter", "all_gather", "all_to_all"):
         return (p - 1) / p
     return np.ones_like(p)
+
+
+def peers_per_rank(algorithm_index, size, ranks_per_domain, system: ClusterSystem) -> np.ndarray:
+    """Other ranks of the group one rank exchanges data with (sends to or receives from) under the
+    algorithm `algorithm_index` (indices into ALGORITHMS, e.g. CollectiveEstimates.algorithm_index),
+    for groups of p = `size` ranks with g = `ranks_per_domain` per HB domain (N = p/g domains):
+
+    * ring: its two ring neighbours; hierarchical: its ring neighbours inside the domain and on its
+      rail (both phases are rings);
+    * tree (NCCL double binary tree): its chain neighbours inside the domain and, across domains, the
+      parents and children in the two trees (at most 4);
+    * nvls: every member of the domain (the NVSwitch reduces and multicasts among all of them);
+      nvls_tree: that plus the tree peers; collnet: the domain plus the same-rank GPUs of every other
+      domain (SHARP combines their data);
+    * torus: the ring neighbours along each dimension of the group's sub-block;
+    * recursive doubling / halving, Rabenseifner: ceil(lg p) partners (one more to fold a non-power
+      of two); Bruck: 2 ceil(lg p) (sends to +2^k, receives from -2^k); binomial: ceil(lg p);
+      scatter-allgather: ceil(lg p) + 2;
+    * pairwise all-to-all: every other member; two_phase (PXN / rail-only forwarding): the domain's
+      members and the same-rank GPUs of the other domains (railonly.md §4's hierarchical pattern);
+    * p2p: the one peer; none: 0.
+    Always at most p - 1."""
+    a = np.asarray(algorithm_index)
+    p = np.asarray(size, dtype=float)
+    g = np.asarray(ranks_per_domain, dtype=float)
+    a, p, g = np.broadcast_arrays(a, p, g)
+    n_dom = np.maximum(np.floor(p / np.maximum(g, 1.0) + 1e-9), 1.0)
+    lg = _ceil_lg(p)
+    intra_ring = np.minimum(g - 1, 2.0)
+    tree_x = np.where(n_dom > 1, np.minimum(n_dom - 1, 4.0), 0.0)
+    out = np.zeros(p.shape)
+
+    def put(name, value):
+        mask = a == ALGORITHMS.index(name)
+        if mask.any():
+            out[mask] = np.broadcast_to(value, p.shape)[mask]
+
+    put("ring", np.minimum(p - 1, 2.0))
+    put("tree", intra_ring + tree_x)
+    put("nvls", g - 1)
+    put("nvls_tree", g - 1 + tree_x)
+    put("collnet", g - 1 + n_dom - 1)
+    put("hierarchical", intra_ring + np.minimum(n_dom - 1, 2.0))
+    if (a == ALGORITHMS.index("torus")).any():
+        dims = _hb_dims(system) or (system.hb.size,)
+        put("torus", sum(np.minimum(e - 1, 2.0) for e in _extents(g, dims)))
+    fold = np.where(_is_pow2(p), 0.0, 1.0)
+    for name in ("recursive_doubling", "recursive_halving", "rabenseifner"):
+        put(name, lg + fold)
+    put("bruck", 2.0 * lg)
+    put("binomial", lg)
+    put("scatter_allgather", lg + 2.0)
+    put("pairwise", p - 1)
+    put("two_phase", (g - 1) + (n_dom - 1))
+    put("p2p", np.ones(p.shape))
+    return np.clip(out, 0.0, np.maximum(p - 1, 0.0))

@@ -82,30 +82,49 @@ def reason_kind(code: int) -> str:
 
 @dataclass(frozen=True)
 class _Coll:
-    """One collective per strategy: seconds and bytes one GPU sends on each fabric level."""
+    """One collective per strategy: seconds, bytes one GPU sends on each fabric level, and the number
+    of group members one GPU exchanges data with under the algorithm the collectives model chose."""
 
     time_s: np.ndarray
     hb_bytes: np.ndarray
     rail_bytes: np.ndarray
     spine_bytes: np.ndarray
+    peers: np.ndarray
+
+
+TRAFFIC_TYPES = ("tp", "cp", "pp", "dp", "ep")
 
 
 class _Ledger:
-    """Accumulates per-GPU bytes and seconds per fabric level over the iteration. A collective's
-    time is charged to the highest level it uses (its bottleneck in practice)."""
+    """Accumulates per-GPU bytes per (traffic type, fabric level) and seconds per fabric level over
+    the iteration. A collective's time is charged to the highest level it uses (its bottleneck in
+    practice). Types: tp (TP collectives), cp (K/V gathers), pp (stage-boundary send/recv and the
+    NVLink all-gather of its 1/t shards), dp (gradients, ZeRO gathers, dense and expert), ep (MoE
+    all-to-all)."""
 
     def __init__(self, shape):
-        self.bytes = [np.zeros(shape) for _ in TIER_NAMES]
+        self.by_type = {t: [np.zeros(shape) for _ in TIER_NAMES] for t in TRAFFIC_TYPES}
         self.time = [np.zeros(shape) for _ in TIER_NAMES]
 
-    def add(self, c: _Coll, count):
+    def add(self, c: _Coll, count, kind: str):
         count = np.asarray(count, float)
-        self.bytes[TIER_HB] += c.hb_bytes * count
-        self.bytes[TIER_RAIL] += c.rail_bytes * count
-        self.bytes[TIER_SPINE] += c.spine_bytes * count
+        acc = self.by_type[kind]
+        acc[TIER_HB] += c.hb_bytes * count
+        acc[TIER_RAIL] += c.rail_bytes * count
+        acc[TIER_SPINE] += c.spine_bytes * count
         top = np.where(c.spine_bytes > 0, TIER_SPINE, np.where(c.rail_bytes > 0, TIER_RAIL, TIER_HB))
         for tier in (TIER_HB, TIER_RAIL, TIER_SPINE):
             self.time[tier] += np.where(top == tier, c.time_s * count, 0.0)
+
+    @property
+    def bytes(self) -> list[np.ndarray]:
+        """Per-GPU bytes per fabric level, all types together."""
+        return [sum(self.by_type[t][tier] for t in TRAFFIC_TYPES) for tier in range(len(TIER_NAMES))]
+
+    def type_bytes(self) -> dict[str, np.ndarray]:
+        """{"<type>_<level>_bytes": per-GPU bytes} for every traffic type and fabric level."""
+        return {f"{t}_{TIER_NAMES[tier]}_bytes": self.by_type[t][tier] for t in TRAFFIC_TYPES
+                for tier in range(len(TIER_NAMES))}
 
 
 def _ct(op: str, nbytes, g: GroupArrays, system: ClusterSystem, ccal, on=True) -> _Coll:
@@ -116,7 +135,7 @@ def _ct(op: str, nbytes, g: GroupArrays, system: ClusterSystem, ccal, on=True) -
     shape = g.size.shape
     nbytes = np.broadcast_to(np.asarray(nbytes, float), shape)
     live = (g.size > 1) & (nbytes > 0) & np.broadcast_to(np.asarray(on, bool), shape)
-    out = [np.zeros(shape) for _ in range(4)]
+    out = [np.zeros(shape) for _ in range(5)]
     idx = np.flatnonzero(live)
     if idx.size == 0:
         return _Coll(*out)
@@ -130,7 +149,8 @@ def _ct(op: str, nbytes, g: GroupArrays, system: ClusterSystem, ccal, on=True) -
     rep = idx[first]
     e = coll.collective_estimate_vec(op, nb[first], g.size.ravel()[rep], g.ranks_per_domain.ravel()[rep],
                                      g.extent_domains.ravel()[rep], g.same_rail.ravel()[rep], system, ccal)
-    for o, x in zip(out, (e.time_s, e.hb_bytes, e.rail_bytes, e.spine_bytes)):
+    peers = coll.peers_per_rank(e.algorithm_index, g.size.ravel()[rep], g.ranks_per_domain.ravel()[rep], system)
+    for o, x in zip(out, (e.time_s, e.hb_bytes, e.rail_bytes, e.spine_bytes, peers)):
         o.ravel()[idx] = np.asarray(x)[inv.ravel()]
     return _Coll(*out)
 
@@ -245,7 +265,7 @@ def _iteration_arrays(llm, training, S, system, calib):
     tp_ag = _ct("all_gather", act, pl.tp, system, ccol, sp)
     tp_mb = n_tp * (tp_ar.time_s + tp_rs.time_s + tp_ag.time_s)
     for c in (tp_ar, tp_rs, tp_ag):
-        ledger.add(c, n_tp * m)
+        ledger.add(c, n_tp * m, "tp")
     tp_exposed_mb = np.where(S.overlap_tp, np.maximum(0.0, tp_mb - gemm_s), tp_mb)
 
     # ---- CP: K,V of the full sequence, per layer ----
@@ -255,8 +275,8 @@ def _iteration_arrays(llm, training, S, system, calib):
     cp_rs = _ct("reduce_scatter", kv_bytes, pl.cp, system, ccol)
     n_cp_ag = layers_stage * np.where(full, 3, 2)
     cp_mb = n_cp_ag * cp_ag.time_s + layers_stage * cp_rs.time_s
-    ledger.add(cp_ag, n_cp_ag * m)
-    ledger.add(cp_rs, layers_stage * m)
+    ledger.add(cp_ag, n_cp_ag * m, "cp")
+    ledger.add(cp_rs, layers_stage * m, "cp")
     cp_exposed_mb = np.maximum(0.0, cp_mb - attn_s)
 
     # ---- EP ----
@@ -265,9 +285,11 @@ def _iteration_arrays(llm, training, S, system, calib):
         a2a = _ct("all_to_all", a2a_bytes, pl.ep, system, ccol)
         n_a2a = moe_stage * np.where(full, 6, 4)
         ep_mb = n_a2a * a2a.time_s
-        ledger.add(a2a, n_a2a * m)
+        ledger.add(a2a, n_a2a * m, "ep")
+        ep_peers = a2a.peers
     else:
         ep_mb = np.zeros(shape)
+        ep_peers = np.zeros(shape)
 
     # ---- PP: one send per chunk boundary each way, 1/t shards + NVLink all-gather ----
     multi_stage = pp > 1
@@ -275,8 +297,8 @@ def _iteration_arrays(llm, training, S, system, calib):
     p2p_ag = _ct("all_gather", act, pl.tp, system, ccol, multi_stage & ~sp)
     n_p2p = np.where(multi_stage, 2 * v, 0.0)
     pp_mb = n_p2p * (p2p.time_s + p2p_ag.time_s)
-    ledger.add(p2p, n_p2p * m)
-    ledger.add(p2p_ag, n_p2p * m)
+    ledger.add(p2p, n_p2p * m, "pp")
+    ledger.add(p2p_ag, n_p2p * m, "pp")
 
     # ---- pipeline ----
     compute_mb = t_fwd + t_bwd + t_rc
@@ -303,6 +325,7 @@ def _iteration_arrays(llm, training, S, system, calib):
     zero = S.zero
     ov = S.overlap_dp
     first = 1.0 / np.maximum(layers_stage, 1.0)  # ZeRO-3 prefetch cannot hide the first layer
+    dp_peers = np.zeros(shape)
     for params, g in ((stage_dense, pl.grad), (stage_expert, pl.expert_dp)):
         G = params * mem.GRAD_BYTES
         bucket = np.minimum(1.0, calib.dp_bucket_bytes / np.maximum(G, 1.0))
@@ -328,16 +351,26 @@ def _iteration_arrays(llm, training, S, system, calib):
                   + np.where(ov, np.maximum(first * (ag3b + t_rs3), ag3b + t_rs3 - t_b_mb), ag3b + t_rs3))
         dp_total = dp_total + t_ar + n_rs * t_rs + t_ag + m * (t_ag3f + ag3b + t_rs3)
         dp_exposed = dp_exposed + e_grad + e_ag + e3
-        ledger.add(ar, 1.0)
-        ledger.add(rs, n_rs)
-        ledger.add(ag, 1.0)
+        ledger.add(ar, 1.0, "dp")
+        ledger.add(rs, n_rs, "dp")
+        ledger.add(ag, 1.0, "dp")
         for c in (rs3, ag3f, ag3b_node, ag3b_flat):
-            ledger.add(c, m)
+            ledger.add(c, m, "dp")
+        # dense and expert groups: separate sums (the expert group lies inside the dense one, so
+        # this may count a peer twice; the cap at N - 1 below keeps the fraction a fraction)
+        dp_peers = dp_peers + np.maximum.reduce([x.peers for x in (ar, rs, ag, rs3, ag3f, ag3b_node, ag3b_flat)])
 
     local_params = np.where(zero >= 1, stage_dense / dp_shard + stage_expert / edp_shard, stage_dense + stage_expert)
     t_opt = cmp.optimizer_step_s(local_params, hbm_bw, ccal)
 
     t_iter = t_pipe + dp_exposed + t_opt
+    tier_bytes = ledger.bytes
+    # GPUs each GPU exchanges data with under the algorithms chosen: per group, the most peers any of
+    # its collectives has; summed over the groups (TP, CP, DP dense + expert, EP, pipeline neighbours)
+    tp_peers = np.maximum.reduce([tp_ar.peers, tp_rs.peers, tp_ag.peers, p2p_ag.peers])
+    cp_peers = np.maximum(cp_ag.peers, cp_rs.peers)
+    pp_nb = np.where(S.pp > 2, 2, np.where(S.pp == 2, 1, 0))
+    peers = tp_peers + cp_peers + dp_peers + ep_peers + pp_nb * p2p.peers
     compute_s = m * compute_mb + t_opt
     tp_s, cp_s, ep_s, pp_s = m * tp_mb, m * cp_mb, m * ep_mb, m * pp_mb
     exposed = t_iter - compute_s - bubble_s
@@ -376,6 +409,7 @@ def _iteration_arrays(llm, training, S, system, calib):
 
     # ---- FLOPs, MFU ----
     n_gpus = (S.tp * S.pp * S.dp * S.cp).astype(float)
+    flat_pairs = _pair_fraction(S, n_gpus)
     model_flops = model_flops_per_iteration(llm, training)
     hw_flops = hardware_flops_per_iteration(llm, training, S.recompute, ccal.attention_kernel == "flash", shape)
     mfu = model_flops / (t_iter * n_gpus * peak)
@@ -390,15 +424,19 @@ def _iteration_arrays(llm, training, S, system, calib):
         exposed_comm_s=exposed, overlapped_comm_s=overlapped,
         weights_bytes=w_b, gradients_bytes=g_b, optimizer_bytes=o_b, activations_bytes=activations,
         other_bytes=other + np.zeros(shape), memory_per_gpu_bytes=mem_total,
-        hb_bytes=ledger.bytes[TIER_HB], rail_bytes=ledger.bytes[TIER_RAIL], spine_bytes=ledger.bytes[TIER_SPINE],
+        hb_bytes=tier_bytes[TIER_HB], rail_bytes=tier_bytes[TIER_RAIL], spine_bytes=tier_bytes[TIER_SPINE],
         hb_time_s=ledger.time[TIER_HB], rail_time_s=ledger.time[TIER_RAIL], spine_time_s=ledger.time[TIER_SPINE],
-        pair_fraction=_pair_fraction(S, n_gpus),
+        pair_fraction_flat=flat_pairs,
+        # the peers under the chosen algorithms are members of the groups the flat view counts
+        pair_fraction_algorithm=np.minimum(peers / np.maximum(n_gpus - 1, 1), flat_pairs),
+        **{f"type_{k}": v for k, v in ledger.type_bytes().items()},
     )
 
 
 def _pair_fraction(S: StrategyArrays, n_gpus):
-    """Fraction of the other GPUs each GPU exchanges data with: its TP, CP, DP peers, its pipeline
-    neighbours and the EP peers not already counted (railonly.md §4 counts logical group members)."""
+    """Flat view: fraction of the other GPUs each GPU shares a parallel group with -- every member of
+    its TP, CP, DP groups, its pipeline neighbours and the EP peers not already counted -- as if every
+    collective connected all of its members (an upper bound on the pairs that talk)."""
     pp_nb = np.where(S.pp > 2, 2, np.where(S.pp == 2, 1, 0))
     ep_extra = np.where(S.cp > 1, np.maximum(0, (S.ep - 1) - (np.minimum(S.ep, S.cp) - 1)
                                               - (np.maximum(S.ep // S.cp, 1) - 1)), 0)

@@ -36,6 +36,7 @@ from designer.perf.records import (
     StrategyArrays,
     TierBytes,
     TrafficSummary,
+    TypeBytes,
     VectorMetrics,
 )
 from designer.spec.llm import LLMSpec, Strategy, TrainingSpec
@@ -176,7 +177,9 @@ def _evaluate_full(llm: LLMSpec, training: TrainingSpec, strategy: Strategy, sys
                                                          "exposed_comm_s", "overlapped_comm_s")}),
         tier_bytes=TierBytes(hb_bytes=hb, rail_bytes=rail, spine_bytes=spine),
         binding_tier=binding,
-        traffic=TrafficSummary(pair_fraction=float(r["pair_fraction"]),
+        traffic=TrafficSummary(pair_fraction_algorithm=float(r["pair_fraction_algorithm"]),
+                               pair_fraction_flat=float(r["pair_fraction_flat"]),
                                hb_share=hb / total if total else 0.0, rail_share=rail / total if total else 0.0,
                                spine_share=spine / total if total else 0.0),
+        type_bytes=TypeBytes(**{f.name: float(r["type_" + f.name]) for f in dataclasses.fields(TypeBytes)}),
     )

@@ -15,7 +15,9 @@ gradients over CP ranks too).
 
 Traffic climbs to the lowest scale-out tier whose span covers the group's extent in domains
 (spec.system.NetworkTier). On a rail-only system no tier crosses rails; traffic between different local
-ranks is forwarded through the HB domain, which the collectives module prices. A group whose
+ranks is forwarded through the HB domain, which the collectives module prices. Where a cross-rail tier
+exists, `tier` is the nominal level (that tier); the collectives module also prices forwarding over the
+HB domain (PXN) and takes the faster route, so the bytes it reports may stay off the spine. A group whose
 cross-domain traffic stays on rails ("same_rail") therefore runs equally fast on rail-only and on the
 rail-optimized fat-tree (railonly.md §1, §3).
 """

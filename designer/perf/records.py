@@ -47,10 +47,54 @@ class TierBytes:
 
 
 @dataclass(frozen=True)
-class TrafficSummary:
-    """Sparsity of the job's traffic matrix (Rail-only paper §4, railonly.md §4)."""
+class TypeBytes:
+    """Bytes per GPU per iteration (sent, one direction) by traffic type and fabric level; summed over
+    the types they equal TierBytes.
 
-    pair_fraction: float  # fraction of ordered GPU pairs that exchange any data
+    tp: tensor-parallel collectives. cp: context-parallel K/V all-gathers and gradient
+    reduce-scatters. pp: pipeline stage-boundary send/recv plus the NVLink all-gather of the 1/t
+    shards (Megatron's scatter/gather). dp: data-parallel gradient reduction and ZeRO parameter
+    gathers, dense and expert parameters. ep: MoE dispatch/combine all-to-all. Levels as TierBytes."""
+
+    tp_hb_bytes: float
+    tp_rail_bytes: float
+    tp_spine_bytes: float
+    cp_hb_bytes: float
+    cp_rail_bytes: float
+    cp_spine_bytes: float
+    pp_hb_bytes: float
+    pp_rail_bytes: float
+    pp_spine_bytes: float
+    dp_hb_bytes: float
+    dp_rail_bytes: float
+    dp_spine_bytes: float
+    ep_hb_bytes: float
+    ep_rail_bytes: float
+    ep_spine_bytes: float
+
+    TYPES = ("tp", "cp", "pp", "dp", "ep")
+    LEVELS = ("hb", "rail", "spine")
+
+    def total_bytes(self, kind: str) -> float:
+        """All levels together for one type ("tp", "cp", "pp", "dp" or "ep")."""
+        return sum(getattr(self, f"{kind}_{lv}_bytes") for lv in self.LEVELS)
+
+
+@dataclass(frozen=True)
+class TrafficSummary:
+    """Sparsity of the job's traffic matrix (Rail-only paper §4, railonly.md §4).
+
+    Two pair counts, each a fraction of the N(N-1) ordered GPU pairs (idle pairs = 1 - fraction):
+    * pair_fraction_algorithm: pairs that exchange data under the algorithms the collectives model
+      chose -- a ring pairs a GPU with its two ring neighbours, a tree with its parent and children,
+      a pairwise all-to-all with every member, a two-phase (PXN / rail-only) all-to-all with its
+      domain and its same-rank GPUs elsewhere (see collectives.peers_per_rank); per-GPU peers are
+      summed over the parallel groups;
+    * pair_fraction_flat: pairs that share any parallel group (every member of the TP, CP, DP and EP
+      groups, and the pipeline neighbours) -- as if each collective connected all its members."""
+
+    pair_fraction_algorithm: float
+    pair_fraction_flat: float
     hb_share: float  # share of all bytes that stay inside HB domains
     rail_share: float  # share on rails (same local rank across domains)
     spine_share: float  # share that needs a cross-rail tier (or HB forwarding on rail-only)
@@ -87,6 +131,7 @@ class Metrics:
     tier_bytes: TierBytes
     binding_tier: str  # "compute", "hb", "rail", "spine" or "bubble": the largest non-compute term
     traffic: TrafficSummary
+    type_bytes: TypeBytes
 
     @property
     def memory_per_gpu_bytes(self) -> float:
@@ -116,7 +161,7 @@ class Metrics:
             "binding_tier": self.binding_tier,
         }
         for rec, prefix in ((self.memory, "memory_"), (self.breakdown, ""), (self.tier_bytes, "tier_"),
-                            (self.traffic, "traffic_")):
+                            (self.traffic, "traffic_"), (self.type_bytes, "type_")):
             for f in fields(rec):
                 out[prefix + f.name] = getattr(rec, f.name)
         return out

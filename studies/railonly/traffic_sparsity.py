@@ -11,15 +11,18 @@ only DP degrees of 256 / 16 / 8 on a power-of-two 32,768-GPU cluster.
 For each model the best strategy of the full grid on rail-only (full model) -- and, for the Megatron GPT
 family, also the Megatron-LM layout of SC'21 Table 1 (TP 8, deep PP; `megatron_strategy`) -- then for
 one iteration:
-* `pair_fraction`: the share of ordered GPU pairs that exchange any data (Metrics.traffic, which counts
-  every member of every parallel group); `hierarchical_pair_fraction`: the same when each DP collective
-  is the hierarchical two-stage one rail-only uses (in-domain peers + same-rail peers);
+* the share of ordered GPU pairs that exchange data, three ways (idle = 1 - share):
+  `pair_fraction_algorithm` (Metrics.traffic): the pairs that exchange data under the algorithms the
+  collectives model chose (a ring: its two neighbours; a tree: parent and children; a pairwise
+  all-to-all: every member; see designer/perf/collectives.peers_per_rank);
+  `pair_fraction_flat` (Metrics.traffic): every member of every parallel group, as if each collective
+  connected all its members;
+  `hierarchical_pair_fraction`: the paper's count (railonly.md §4), every DP collective taken as the
+  two-stage one -- in-domain peers plus the same-rank GPUs of the other domains;
 * bytes by tier -- HB (NVLink), rail, spine -- per GPU, from Metrics.tier_bytes, on rail-only and on the
   rail-optimized fat-tree (leaves of 32 domains + spine) with the same strategy;
-* bytes by parallelism type -- TP, PP (activations plus their NVLink gather), DP (gradients / ZeRO),
-  EP -- and by tier. The model's Metrics has no per-type split, so `traffic_by_type` records the
-  collectives the model itself adds to its per-tier ledger (designer/perf/iteration.py) and labels
-  them by their documented order; the per-type sums are checked against Metrics.tier_bytes.
+* bytes by parallelism type -- TP, CP, PP (activations plus their NVLink gather), DP (gradients /
+  ZeRO), EP -- and by tier, from Metrics.type_bytes.
 
 Published (railonly.md §4): > 99% of GPU pairs idle; > 90% of bytes inside HB domains (V1: TP plus the
 in-domain DP stage); > 75% of bytes inside TP groups (v5, 146B-1T GPT).
@@ -29,14 +32,14 @@ and strategy (V1's > 90% holds); no byte needs a cross-rail tier. With Megatron'
 layouts TP groups carry 60-88% of the bytes, rising with model size (> 75% for 530B and 1T, so v5's
 claim holds for the larger half of its range). Designer's best strategies trade pipeline depth for wide
 ZeRO data parallelism, whose in-domain reduce-scatter / all-gather stage moves more bytes than TP, so
-their TP share is 18-70%. Idle pairs: > 99% under the hierarchical count
-(as the paper counts); Metrics' flat group count gives 94-98% idle for DP groups of 1,024-8,192 GPUs.
+their TP share is 18-70%. Idle pairs: > 99% under the hierarchical count (as the paper counts) and
+> 99.9% under the algorithm-aware count (rings and trees pair a GPU with a handful of peers); the flat
+group count gives 94-98% idle for DP groups of 1,024-8,192 GPUs.
 """
 
 from __future__ import annotations
 
 import sys
-from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -51,7 +54,6 @@ import pandas as pd  # noqa: E402
 from railonly_common import (  # noqa: E402
     OUT_DIR, PAPER_BATCH_SEQUENCES, Timer, best_strategy, cli, make_system, strategy_label, suffix, training, write_csv,
 )
-from designer.perf import iteration as it  # noqa: E402
 from designer.perf.model import evaluate_system  # noqa: E402
 from designer.perf.placement import place  # noqa: E402
 from designer.spec.llm import Recompute, Strategy  # noqa: E402
@@ -65,75 +67,25 @@ BATCH_SEQUENCES = {**PAPER_BATCH_SEQUENCES, "gpt-145b": 2048, "gpt-310b": 2048, 
 TYPES = ("tp", "pp", "dp", "ep", "cp")
 MEGATRON_PP = {"gpt-145b": 8, "gpt-310b": 16, "gpt-530b": 32, "gpt-1t": 64}  # SC'21 Table 1 (530b: 35 -> 32)
 
-# The order in which designer/perf/iteration.py adds collectives to its ledger, with their ops:
-# TP (all-reduce, or reduce-scatter + all-gather with SP), CP (K/V all-gather, reduce-scatter),
-# EP (all-to-all, MoE models only), PP (send/recv + the NVLink all-gather of the 1/t shards), then DP
-# twice (dense and expert parameters): all-reduce, reduce-scatter, all-gather (ZeRO 0-2), and ZeRO-3's
-# reduce-scatter, forward all-gather, backward all-gather inside the node (hpZ) or across the group.
-_DP_OPS = ["all_reduce", "reduce_scatter", "all_gather", "reduce_scatter", "all_gather", "all_gather", "all_gather"]
-
-
-def _expected(moe: bool) -> list[tuple[str, str]]:
-    seq = [("tp", "all_reduce"), ("tp", "reduce_scatter"), ("tp", "all_gather"),
-           ("cp", "all_gather"), ("cp", "reduce_scatter")]
-    if moe:
-        seq.append(("ep", "all_to_all"))
-    seq += [("pp", "send_recv"), ("pp", "all_gather")]
-    seq += [("dp", op) for op in _DP_OPS * 2]
-    return seq
-
-
-@contextmanager
-def _recording():
-    """Record (op, per-GPU bytes on hb/rail/spine) of every ledger entry the model makes."""
-    calls: list[tuple[str, float, float, float]] = []
-    ops: dict[int, str] = {}
-    orig_ct, orig_add = it._ct, it._Ledger.add
-
-    def ct(op, nbytes, g, system, ccal, on=True):
-        c = orig_ct(op, nbytes, g, system, ccal, on)
-        ops[id(c)] = op
-        return c
-
-    def add(self, c, count):
-        k = np.asarray(count, float)
-        calls.append((ops.get(id(c), "?"), float(np.sum(c.hb_bytes * k)), float(np.sum(c.rail_bytes * k)),
-                      float(np.sum(c.spine_bytes * k))))
-        return orig_add(self, c, count)
-
-    it._ct, it._Ledger.add = ct, add
-    try:
-        yield calls
-    finally:
-        it._ct, it._Ledger.add = orig_ct, orig_add
+LEVELS = ("hb", "rail", "spine")
 
 
 def traffic_by_type(llm, tr, strategy, system) -> tuple[dict, object]:
-    """Per-GPU bytes per iteration by (type, tier), and the Metrics of the same evaluation."""
-    with _recording() as calls:
-        m = evaluate_system(llm, tr, strategy, system)
-    want = _expected(llm.moe is not None)
-    got = [c[0] for c in calls]
-    if got != [op for _, op in want]:
-        raise RuntimeError(f"designer/perf/iteration.py changed its collective order: {got}; "
-                           f"update traffic_sparsity._expected")
-    out = {f"{t}_{tier}_bytes": 0.0 for t in TYPES for tier in ("hb", "rail", "spine")}
-    for (typ, _), (_, hb, rail, spine) in zip(want, calls):
-        out[f"{typ}_hb_bytes"] += hb
-        out[f"{typ}_rail_bytes"] += rail
-        out[f"{typ}_spine_bytes"] += spine
+    """Per-GPU bytes per iteration by (type, level) from Metrics.type_bytes, and the Metrics."""
+    m = evaluate_system(llm, tr, strategy, system)
+    out = {f"{t}_{lv}_bytes": getattr(m.type_bytes, f"{t}_{lv}_bytes") for t in TYPES for lv in LEVELS}
     tb = m.tier_bytes
-    for tier, total in (("hb", tb.hb_bytes), ("rail", tb.rail_bytes), ("spine", tb.spine_bytes)):
-        s = sum(out[f"{t}_{tier}_bytes"] for t in TYPES)
-        assert abs(s - total) <= 1e-9 * max(total, 1.0), (tier, s, total)
+    for lv, total in (("hb", tb.hb_bytes), ("rail", tb.rail_bytes), ("spine", tb.spine_bytes)):
+        s = sum(out[f"{t}_{lv}_bytes"] for t in TYPES)
+        assert abs(s - total) <= 1e-9 * max(total, 1.0), (lv, s, total)
     return out, m
 
 
 def hierarchical_pair_fraction(st: Strategy, system) -> float:
     """Share of ordered GPU pairs that talk when every DP collective is hierarchical (in-domain stage,
-    then same-rail stage across domains; railonly.md §1): TP peers, the DP members in the own domain,
-    the same-rank DP members of the other domains, and the pipeline neighbours. (Metrics.traffic's
-    pair_fraction counts every member of every group -- a flat all-to-all view of each collective.)"""
+    then same-rail stage across domains; railonly.md §1, the paper's count): TP peers, the DP members
+    in the own domain, the same-rank DP members of the other domains, and the pipeline neighbours.
+    (Metrics.traffic has the flat count -- every member of every group -- and the algorithm-aware one.)"""
     pl = place(st.tp, st.cp, st.dp, st.pp, st.ep, system)
     g = int(pl.grad.ranks_per_domain)
     n_dom = int(pl.grad.size) // g
@@ -168,16 +120,20 @@ def analyse(models) -> pd.DataFrame:
             family = sy.family
             by_type, m = traffic_by_type(llm, tr, st, sy)
             total = m.tier_bytes.hb_bytes + m.tier_bytes.rail_bytes + m.tier_bytes.spine_bytes
-            typ_total = {t: sum(by_type[f"{t}_{tier}_bytes"] for tier in ("hb", "rail", "spine")) for t in TYPES}
+            typ_total = {t: m.type_bytes.total_bytes(t) for t in TYPES}
             rows.append({
                 "model": name, "network": family, "strategy_source": source, "n_gpus": N_GPUS, "hb_size": HB_SIZE,
                 "batch_sequences": tr.global_batch_sequences, "strategy": strategy_label(st),
                 "iteration_time_s": m.iteration_time_s, "fits_in_memory": m.fits_in_memory,
-                "pair_fraction": m.traffic.pair_fraction, "idle_pair_fraction": 1 - m.traffic.pair_fraction,
+                "pair_fraction_algorithm": m.traffic.pair_fraction_algorithm,
+                "idle_pair_fraction_algorithm": 1 - m.traffic.pair_fraction_algorithm,
+                "pair_fraction_flat": m.traffic.pair_fraction_flat,
+                "idle_pair_fraction_flat": 1 - m.traffic.pair_fraction_flat,
                 "hierarchical_pair_fraction": hierarchical_pair_fraction(st, sy),
+                "idle_pair_fraction_hierarchical": 1 - hierarchical_pair_fraction(st, sy),
                 "total_bytes_per_gpu": total,
                 "hb_share": m.traffic.hb_share, "rail_share": m.traffic.rail_share, "spine_share": m.traffic.spine_share,
-                **{f"{t}_share": typ_total[t] / total for t in ("tp", "pp", "dp", "ep")},
+                **{f"{t}_share": typ_total[t] / total for t in ("tp", "cp", "pp", "dp", "ep")},
                 **by_type,
             })
     df = pd.DataFrame(rows)
@@ -204,7 +160,7 @@ def plot(df: pd.DataFrame, path: Path) -> None:
     axes[1].axhline(90, color="k", ls="--", lw=0.8, label="V1: > 90% inside HB domains")
     axes[1].set_ylabel("% of bytes, by tier (rail-only)")
     for ax in axes:
-        ax.set_xticks(x, [f"{m}\n{100 * p:.2f}% pairs" for m, p in zip(d.model, d.pair_fraction)], fontsize=7)
+        ax.set_xticks(x, [f"{m}\n{100 * p:.3f}% pairs" for m, p in zip(d.model, d.pair_fraction_algorithm)], fontsize=7)
         ax.legend(fontsize=7)
         ax.set_ylim(0, 105)
     fig.suptitle(f"N = {N_GPUS:,}, K = {HB_SIZE}, best strategy per model", fontsize=9)
@@ -219,8 +175,9 @@ def main(quick: bool = False, out_dir: Path = OUT_DIR) -> pd.DataFrame:
         df = analyse(QUICK_MODELS if quick else MODELS)
         write_csv(df, out_dir, f"traffic_sparsity{suffix(quick)}.csv")
         plot(df, out_dir / f"traffic_sparsity{suffix(quick)}.png")
-        print(df[["model", "network", "strategy", "pair_fraction", "hierarchical_pair_fraction", "hb_share", "rail_share", "spine_share", "tp_share",
-                  "pp_share", "dp_share"]].to_string(index=False, float_format=lambda x: f"{x:.4f}"))
+        print(df[["model", "network", "strategy", "pair_fraction_algorithm", "pair_fraction_flat",
+                  "hierarchical_pair_fraction", "hb_share", "rail_share", "spine_share", "tp_share", "pp_share",
+                  "dp_share"]].to_string(index=False, float_format=lambda x: f"{x:.5f}"))
     return df
 
 

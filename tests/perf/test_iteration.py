@@ -114,7 +114,7 @@ def test_rail_aligned_mapping_is_equally_fast_on_rail_only():
     assert rail.iteration_time_s == pytest.approx(fat.iteration_time_s, rel=1e-12)
     assert rail.tier_bytes.spine_bytes == 0
     # railonly.md §4: > 75% of the bytes stay inside HB domains, > 97% of the GPU pairs never talk.
-    assert fat.traffic.hb_share > 0.75 and fat.traffic.pair_fraction < 0.03
+    assert fat.traffic.hb_share > 0.75 and fat.traffic.pair_fraction_algorithm < 0.03
 
 
 def test_cross_domain_all_to_all_is_slower_on_rail_only():
