@@ -76,3 +76,15 @@ def test_bad_user_catalog_is_one_line(tmp_path, content, needle):
 def test_unknown_id_lists_allowed():
     with pytest.raises(SpecError, match="allowed: .*qm9790"):
         load_catalog().switch("nope")
+
+
+def test_paper_price_constants_match_the_catalog_price_sets():
+    """topology.RAILONLY_V*_PRICES (used by the pure closed forms) are the catalog's price sets."""
+    from designer.network.prices import prices_from_price_set
+    from designer.network.topology import RAILONLY_V1_PRICES, RAILONLY_V5_PRICES
+
+    cat = load_catalog()
+    for const in (RAILONLY_V1_PRICES, RAILONLY_V5_PRICES):
+        from_catalog = prices_from_price_set(cat, const.name)
+        for field in ("switch_port_usd", "transceiver_usd", "switch_port_w", "transceiver_w", "nic_usd"):
+            assert getattr(const, field) == getattr(from_catalog, field), (const.name, field)
