@@ -26,6 +26,7 @@ SPECS = (
     ("quickstart", "studies/quickstart/study.yaml"),
     ("gpt1t_fabrics", "studies/gpt1t_fabrics/study.yaml"),
     ("llama405b_budget", "studies/llama405b_budget/study.yaml"),
+    ("llama405b_budget/power_sweep", "studies/llama405b_budget/power_sweep.yaml"),
     ("moe_rail_only", "studies/moe_rail_only/study.yaml"),
     ("railonly/headline", "studies/railonly/headline.yaml"),
 )

@@ -14,6 +14,7 @@ binary-activated block of linear rows: one binary y[c] (exactly one is chosen) a
 D[c] = HB domains of that design (0 unless y[c] = 1). Everything else is linear in D[c]:
 
     n_gpus = sum_c K_c D[c]
+    gpus.multiple_of M (a multiple of K_c): D[c] = (M / K_c) z[c], z[c] integer (with spares the job's J[c])
     per plane (designer.network.topology: P planes of E endpoints; E = D for rail-only, K*D otherwise)
       tier count:  2 h^(L-1) + 1 <= E <= 2 h^L          (h = R/2; L = tiers_needed(E, R))
       L == 1:      switches = ceil(P / floor(R / E)), a non-decreasing step function of D, written
@@ -118,6 +119,10 @@ class Combo:
     # Rail-pure leaves with rails shorter than a leaf (D <= h): whole rails are packed per leaf, a
     # step function of D (topology.rail_leaf_count); such D get their own block.
     packed_leaves: bool = False
+    # gpus.multiple_of: D (or, with spares, the job's domains J) is step * an integer, step =
+    # multiple_of / K; d_min and d_max are then multiples of `step` (job_step applies to J).
+    step: int = 1
+    job_step: int = 1
 
     @property
     def planes(self) -> int:
@@ -184,6 +189,11 @@ def component_prices(catalog: Catalog, switch_id: str, radix: int, port_gbps: fl
         source=f"designer catalog entries {switch_id}, {optic.id}, {dac.id if dac else '-'}, {nic_id}")
 
 
+def _round_range(lo: int, hi: int, step: int) -> tuple[int, int]:
+    """The multiples of `step` in [lo, hi], as their least and greatest (lo > hi when none)."""
+    return -(-lo // step) * step, (hi // step) * step
+
+
 def _tier_range(e: int, d_lo: int, d_hi: int, radix: int, levels: int) -> tuple[int, int] | None:
     """Domains D in [d_lo, d_hi] whose plane size E = e*D needs exactly `levels` tiers."""
     h = radix // 2
@@ -215,9 +225,18 @@ def enumerate_combos(study: NetworkStudy, catalog: Catalog) -> tuple[Combo, ...]
                     continue
             k = plat.hb_domain_size
             d_lo, d_hi = -(-req.lo // k), req.hi // k
+            step = 1
+            if req.multiple_of is not None:
+                if req.multiple_of % k:
+                    reasons.add(f"gpus.multiple_of {req.multiple_of} is not a multiple of platform {pid}'s K={k}")
+                    continue
+                step = req.multiple_of // k
+                d_lo, d_hi = _round_range(d_lo, d_hi, step)
             if d_lo > d_hi:
                 reasons.add(f"platform {pid} (K={k}) has no multiple in the GPU range")
                 continue
+            # Without spares the step applies to the built domains D; with spares to the job's J.
+            d_step, j_step = (step, 1) if study.spares is None else (1, step)
             for nc in ch.nics:
                 nic = catalog.nic(nc.id)
                 for npg in nc.nics_per_gpu:
@@ -278,6 +297,9 @@ def enumerate_combos(study: NetworkStudy, catalog: Catalog) -> tuple[Combo, ...]
                                             pieces = [(lo_, hi_, packed) for lo_, hi_, packed in
                                                       ((rng[0], min(rng[1], h), True), (max(rng[0], h + 1), rng[1], False))
                                                       if lo_ <= hi_]
+                                        if d_step > 1:
+                                            pieces = [(*_round_range(lo_, hi_, d_step), packed) for lo_, hi_, packed in pieces]
+                                            pieces = [p for p in pieces if p[0] <= p[1]]
                                         for lo_, hi_, packed in pieces:
                                             combo = Combo(
                                                 index=len(out), family=family, platform=pid, gpu=gpu.id,
@@ -287,7 +309,8 @@ def enumerate_combos(study: NetworkStudy, catalog: Catalog) -> tuple[Combo, ...]
                                                 dac_for_nic_links=use_dac, optic=optic.id,
                                                 dac=dac.id if use_dac else None, prices=prices,
                                                 domain_usd=plat.price_usd, domain_w=plat.power_w, gpu_flops=flops,
-                                                d_min=lo_, d_max=hi_, packed_leaves=packed)
+                                                d_min=lo_, d_max=hi_, packed_leaves=packed,
+                                                step=d_step, job_step=j_step)
                                             if lo_ == hi_:
                                                 # A fixed size: the closed form decides validity (e.g. an
                                                 # oversubscribed tier that leaves a switch without uplinks).
@@ -394,6 +417,8 @@ def tighten_combos(combos: Sequence[Combo], rows: Sequence[Any]) -> tuple[Combo,
                         else:
                             a = mid + 1
                     lo = a
+        if c.step > 1 and lo <= hi:
+            lo, hi = _round_range(lo, hi, c.step)  # the budgets' D interval, on the multiple_of grid
         if lo <= hi:
             out.append(c if (lo, hi) == (c.d_min, c.d_max) else replace(c, d_min=lo, d_max=hi))
     return tuple(replace(c, index=i) for i, c in enumerate(out))
@@ -496,6 +521,13 @@ def define_counts(model: pyo.ConcreteModel, combos: Sequence[Combo]) -> None:
     by_index = {c.index: c for c in combos}
     model.domains_lo = pyo.Constraint(model.C, rule=lambda m, i: m.D[i] >= by_index[i].d_min * m.y[i])
     model.domains_hi = pyo.Constraint(model.C, rule=lambda m, i: m.D[i] <= by_index[i].d_max * m.y[i])
+    # gpus.multiple_of: D = step * Dz with an integer Dz (linear; D's bounds then bound Dz).
+    stepped = [c.index for c in combos if c.step > 1]
+    if stepped:
+        model.CS = pyo.Set(initialize=stepped, ordered=True)
+        model.Dz = pyo.Var(model.CS, domain=pyo.NonNegativeIntegers,
+                           bounds=lambda m, i: (0, by_index[i].d_max // by_index[i].step))
+        model.domains_step = pyo.Constraint(model.CS, rule=lambda m, i: m.D[i] == by_index[i].step * m.Dz[i])
 
 
 def rail_leaves_per_plane(c: Combo, n_domains: int) -> int:
@@ -797,6 +829,12 @@ def define_spares(model: pyo.ConcreteModel, combos: Sequence[Combo], study: Netw
 
     f = sp.target_fraction
     model.job_within = pyo.Constraint(model.C, rule=lambda m, i: m.J[i] <= m.D[i])
+    stepped = [c.index for c in combos if c.job_step > 1]
+    if stepped:  # gpus.multiple_of applies to the job: J = step * Jz
+        model.CJ = pyo.Set(initialize=stepped, ordered=True)
+        model.Jz = pyo.Var(model.CJ, domain=pyo.NonNegativeIntegers,
+                           bounds=lambda m, i: (0, by_index[i].d_max // by_index[i].job_step))
+        model.job_step = pyo.Constraint(model.CJ, rule=lambda m, i: m.J[i] == by_index[i].job_step * m.Jz[i])
     model.job_held = pyo.Constraint(model.C, rule=lambda m, i: f * m.J[i] <= m.D[i] - need(m, i))
     job_gpus = pyo.Expression(expr=sum(by_index[i].hb_domain_size * model.J[i] for i in model.C))
     model.job_gpus = job_gpus

@@ -11,6 +11,7 @@ each raises one-line SpecError naming the field, the value and what is allowed.
 
 from __future__ import annotations
 
+import math
 import re
 from enum import Enum
 from pathlib import Path
@@ -128,11 +129,16 @@ class Choices(Record):
 
 
 class GpuRequirement(Record):
-    """Either an exact `count`, or a range [`min`, `max`] the MILP chooses from."""
+    """Either an exact `count`, or a range [`min`, `max`] the MILP chooses from.
+
+    `multiple_of`: the GPU count (the job's, with spares) must be a multiple of it, e.g. so that a
+    budget-maximizing objective returns counts the model's parallel strategies divide. It must itself
+    be a multiple of every chosen platform's HB-domain size (checked against the catalog)."""
 
     count: int | None = Field(default=None, ge=1)
     min: int | None = Field(default=None, ge=1)
     max: int | None = Field(default=None, ge=1)
+    multiple_of: int | None = Field(default=None, ge=1)
     min_scaleout_gbps_per_gpu: float = Field(default=0.0, ge=0, description="NIC injection bandwidth per GPU")
 
     @model_validator(mode="after")
@@ -407,6 +413,18 @@ def check_against_catalog(study: NetworkStudy, catalog: Catalog) -> None:
             if mid not in ids:
                 raise SpecError(f"field 'choices.media.{key}' = '{mid}': not a {kind} in the catalog; allowed: {', '.join(ids)}")
     sizes = {p: catalog.platform(p).hb_domain_size for p in ch.platforms}
+    mult = study.gpus.multiple_of
+    if mult is not None:
+        lcm = math.lcm(*sizes.values())
+        if mult % lcm:
+            raise SpecError(f"field 'gpus.multiple_of' = {mult}: not a multiple of every chosen HB domain size "
+                            f"{sorted(set(sizes.values()))}; allowed: multiples of {lcm}")
+        if study.gpus.count is not None and study.gpus.count % mult:
+            raise SpecError(f"field 'gpus.count' = {study.gpus.count}: not a multiple of gpus.multiple_of ({mult}); "
+                            f"allowed: multiples of {mult}")
+        if study.gpus.count is None and (study.gpus.hi // mult) * mult < study.gpus.lo:
+            raise SpecError(f"field 'gpus.multiple_of' = {mult}: the range [{study.gpus.lo}, {study.gpus.hi}] "
+                            f"holds no multiple of it; allowed: a value with a multiple in the range")
     if study.gpus.count is not None:
         bad = {p: k for p, k in sizes.items() if study.gpus.count % k}
         if bad:
@@ -424,6 +442,9 @@ def check_against_catalog(study: NetworkStudy, catalog: Catalog) -> None:
         for lvl in fr.levels:
             if lvl != int(lvl) or any(int(lvl) % k for k in sizes.values()):
                 raise SpecError(f"field 'objective.frontier.levels' = {lvl}: GPU levels must be multiples of every HB domain size {sorted(set(sizes.values()))}")
+            if mult is not None and int(lvl) % mult:
+                raise SpecError(f"field 'objective.frontier.levels' = {lvl}: not a multiple of gpus.multiple_of ({mult}); "
+                                f"allowed: multiples of {mult}")
 
 
 __all__ = [

@@ -58,8 +58,10 @@ def paper_catalog(tmp_path_factory) -> str:
 
 def study(cat: str, *, family="rail-optimized", k=8, radix=64, count=None, lo=None, hi=None, npg=(1,),
           dac=False, ratios=(3.0,), objective=None, budgets=None, hooks=(), solver=None, platforms=None,
-          switches=None) -> NetworkStudy:
+          switches=None, multiple_of=None) -> NetworkStudy:
     gpus = {"count": count} if count is not None else {"min": lo, "max": hi}
+    if multiple_of is not None:
+        gpus["multiple_of"] = multiple_of
     data = {
         "catalog": {"extra_files": [cat]},
         "choices": {
@@ -427,3 +429,51 @@ def test_example_declarative_study_changes_the_answer():
     assert with_budget.design.bom.transceiver_count == 4 * 32768
     assert with_budget.slacks["optics"].slack == 150000 - 4 * 32768
     assert with_budget.design.capex_usd > without.design.capex_usd
+
+
+# ---------------------------------------------------------------------------------------------
+# gpus.multiple_of: D = (multiple_of / K) * integer
+# ---------------------------------------------------------------------------------------------
+
+
+def test_multiple_of_leaves_a_fixed_count_unchanged(paper_catalog):
+    plain = solve_network(study(paper_catalog, family="rail-optimized", count=4608)).design
+    stepped = solve_network(study(paper_catalog, family="rail-optimized", count=4608, multiple_of=576)).design
+    assert stepped.n_gpus == plain.n_gpus == 4608
+    assert stepped.capex_usd == pytest.approx(plain.capex_usd) == pytest.approx(_capex("rail-optimized", 576))
+
+
+def test_max_gpus_under_capex_returns_a_multiple(paper_catalog):
+    budget = 3.0e8
+    st = study(paper_catalog, family="rail-optimized", lo=8, hi=8 * 2000, objective={"kind": "max_gpus"},
+               budgets={"capex_usd": budget}, multiple_of=64)
+    res = solve_network(st)
+    free = max(d for d in range(1, 2001) if _capex("rail-optimized", d) <= budget)
+    want = max(d for d in range(8, 2001, 8) if _capex("rail-optimized", d) <= budget)
+    assert free % 8 and want < free  # the step binds: without it the optimum is not a multiple
+    assert res.design.n_domains == want and res.design.n_gpus % 64 == 0
+    assert res.design.capex_usd == pytest.approx(_capex("rail-optimized", want))
+
+
+def test_frontier_over_capex_with_two_platforms_stays_on_the_grid(paper_catalog):
+    levels = [2.0e8, 4.0e8, 8.0e8]
+    st = study(paper_catalog, family="rail-optimized", platforms=["hgx_h100_8", "gb200_nvl72"], lo=576, hi=576 * 40,
+               multiple_of=576,
+               objective={"kind": "frontier", "frontier": {"vary": "capex_usd", "levels": levels, "optimize": "max_gpus"}})
+    res = solve_network(st)
+    assert len(res.designs) == 3
+    for d, lvl in zip(res.designs, levels):
+        assert d.n_gpus % 576 == 0 and d.capex_usd <= lvl
+    assert [d.n_gpus for d in res.designs] == sorted(d.n_gpus for d in res.designs)
+
+
+def test_multiple_of_must_fit_every_domain(paper_catalog):
+    st = study(paper_catalog, family="rail-optimized", platforms=["hgx_h100_8", "gb200_nvl72"], lo=576, hi=5760,
+               multiple_of=144 * 5, objective={"kind": "max_gpus"}, budgets={"capex_usd": 1e8})
+    solve_network(st)  # 720 = 10 x 72 = 90 x 8: allowed
+    bad = study(paper_catalog, family="rail-optimized", platforms=["hgx_h100_8", "gb200_nvl72"], lo=576, hi=5760,
+                multiple_of=100, objective={"kind": "max_gpus"}, budgets={"capex_usd": 1e8})
+    with pytest.raises(SpecError) as err:
+        solve_network(bad)
+    assert str(err.value) == ("field 'gpus.multiple_of' = 100: not a multiple of every chosen HB domain size [8, 72]; "
+                              "allowed: multiples of 72")

@@ -81,3 +81,13 @@ def test_a_binding_budget_changes_the_spare_choice(cat):
     with pytest.raises(InfeasibleDesign):
         solve_network(study(cat, ("rail-only",), gpus={"count": 1024}, budgets={
             "declared": [{"name": "spares", "metric": "spare_domains", "sense": "<=", "rhs": 20}]}))
+
+
+def test_multiple_of_applies_to_the_job(cat):
+    d = solve_network(study(cat, ["rail-optimized"], gpus={"min": 512, "max": 8192, "multiple_of": 1024},
+                            objective={"kind": "max_gpus"}, budgets={"capex_usd": 200e6})).design
+    assert d.job_gpus % 1024 == 0 and d.spare_domains > 0 and d.capex_usd <= 200e6
+    # One more 1,024-GPU step of job (with its spares) would break the budget.
+    free = solve_network(study(cat, ["rail-optimized"], gpus={"min": 512, "max": 8192},
+                               objective={"kind": "max_gpus"}, budgets={"capex_usd": 200e6})).design
+    assert d.job_gpus == free.job_gpus // 1024 * 1024
