@@ -263,13 +263,11 @@ def _search_all(spec: StudySpec, problem: Problem, cands: list[Candidate], out_d
             p.join()
         if procs:
             # Workers may have finished trials after this process collected a design: collect again.
-            from designer.search.runner import collect, study_name_for
-            import optuna
+            from designer.search.runner import recollect
 
             for j, c in enumerate(cands):
                 if methods[c.design_id] == "optuna":
-                    ost = optuna.load_study(study_name=study_name_for(spec.name, c.design_id), storage=st)
-                    tables[j] = collect(ost, problem, c, tables[j].space_size, tables[j].wall_time_s)
+                    tables[j] = recollect(st, spec.name, problem, c, tables[j].space_size, tables[j].wall_time_s)
     finally:
         for p in procs:
             if p.is_alive():

@@ -402,6 +402,13 @@ def run_optuna(problem: Problem, cand: Candidate, *, storage: BaseStorage, study
     return collect(ostudy, problem, cand, runner.space.size, time.perf_counter() - t0)
 
 
+def recollect(storage: BaseStorage, study: str, problem: Problem, cand: Candidate, space_size: int,
+              wall_s: float = 0.0) -> ScoredTable:
+    """A design's table read again from the storage (other workers may have added trials)."""
+    ostudy = optuna.load_study(study_name=study_name_for(study, cand.design_id), storage=storage)
+    return collect(ostudy, problem, cand, space_size, wall_s)
+
+
 def collect(ostudy: optuna.Study, problem: Problem, cand: Candidate, space_size: int, wall_s: float = 0.0) -> ScoredTable:
     """Every finished trial of a design's study, in trial-number order."""
     trials = sorted((t for t in ostudy.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
