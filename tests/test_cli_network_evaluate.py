@@ -95,3 +95,11 @@ def test_network_infeasible_budget_names_the_budget_and_shortfall(tmp_path):
     line = one_error_line(run_cli("network", str(_write(tmp_path, data))))
     assert "optics" in line
     assert "31,072" in line or "31072" in line
+
+
+def test_network_reads_the_network_section_of_a_full_study(tmp_path):
+    # The quickstart's frontier fixes the GPU count at 256, 512, 1024 and 2048 (min cost each).
+    out = run_cli("network", str(ROOT / "studies" / "quickstart" / "study.yaml"), "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert [d["n_gpus"] for d in data["designs"]] == [256, 512, 1024, 2048]

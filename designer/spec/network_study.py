@@ -351,10 +351,14 @@ class NetworkStudy(Record):
 
 
 def load_network_study_file(path: str | Path) -> NetworkStudy:
-    """Validate a YAML file; a file may hold the study at its root or under a `network:` key."""
+    """Validate a YAML file: a network study at its root, or a full study whose `network:` section is
+    one (the full study's name is kept when the section has none)."""
     data = read_yaml(path)
-    if isinstance(data, dict) and set(data) == {"network"}:
-        data = data["network"]
+    if isinstance(data, dict) and isinstance(data.get("network"), dict):
+        section = dict(data["network"])
+        if "name" in data and "name" not in section:
+            section["name"] = data["name"]
+        return validate(NetworkStudy, section, where=f"{path}: network")
     return validate(NetworkStudy, data, where=str(path))
 
 
