@@ -452,7 +452,7 @@ def run_study(spec: StudySpec, *, out_dir: str | Path | None = None, n_trials: i
     write_outputs(out, pareto=pareto, trials=trials, designs=designs, meta=meta, fronts_by=fronts_by, front_by=key,
                   plots=spec.output.plots, title=f"{spec.name}: {problem.llm.name}")
     if progress is not None:
-        progress(ProgressEvent("done", len(cands), len(cands), front_size=len(pareto)))
+        progress(ProgressEvent("done", len(cands), len(cands), done=len(cands), total=len(cands), front_size=len(pareto)))
     return StudyResult(spec, out, pareto, trials, designs, meta, fronts_by)
 
 

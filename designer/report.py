@@ -65,6 +65,8 @@ def progress_bar() -> Iterator[Any]:
                         f"| front so far: {event.front_size} points")
             else:
                 text = f"done | front: {event.front_size} points"
+                progress.update(task, completed=event.total or event.done, total=event.total or None, description=text)
+                return
             progress.update(task, completed=event.done, total=event.total or None, description=text)
 
         yield update
