@@ -31,6 +31,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from railonly_common import (  # noqa: E402
+    save_figure,
     OUT_DIR, PAPER_BATCH_SEQUENCES, PAPER_HB_BYTES_PER_S, PAPER_NIC_BYTES_PER_S, Timer, best_row, cli, make_system,
     pick, score, strategy_grid, suffix, training, v1_times, write_csv,
 )
@@ -82,9 +83,7 @@ def plot(df: pd.DataFrame, path: Path) -> None:
         ax.set_ylabel("iteration time (s)")
         ax.set_title(f"rail-only, N = {N_GPUS:,}", fontsize=9)
     axes[0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def main(quick: bool = False, out_dir: Path = OUT_DIR) -> pd.DataFrame:

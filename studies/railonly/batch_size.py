@@ -42,6 +42,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from railonly_common import (  # noqa: E402
+    save_figure,
     OUT_DIR, Timer, best_row, cli, ideal_best, make_system, pick, score, suffix, training, v1_times, write_csv,
 )
 from designer.spec.models import load_model  # noqa: E402
@@ -97,9 +98,7 @@ def plot(df: pd.DataFrame, path: Path) -> None:
     ax.set_title(f"N = {N_GPUS:,}, K = {HB_SIZE}", fontsize=9)
     ax.set_ylim(0, 105)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def main(quick: bool = False, out_dir: Path = OUT_DIR) -> pd.DataFrame:

@@ -57,6 +57,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from railonly_common import (  # noqa: E402
+    save_figure,
     OUT_DIR, PAPER_BATCH_SEQUENCES, Timer, best_row, cli, ideal_best, make_system, pick, score, strategy_grid, suffix,
     training, v1_times, write_csv,
 )
@@ -148,9 +149,7 @@ def plot(df: pd.DataFrame, path: Path) -> None:
             ax.set_ylabel("iteration time (s)")
             ax.set_ylim(bottom=0)
     axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def write_markdown(df: pd.DataFrame, sv: pd.DataFrame, path: Path) -> None:

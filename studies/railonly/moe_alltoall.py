@@ -57,6 +57,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from railonly_common import (  # noqa: E402
+    save_figure,
     OUT_DIR, GridOptions, Timer, best_row, cli, make_system, pick, score, strategy_grid, strategy_label, suffix, write_csv,
 )
 from designer.perf import collectives as coll  # noqa: E402
@@ -194,9 +195,7 @@ def plot(raw: pd.DataFrame, it: pd.DataFrame, path: Path) -> None:
     ax.set_ylabel("iteration time overhead vs fat-tree (%)")
     ax.set_title("deepseek-v3-like iteration, DeepSeek-V3 layout (PP16 EP64)", fontsize=8)
     ax.legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def main(quick: bool = False, out_dir: Path = OUT_DIR) -> pd.DataFrame:

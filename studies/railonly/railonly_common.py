@@ -318,3 +318,12 @@ class Timer:
         self.wall_s = time.perf_counter() - self.t0
         print(f"{self.name}: wall time {self.wall_s:.1f} s")
         return False
+
+
+def save_figure(fig, path: Path) -> None:
+    """Lay out, write at the resolution every study plot uses, and free the figure."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

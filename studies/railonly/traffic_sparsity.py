@@ -52,6 +52,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from railonly_common import (  # noqa: E402
+    save_figure,
     OUT_DIR, PAPER_BATCH_SEQUENCES, Timer, best_strategy, cli, make_system, strategy_label, suffix, training, write_csv,
 )
 from designer.perf.model import evaluate_system  # noqa: E402
@@ -164,9 +165,7 @@ def plot(df: pd.DataFrame, path: Path) -> None:
         ax.legend(fontsize=7)
         ax.set_ylim(0, 105)
     fig.suptitle(f"N = {N_GPUS:,}, K = {HB_SIZE}, best strategy per model", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def main(quick: bool = False, out_dir: Path = OUT_DIR) -> pd.DataFrame:
