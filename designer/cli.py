@@ -109,15 +109,18 @@ def evaluate(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Evaluate one strategy on one cluster: iteration time, time-to-train, MFU, memory, breakdown."""
-    from designer.evaluate import evaluate_scenario, load_scenario, metrics_json
+    from designer.evaluate import defaulted_fields, evaluate_scenario, load_scenario, metrics_json
     from designer.report import print_mapping
 
-    data = metrics_json(evaluate_scenario(load_scenario(scenario)))
+    sc = load_scenario(scenario)
+    data = metrics_json(evaluate_scenario(sc))
+    defaults = {k: (list(v) if isinstance(v, tuple) else v) for k, v in defaulted_fields(sc)}
     if as_json:
-        _print_json(data)
+        _print_json({**data, "defaulted": defaults})
     else:
         data.pop("breakdown", None)
         print_mapping(f"evaluate {scenario.name}", data)
+        print_mapping("defaulted (not set in the scenario)", defaults)
 
 
 @app.command()

@@ -50,6 +50,9 @@ class SystemChoice(Record):
     hb_topology: HBTopology | None = None
     torus_dims: tuple[int, ...] | None = None
     hb_gb_per_s_per_direction: float | None = Field(default=None, gt=0)
+    # Jobs on part of an HB domain (8, 64 or 128 GPUs of NVL72 racks): the GPUs the job uses in each
+    # domain; the rest of the domain idles or runs other jobs. None means the whole domain.
+    gpus_per_domain: int | None = Field(default=None, ge=1)
 
 
 class Scenario(Record):
@@ -81,11 +84,17 @@ def build_system(choice: SystemChoice, catalog: Catalog) -> ClusterSystem:
         allowed = ", ".join(f"{m.port_gbps:g}G" for m in switch.modes)
         raise SpecError(f"system.switch = {choice.switch!r} has no {nic.gbps:g}G ports for nic {nic.id}; "
                         f"its port speeds: {allowed}")
-    if choice.n_gpus % plat.hb_domain_size:
-        raise SpecError(f"system.n_gpus = {choice.n_gpus}: must be a multiple of the HB domain size "
-                        f"{plat.hb_domain_size} of platform {plat.id}")
+    used = choice.gpus_per_domain or plat.hb_domain_size
+    if used > plat.hb_domain_size:
+        raise SpecError(f"system.gpus_per_domain = {used}: at most the HB domain size {plat.hb_domain_size} "
+                        f"of platform {plat.id}")
+    if choice.n_gpus % used:
+        hint = "" if choice.gpus_per_domain else "; set system.gpus_per_domain to use part of each domain"
+        raise SpecError(f"system.n_gpus = {choice.n_gpus}: must be a multiple of the {used} GPUs used per HB "
+                        f"domain of platform {plat.id}{hint}")
     prices = prices_from_components(catalog, switch.id, nic.gbps, nic_id=nic.id)
-    bom = bill_of_materials(Family(choice.family), choice.n_gpus, plat.hb_domain_size, modes[0].radix,
+    # the scale-out network connects the GPUs in use: n_gpus / used domains of `used` GPUs each
+    bom = bill_of_materials(Family(choice.family), choice.n_gpus, used, modes[0].radix,
                             prices=prices, port_gbps=nic.gbps, nics_per_gpu=choice.nics_per_gpu,
                             oversubscription=choice.oversubscription,
                             oversubscribed_level=choice.oversubscribed_level)
@@ -93,7 +102,7 @@ def build_system(choice: SystemChoice, catalog: Catalog) -> ClusterSystem:
                   for t in to_network_tiers(bom))
     hb_gb_per_s = choice.hb_gb_per_s_per_direction or plat.hb_gb_per_s_per_direction or gpu.hb_gb_per_s_per_direction
     try:
-        hb = HBDomain(size=plat.hb_domain_size, bandwidth_per_gpu_bytes_per_s=hb_gb_per_s * GB_PER_S_TO_BYTES_PER_S,
+        hb = HBDomain(size=used, bandwidth_per_gpu_bytes_per_s=hb_gb_per_s * GB_PER_S_TO_BYTES_PER_S,
                       topology=choice.hb_topology or plat.hb_topology,
                       torus_dims=choice.torus_dims if choice.hb_topology else plat.torus_dims,
                       in_network_reduction=plat.in_network_reduction and (choice.hb_topology in (None, HBTopology.switched)))
@@ -112,6 +121,20 @@ def evaluate_scenario(scenario: Scenario) -> Metrics | Infeasible:
     if scenario.strategy.n_gpus != system.n_gpus:
         raise SpecError(f"strategy tp*pp*dp*cp = {scenario.strategy.n_gpus} must equal system.n_gpus = {system.n_gpus}")
     return evaluate_system(llm, scenario.training, scenario.strategy, system)
+
+
+def defaulted_fields(record: Record, prefix: str = "") -> list[tuple[str, Any]]:
+    """Every field of a scenario the user did not set, with the value it took (nested records are
+    walked; a nested record left out entirely is listed field by field)."""
+    out: list[tuple[str, Any]] = []
+    for name in type(record).model_fields:
+        value = getattr(record, name)
+        path = f"{prefix}{name}"
+        if isinstance(value, Record):
+            out += defaulted_fields(value, path + ".")
+        elif name not in record.model_fields_set:
+            out.append((path, value.value if hasattr(value, "value") else value))
+    return out
 
 
 def metrics_json(result: Metrics | Infeasible) -> dict[str, Any]:

@@ -50,7 +50,7 @@ def _write(tmp_path: Path, data: dict) -> Path:
     [
         (lambda d: d["strategy"].update(colour="red"), "unknown key"),
         (lambda d: d["strategy"].update(tp=0), "strategy.tp"),
-        (lambda d: d["system"].update(n_gpus=1537), "multiple of the HB domain size"),
+        (lambda d: d["system"].update(n_gpus=1537), "GPUs used per HB domain"),
         (lambda d: d.update(model="gpt-9t"), "available:"),
         (lambda d: d["strategy"].update(dp=12), "must equal system.n_gpus"),
     ],

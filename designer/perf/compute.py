@@ -5,21 +5,26 @@ per strategy), so the same code scores one strategy or a hundred thousand.
 
 FLOP counts (per microbatch, per GPU, forward):
 - every matmul X[M,K] @ W[K,N] costs 2·M·N·K FLOPs (one multiply and one add per MAC);
-- backward = 2 × forward (one GEMM for the input gradient, one for the weight gradient;
-  Narayanan et al. SC'21 §5.1, Kaplan et al. 2020 §2.1);
-- full recomputation adds one forward of every layer; selective recomputation adds the attention
-  core (QKᵀ, softmax, dropout, AV) only (Korthikanti et al. 2022, arXiv 2205.05198 §4.2/§5).
+- backward of a linear layer = 2 × forward (one GEMM for the input gradient, one for the weight
+  gradient; Narayanan et al. SC'21 §5.1, Kaplan et al. 2020 §2.1);
+- backward of the attention core = 2.5 × forward (five matmuls against two: QKᵀ and AV are
+  recomputed from the saved statistics, then dV, dP, dQ, dK; Dao 2023, arXiv 2307.08691 §3.1.2);
+- recomputation adds the forward of what it drops: the whole layer (full) or the modules listed
+  (selective; Megatron's --recompute-modules; the default core_attn is Korthikanti et al. 2022 §5).
 For the Megatron GPT layer this gives 24·b·s·h² + 4·b·s²·h forward FLOPs per layer and 2·b·s·h·V for
 the logits, the terms of the paper's F = 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)) (training-runs.md).
 
-Time: each GEMM runs at peak × η(M, N, K), an efficiency curve of the GEMM shape whose parameters are
-data (designer/data/compute_efficiency.yaml). Element-wise, memory-bound kernels (layer norm,
-softmax, dropout, activation, residual add, optimizer step) are timed as HBM bytes / (η_hbm × HBM
-bandwidth), counting the bytes each kernel reads and writes.
+Time: each GEMM runs at peak × η(M, N, K), an efficiency curve of the GEMM shape whose ceiling
+depends on the GPU generation and the GEMM precision (designer/data/compute_efficiency.yaml). The
+fused attention kernels run at a per-(kernel, generation) fraction of the 16-bit peak, forward and
+backward apart. Element-wise, memory-bound kernels (norms, activation, residual adds, dropout where
+the model has it, fp8 casts and transposes, the optimizer step) are timed as HBM bytes / (η_hbm ×
+HBM bandwidth), counting the bytes each kernel reads and writes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,27 +33,53 @@ from designer.spec.llm import LLMSpec
 
 ACT_BYTES = 2.0  # bf16/fp16 activations (fp8 GEMMs still keep 16-bit activations between kernels)
 MASK_BYTES = 1.0  # dropout masks are stored as uint8 in PyTorch/Megatron (Korthikanti et al. 2022 §4.1)
+LOW_PRECISIONS = ("fp8", "mxfp8", "nvfp4")
+ATTENTION_KERNELS = ("flash", "flash2", "flash3", "cudnn", "unfused")  # StrategyArrays.kernel codes
+KERNEL_UNFUSED = 4
+FLASH_BLOCK = 128  # query/key tile of the fused attention kernels (FA2/FA3, cuDNN): causal blocks
 
 
 @dataclass(frozen=True)
 class ComputeCalibration:
     """Parameters of the compute-time model. Loaded from designer/data/compute_efficiency.yaml."""
 
-    gemm_max_efficiency: float  # fraction of dense peak a large, well-shaped GEMM reaches
-    gemm_k_half: float  # reduction length at which a GEMM reaches half of its max efficiency (K term)
+    gemm_k_half: float  # reduction length at which a GEMM reaches half of its ceiling (K term)
     gemm_mn_half: float  # smaller output dimension at which the (M,N) term halves
-    gpu_max_efficiency: tuple[tuple[str, float], ...]  # per-GPU override of gemm_max_efficiency
+    gemm_ceilings: tuple[tuple[str, str, float], ...]  # (architecture, precision, ceiling)
+    gpu_gemm_ceilings: tuple[tuple[str, str, float], ...]  # (gpu id, precision, ceiling) overrides
     hbm_efficiency: float  # fraction of HBM peak bandwidth element-wise kernels reach
-    attention_kernel: str  # "unfused" (scores materialised, Megatron 2021) or "flash" (FlashAttention)
-    flash_efficiency: float  # fraction of peak the fused flash-attention kernel reaches
+    attention: tuple[tuple[str, str, float, float], ...]  # (kernel, architecture, forward, backward) of the 16-bit peak
+    default_flash: tuple[tuple[str, str], ...]  # (architecture, kernel) that "flash" means
     optimizer_bytes_per_param: float  # HBM traffic of the mixed-precision Adam step per local parameter
-    fp8_gemm_fraction: float  # share of GEMM FLOPs run in fp8 when precision is fp8 (TE: linear layers)
+    framework_per_iteration_s: float  # host-side work per iteration (optimizer launch, data, logging)
+    framework_per_layer_s: float  # host launch overhead per layer per microbatch, forward + backward
+    overlap_slowdown: float = 0.0  # compute lost per second of communication hidden behind it
+    grouped_gemm_efficiency: float = 1.0  # expert GEMMs (grouped, one problem per local expert) vs the dense ceiling
 
-    def max_efficiency(self, gpu_name: str) -> float:
-        for name, eff in self.gpu_max_efficiency:
-            if name == gpu_name:
+    def gemm_ceiling(self, gpu_name: str, architecture: str, precision: str) -> float:
+        for name, prec, eff in self.gpu_gemm_ceilings:
+            if name == gpu_name and prec == precision:
                 return eff
-        return self.gemm_max_efficiency
+        for arch, prec, eff in self.gemm_ceilings:
+            if arch == architecture and prec == precision:
+                return eff
+        raise KeyError(f"no GEMM ceiling for {architecture}/{precision} in compute_efficiency.yaml")
+
+    def attention_table(self, architecture: str) -> tuple[np.ndarray, np.ndarray]:
+        """Forward and backward efficiency per kernel code (ATTENTION_KERNELS); nan where the kernel
+        does not exist on this generation; the unfused entry is unused (it runs as GEMMs)."""
+        fwd = np.full(len(ATTENTION_KERNELS), np.nan)
+        bwd = np.full(len(ATTENTION_KERNELS), np.nan)
+        for kernel, arch, f, b in self.attention:
+            if arch == architecture:
+                i = ATTENTION_KERNELS.index(kernel)
+                fwd[i], bwd[i] = f, b
+        default = dict(self.default_flash).get(architecture)
+        if default is not None:
+            j = ATTENTION_KERNELS.index(default)
+            fwd[0], bwd[0] = fwd[j], bwd[j]
+        fwd[KERNEL_UNFUSED] = bwd[KERNEL_UNFUSED] = 1.0
+        return fwd, bwd
 
 
 def gemm_efficiency(m, n, k, max_eff: float, calib: ComputeCalibration):
@@ -57,7 +88,7 @@ def gemm_efficiency(m, n, k, max_eff: float, calib: ComputeCalibration):
     η = η_max · K/(K + K½) · d/(d + D½), d = min(M, N). Why this shape: a GEMM tile loops over K, so
     its fixed prologue/epilogue (loading the first tiles, writing C) is amortised over K; and a small
     output dimension leaves SMs idle or tiles partly filled (wave and tile quantisation). Both
-    saturate for the large shapes cuBLAS reaches ~85-90% of peak on (NVIDIA "Matrix Multiplication
+    saturate for the large shapes cuBLAS reaches its ceiling on (NVIDIA "Matrix Multiplication
     Background" guide, docs.nvidia.com/deeplearning/performance). K½ and D½ are calibrated.
     """
     m = np.asarray(m, dtype=float)
@@ -74,125 +105,255 @@ def gemm_time_s(m, n, k, count, peak_flops: float, max_eff: float, calib: Comput
 
 
 @dataclass(frozen=True)
+class Precisions:
+    """The peaks and ceilings one evaluation runs at (one design, one precision).
+
+    gemm_*: the linear layers (low precision where the recipe says); hi_*: 16-bit GEMMs (attention
+    core when unfused, the router, the output layer, which Transformer Engine leaves in 16-bit);
+    cast_bytes_per_element: HBM bytes the quantisation of one GEMM operand element moves (0 in 16-bit)."""
+
+    gemm_peak_flops: float
+    gemm_max_eff: float
+    hi_peak_flops: float
+    hi_max_eff: float
+    cast_bytes_per_element: float
+    attn_fwd_eff: np.ndarray  # per kernel code, fraction of hi_peak_flops
+    attn_bwd_eff: np.ndarray
+
+
+@dataclass(frozen=True)
 class LayerWork:
-    """Forward work of one layer for one microbatch on one GPU (arrays over strategies).
+    """Forward work of one layer for one microbatch on one GPU (arrays over strategies), in parts so
+    the backward pass, recomputation and overlap can be priced from them.
 
-    dense_gemm_s / attn_core_s: GEMM seconds (weights matmuls / attention core); memory_s: element-wise
-    kernel seconds of the whole layer; attn_memory_s: the part of memory_s that belongs to the
-    attention core (recomputed by selective recomputation). *_flops are the executed FLOPs.
-    """
+    *_gemm_s: linear-layer GEMM seconds (attn_gemm_s: QKV and output projections, mla_up_s: the MLA
+    up-projections inside it; mlp_gemm_s: dense MLP or router + experts + shared experts);
+    attn_fwd_s / attn_bwd_s: the attention core, forward and backward; norm_s, residual_s, mlp_mem_s
+    (act_fn_s: its activation-function part), attn_mem_s: element-wise seconds; cast_s: low-precision
+    quantisation of the GEMM inputs (forward; backward casts the gradients, the same amount).
+    *_flops: executed forward FLOPs; attn_flops_model: the non-causal count (MFU conventions);
+    attn_flops_causal: exactly half of it."""
 
-    dense_gemm_s: np.ndarray
-    attn_core_s: np.ndarray
-    memory_s: np.ndarray
-    attn_memory_s: np.ndarray
+    attn_gemm_s: np.ndarray
+    mla_up_s: np.ndarray
+    mlp_gemm_s: np.ndarray
+    attn_fwd_s: np.ndarray
+    attn_bwd_s: np.ndarray
+    norm_s: np.ndarray
+    residual_s: np.ndarray
+    mlp_mem_s: np.ndarray
+    act_fn_s: np.ndarray
+    attn_mem_s: np.ndarray
+    cast_s: np.ndarray
     dense_flops: np.ndarray
     attn_flops: np.ndarray
-    attn_flops_model: np.ndarray  # non-causal count (PaLM/Megatron MFU convention)
+    attn_flops_model: np.ndarray
+
+    @property
+    def gemm_s(self):
+        return self.attn_gemm_s + self.mlp_gemm_s
+
+    @property
+    def memory_s(self):
+        return self.norm_s + self.residual_s + self.mlp_mem_s + self.attn_mem_s + self.cast_s
+
+    @property
+    def forward_s(self):
+        return self.gemm_s + self.attn_fwd_s + self.memory_s
+
+    @property
+    def backward_s(self):
+        """2× the linear GEMMs and the element-wise traffic, the attention core's own backward."""
+        return 2 * (self.gemm_s + self.memory_s) + self.attn_bwd_s
 
 
 def _attention_dims(llm: LLMSpec):
     return llm.heads, llm.kv_heads_effective, llm.head_dim_effective
 
 
-def layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, peak_flops: float,
-                  gemm_peak_flops: float, max_eff: float, hbm_bytes_per_s: float,
-                  calib: ComputeCalibration) -> LayerWork:
+def attention_projection_flops_per_token(llm: LLMSpec, tp) -> tuple:
+    """(QKV-side FLOPs, MLA up-projection FLOPs, output-projection FLOPs, qk head dim, v head dim)
+    per token of one layer on one TP rank. MLA (DeepSeek-V2 §2.1): down-projections h→q_lora and
+    h→kv_lora+rope are replicated over TP in Megatron-Core; the up-projections are split by heads."""
+    h = llm.hidden_size
+    a, kv, dh = _attention_dims(llm)
+    tp = np.asarray(tp, float)
+    a_local = a / tp
+    if llm.mla is not None:
+        mla = llm.mla
+        qk = mla.qk_nope_head_dim + mla.qk_rope_head_dim
+        q_in = mla.q_lora_rank or h
+        down = 2 * h * ((mla.q_lora_rank or 0) + mla.kv_lora_rank + mla.qk_rope_head_dim)
+        up = 2 * a_local * (q_in * qk + mla.kv_lora_rank * (mla.qk_nope_head_dim + mla.v_head_dim))
+        out = 2 * a_local * mla.v_head_dim * h
+        return down + up, up, out, qk, mla.v_head_dim
+    kv_local = np.maximum(kv / tp, 1.0)
+    return 2 * h * (a_local + 2 * kv_local) * dh, np.zeros_like(tp), 2 * a_local * dh * h, dh, dh
+
+
+def causal_fraction(s_q, s_kv):
+    """Share of the s_q × s_kv score blocks a causal fused kernel computes: the lower triangle plus
+    the diagonal tiles, (n + 1)/(2n) for n tiles per side; with context parallelism each rank's load-
+    balanced chunks see the same average."""
+    n = np.maximum(np.asarray(s_kv, float) / FLASH_BLOCK, 1.0)
+    return 0.5 + 0.5 / n
+
+
+def layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kernel, prec: Precisions,
+                  hbm_bytes_per_s: float, calib: ComputeCalibration, etp=1) -> LayerWork:
+    """Forward work of one transformer layer per microbatch per GPU (see _layer_forward).
+
+    Under a low-precision recipe a layer whose GEMMs are too small to repay their casts runs in
+    16-bit, as recipes keep such layers in BF16 (NVIDIA's NVFP4 and FP8 recipes leave the first and
+    last layers and small projections in BF16): so low precision is never slower than 16-bit."""
+    kw = dict(moe_layer=moe_layer, b=b, s=s, tp=tp, cp=cp, ep=ep, sp=sp, kernel=kernel,
+              hbm_bytes_per_s=hbm_bytes_per_s, calib=calib, etp=etp)
+    low = _layer_forward(llm, prec=prec, **kw)
+    if prec.cast_bytes_per_element == 0.0 and prec.gemm_peak_flops == prec.hi_peak_flops:
+        return low
+    hi = _layer_forward(llm, prec=dataclasses.replace(prec, gemm_peak_flops=prec.hi_peak_flops,
+                                                      gemm_max_eff=prec.hi_max_eff, cast_bytes_per_element=0.0), **kw)
+    use_low = low.gemm_s + low.cast_s <= hi.gemm_s
+    pick = {f: np.where(use_low, getattr(low, f), getattr(hi, f))
+            for f in ("attn_gemm_s", "mla_up_s", "mlp_gemm_s", "cast_s")}
+    return dataclasses.replace(low, **pick)
+
+
+def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kernel, prec: Precisions,
+                   hbm_bytes_per_s: float, calib: ComputeCalibration, etp=1) -> LayerWork:
     """Forward work of one transformer layer per microbatch per GPU.
 
-    b: microbatch sequences; s: sequence length; tp/cp/ep: group sizes; sp: sequence parallelism
-    (arrays). peak_flops is used for attention-core GEMMs, gemm_peak_flops for the linear layers (fp8
-    when the precision is fp8).
-    """
+    b: microbatch sequences; s: sequence length; tp/cp/ep/etp: group sizes; sp: sequence parallelism;
+    kernel: attention kernel code (arrays). The router and the attention core run in 16-bit."""
     h = llm.hidden_size
     a, kv, dh = _attention_dims(llm)
     b = np.asarray(b, float)
     tp = np.asarray(tp, float)
     cp = np.asarray(cp, float)
     ep = np.asarray(ep, float)
+    etp = np.asarray(etp, float)
+    kernel = np.asarray(kernel)
     tokens = b * s / cp  # tokens of this CP rank
-    # GQA/MQA: KV heads are split over TP when they divide; otherwise each rank keeps one KV head
-    # (replication, as Megatron/vLLM do when tp > kv_heads).
-    kv_local = np.maximum(kv / tp, 1.0)
     a_local = a / tp
+    gp, ge = prec.gemm_peak_flops, prec.gemm_max_eff
 
-    # Linear layers (Megatron column/row parallel): QKV, attention output, MLP or experts.
-    t_qkv = gemm_time_s(tokens, (a_local + 2 * kv_local) * dh, h, 1, gemm_peak_flops, max_eff, calib)
-    f_qkv = 2 * tokens * (a_local + 2 * kv_local) * dh * h
-    t_out = gemm_time_s(tokens, h, a_local * dh, 1, gemm_peak_flops, max_eff, calib)
-    f_out = 2 * tokens * h * a_local * dh
+    # Linear layers (Megatron column/row parallel): QKV (or MLA projections), attention output.
+    f_qkv_tok, f_up_tok, f_out_tok, dqk, dv = attention_projection_flops_per_token(llm, tp)
+    if llm.mla is not None:
+        mla = llm.mla
+        q_in = mla.q_lora_rank or h
+        down_w = (mla.q_lora_rank or 0) + mla.kv_lora_rank + mla.qk_rope_head_dim
+        t_down = gemm_time_s(tokens, down_w, h, 1, gp, ge, calib)
+        t_up = (gemm_time_s(tokens, a_local * dqk, q_in, 1, gp, ge, calib)
+                + gemm_time_s(tokens, a_local * (mla.qk_nope_head_dim + dv), mla.kv_lora_rank, 1, gp, ge, calib))
+        t_qkv = t_down + t_up
+        qkv_in_elems = tokens * (h + q_in + mla.kv_lora_rank)
+        qkv_out_elems = tokens * (down_w + a_local * (dqk + mla.qk_nope_head_dim + dv))
+    else:
+        kv_local = np.maximum(kv / tp, 1.0)
+        t_qkv = gemm_time_s(tokens, (a_local + 2 * kv_local) * dh, h, 1, gp, ge, calib)
+        t_up = np.zeros_like(tokens)
+        qkv_in_elems = tokens * h
+        qkv_out_elems = tokens * (a_local + 2 * kv_local) * dh
+    t_out = gemm_time_s(tokens, h, a_local * dv, 1, gp, ge, calib)
+    f_attn_lin = tokens * (f_qkv_tok + f_out_tok)
     gate = 2.0 if llm.gated_mlp else 1.0
-    mem_mlp_bytes = np.zeros_like(tokens)
     if moe_layer and llm.moe is not None:
         moe = llm.moe
         fe = moe.expert_ffn_size
-        routed = tokens * moe.top_k * moe.capacity_factor  # expert tokens on this GPU (uniform routing)
+        # expert tokens on this GPU (uniform routing): the TP group's tokens are split over its tp/etp
+        # expert groups (Megatron-Core dispatches the SP-local tokens; ETP ranks share theirs)
+        routed = tokens * moe.top_k * moe.capacity_factor * etp / tp
         local_experts = moe.experts / ep
-        m_e = routed / local_experts  # tokens per local expert
-        t_mlp = (gemm_time_s(m_e, gate * fe / tp, h, local_experts, gemm_peak_flops, max_eff, calib)
-                 + gemm_time_s(m_e, h, fe / tp, local_experts, gemm_peak_flops, max_eff, calib)
-                 + gemm_time_s(tokens, moe.experts, h, 1, peak_flops, max_eff, calib))  # router
-        f_mlp = 2 * routed * (gate + 1) * fe * h / tp + 2 * tokens * moe.experts * h
-        # activation function on the routed tokens; permute + unpermute copies (read + write each)
-        mem_mlp_bytes = routed * (gate + 1) * fe / tp * ACT_BYTES + 2 * 2 * routed * h * ACT_BYTES
+        m_e = routed / local_experts  # tokens per local expert (grouped GEMM, one problem per expert)
+        gge = ge * calib.grouped_gemm_efficiency
+        t_mlp = (gemm_time_s(m_e, gate * fe / etp, h, local_experts, gp, gge, calib)
+                 + gemm_time_s(m_e, h, fe / etp, local_experts, gp, gge, calib)
+                 + gemm_time_s(tokens, moe.experts, h, 1, prec.hi_peak_flops, prec.hi_max_eff, calib))  # router
+        f_mlp = 2 * routed * (gate + 1) * fe * h / etp + 2 * tokens * moe.experts * h
+        # activation function on the routed tokens (read gate+up, write the product); permute and
+        # unpermute copies of the dispatched tokens (read + write each)
+        act_bytes = routed * (gate + 1) * fe / etp * ACT_BYTES
+        mlp_mem_bytes = act_bytes + 2 * 2 * routed * h * ACT_BYTES
+        in_elems = tokens * h + routed * (h + fe / etp)
+        out_elems = routed * ((gate * fe) / etp + h)
         if moe.shared_experts:
-            fs = moe.shared_experts * fe
-            t_mlp = t_mlp + (gemm_time_s(tokens, gate * fs / tp, h, 1, gemm_peak_flops, max_eff, calib)
-                             + gemm_time_s(tokens, h, fs / tp, 1, gemm_peak_flops, max_eff, calib))
+            fs = moe.shared_experts * moe.shared_ffn_size
+            t_mlp = t_mlp + (gemm_time_s(tokens, gate * fs / tp, h, 1, gp, ge, calib)
+                             + gemm_time_s(tokens, h, fs / tp, 1, gp, ge, calib))
             f_mlp = f_mlp + 2 * tokens * (gate + 1) * fs * h / tp
-            mem_mlp_bytes = mem_mlp_bytes + tokens * (gate + 1) * fs / tp * ACT_BYTES
+            shared_act = tokens * (gate + 1) * fs / tp * ACT_BYTES
+            act_bytes = act_bytes + shared_act
+            mlp_mem_bytes = mlp_mem_bytes + shared_act
+            in_elems = in_elems + tokens * fs / tp
+            out_elems = out_elems + tokens * (gate * fs / tp + h)
     else:
         f = llm.ffn_size
-        t_mlp = (gemm_time_s(tokens, gate * f / tp, h, 1, gemm_peak_flops, max_eff, calib)
-                 + gemm_time_s(tokens, h, f / tp, 1, gemm_peak_flops, max_eff, calib))
+        t_mlp = (gemm_time_s(tokens, gate * f / tp, h, 1, gp, ge, calib)
+                 + gemm_time_s(tokens, h, f / tp, 1, gp, ge, calib))
         f_mlp = 2 * tokens * (gate + 1) * f * h / tp
-        # fused bias + activation: read the (gate+up) input, write the activation (Megatron fused GeLU)
-        mem_mlp_bytes = tokens * (gate + 1) * f / tp * ACT_BYTES
+        # fused bias + activation: read the (gate+up) input, write the activation (Megatron fused GeLU/SwiGLU)
+        act_bytes = tokens * (gate + 1) * f / tp * ACT_BYTES
+        mlp_mem_bytes = act_bytes
+        in_elems = tokens * (h + f / tp)
+        out_elems = tokens * (gate * f / tp + h)
 
     # Attention core: QKᵀ and AV, batched over b·a/tp heads; with CP each rank holds s/cp queries
-    # against all s keys (ring attention). Non-causal FLOPs = 4·b·s²·a·dh/(tp·cp).
-    attn_model = 2 * 2 * b * a_local * (s / cp) * s * dh
-    if calib.attention_kernel == "flash":
-        # FlashAttention skips fully masked causal blocks: half of the s² work (Dao 2023, FA2 §3.1).
-        attn_exec = 0.5 * attn_model
-        t_attn = attn_exec / (peak_flops * calib.flash_efficiency)
-        attn_mem_bytes = np.zeros_like(tokens)  # scores never leave SRAM
-    else:
-        attn_exec = attn_model
-        t_attn = (gemm_time_s(s / cp, s, dh, b * a_local, peak_flops, max_eff, calib)
-                  + gemm_time_s(s / cp, dh, s, b * a_local, peak_flops, max_eff, calib))
-        # Megatron fused scale+mask+softmax: read scores, write probs; attention dropout: read probs,
-        # write output and a uint8 mask (Korthikanti et al. 2022 §4.1 count the same tensors).
-        scores = b * a_local * (s / cp) * s
-        attn_mem_bytes = scores * (2 * ACT_BYTES) + scores * (2 * ACT_BYTES + MASK_BYTES)
+    # against all s keys (ring attention). Non-causal FLOPs = 2·b·(s/cp)·s·a/tp·(d_qk + d_v).
+    attn_model = 2 * b * a_local * (s / cp) * s * (dqk + dv)
+    unfused = kernel == KERNEL_UNFUSED
+    causal = causal_fraction(s / cp, s)
+    attn_exec = np.where(unfused, attn_model, causal * attn_model)
+    eff_f = prec.attn_fwd_eff[kernel]
+    eff_b = prec.attn_bwd_eff[kernel]
+    hp = prec.hi_peak_flops
+    t_fused_f = causal * attn_model / (hp * eff_f)
+    t_fused_b = 2.5 * causal * attn_model / (hp * eff_b)
+    sq = s / cp
+    t_unf = (gemm_time_s(sq, s, dqk, b * a_local, hp, prec.hi_max_eff, calib)
+             + gemm_time_s(sq, dv, s, b * a_local, hp, prec.hi_max_eff, calib))
+    # Megatron fused scale+mask+softmax: read scores, write probs; attention dropout (where the
+    # model has it): read probs, write output and a uint8 mask (Korthikanti et al. 2022 §4.1).
+    scores = b * a_local * sq * s
+    drop = (2 * ACT_BYTES + MASK_BYTES) if llm.dropout else 0.0
+    attn_mem_bytes = np.where(unfused, scores * (2 * ACT_BYTES + drop), 0.0)  # flash: scores stay in SRAM
+    t_attn_f = np.where(unfused, t_unf, t_fused_f)
+    t_attn_b = np.where(unfused, 2 * t_unf, t_fused_b)
 
-    # Element-wise kernels on [tokens, h]: two layer norms (read + write), two fused
-    # bias-dropout-residual-add (read x, read residual, write out, write mask). Without sequence
-    # parallelism these are replicated on every TP rank; with it they are split (Korthikanti §4.2.2).
+    # Element-wise kernels on [tokens, h]: two norms (read + write), two residual adds (read x, read
+    # residual, write out), fused with dropout (+ a uint8 mask) where the model has it. Without
+    # sequence parallelism these are replicated on every TP rank; with it they are split
+    # (Korthikanti §4.2.2).
     h_local = np.where(sp, h / tp, h)
-    mem_norm_bytes = 2 * (2 * tokens * h_local * ACT_BYTES) + 2 * tokens * h_local * (3 * ACT_BYTES + MASK_BYTES)
-    mem_bytes = mem_norm_bytes + mem_mlp_bytes + attn_mem_bytes
+    norm_bytes = 2 * (2 * tokens * h_local * ACT_BYTES)
+    residual_bytes = 2 * tokens * h_local * (3 * ACT_BYTES + (MASK_BYTES if llm.dropout else 0.0))
+    # Low-precision recipes quantise every linear-layer input (forward) and output gradient
+    # (backward): read 16-bit, write the 8-bit copy and its transpose for the other GEMM operand
+    # (Transformer Engine cast-transpose), + one more read for current scaling's amax pass.
+    cast_elems = qkv_in_elems + tokens * a_local * dv + in_elems
+    cast_bytes = cast_elems * prec.cast_bytes_per_element
     hbm = hbm_bytes_per_s * calib.hbm_efficiency
+    dense_flops = f_attn_lin + f_mlp
+    _ = out_elems, qkv_out_elems  # backward casts are taken equal to the forward ones (LayerWork)
     return LayerWork(
-        dense_gemm_s=t_qkv + t_out + t_mlp,
-        attn_core_s=t_attn,
-        memory_s=mem_bytes / hbm,
-        attn_memory_s=attn_mem_bytes / hbm,
-        dense_flops=f_qkv + f_out + f_mlp,
-        attn_flops=attn_exec,
-        attn_flops_model=attn_model,
+        attn_gemm_s=t_qkv + t_out, mla_up_s=t_up, mlp_gemm_s=t_mlp,
+        attn_fwd_s=t_attn_f, attn_bwd_s=t_attn_b,
+        norm_s=norm_bytes / hbm, residual_s=residual_bytes / hbm, mlp_mem_s=mlp_mem_bytes / hbm,
+        act_fn_s=act_bytes / hbm, attn_mem_s=attn_mem_bytes / hbm, cast_s=cast_bytes / hbm,
+        dense_flops=dense_flops, attn_flops=attn_exec, attn_flops_model=attn_model,
     )
 
 
-def logits_forward(llm: LLMSpec, *, b, s, tp, cp, gemm_peak_flops: float, max_eff: float,
-                   hbm_bytes_per_s: float, calib: ComputeCalibration):
+def logits_forward(llm: LLMSpec, *, b, s, tp, cp, prec: Precisions, hbm_bytes_per_s: float,
+                   calib: ComputeCalibration):
     """(seconds, flops) of the output layer and the vocab-parallel cross entropy, forward, per microbatch.
 
-    The logits GEMM is [tokens, h] x [h, V/tp]; cross entropy reads the 16-bit logits and writes and
-    re-reads fp32 softmax values (Megatron vocab-parallel cross entropy)."""
+    The logits GEMM is [tokens, h] x [h, V/tp] in 16-bit (Megatron's output layer is not a Transformer
+    Engine module); cross entropy reads the 16-bit logits and writes and re-reads fp32 softmax values
+    (Megatron vocab-parallel cross entropy)."""
     tokens = np.asarray(b, float) * s / np.asarray(cp, float)
     v_local = llm.vocab_size / np.asarray(tp, float)
-    t = gemm_time_s(tokens, v_local, llm.hidden_size, 1, gemm_peak_flops, max_eff, calib)
+    t = gemm_time_s(tokens, v_local, llm.hidden_size, 1, prec.hi_peak_flops, prec.hi_max_eff, calib)
     flops = 2 * tokens * v_local * llm.hidden_size
     ce_bytes = tokens * v_local * (ACT_BYTES + 4 + 4)
     return t + ce_bytes / (hbm_bytes_per_s * calib.hbm_efficiency), flops
@@ -203,14 +364,32 @@ def optimizer_step_s(local_params, hbm_bytes_per_s: float, calib: ComputeCalibra
     return np.asarray(local_params, float) * calib.optimizer_bytes_per_param / (hbm_bytes_per_s * calib.hbm_efficiency)
 
 
-def dense_layer_params(llm: LLMSpec) -> float:
-    """Parameters of one dense transformer layer (weights + biases + 2 layer norms)."""
+def _norm_params(llm: LLMSpec) -> int:
+    """Weights of one norm over h: scale (RMSNorm) or scale + bias (LayerNorm)."""
+    return llm.hidden_size * (2 if llm.norm == "layernorm" else 1)
+
+
+def attention_params(llm: LLMSpec) -> float:
+    """Attention weights of one layer (+ biases where the model has them; MLA's two latent norms)."""
     h = llm.hidden_size
     a, kv, dh = _attention_dims(llm)
-    attn = h * (a + 2 * kv) * dh + a * dh * h + (a + 2 * kv) * dh + h
+    bias = 1 if llm.linear_bias else 0
+    if llm.mla is not None:
+        m = llm.mla
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        q = (h * m.q_lora_rank + m.q_lora_rank * a * qk + m.q_lora_rank) if m.q_lora_rank else h * a * qk
+        kv_p = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank * a * (m.qk_nope_head_dim + m.v_head_dim)
+        return float(q + kv_p + m.kv_lora_rank + a * m.v_head_dim * h + bias * h)
+    return float(h * (a + 2 * kv) * dh + a * dh * h + bias * ((a + 2 * kv) * dh + h))
+
+
+def dense_layer_params(llm: LLMSpec) -> float:
+    """Parameters of one dense transformer layer (weights, biases where present, 2 norms)."""
+    h = llm.hidden_size
     gate = 2 if llm.gated_mlp else 1
-    mlp = (gate + 1) * h * llm.ffn_size + gate * llm.ffn_size + h
-    return float(attn + mlp + 4 * h)
+    bias = 1 if llm.linear_bias else 0
+    mlp = (gate + 1) * h * llm.ffn_size + bias * (gate * llm.ffn_size + h)
+    return float(attention_params(llm) + mlp + 2 * _norm_params(llm))
 
 
 def moe_layer_params(llm: LLMSpec) -> tuple[float, float]:
@@ -219,12 +398,10 @@ def moe_layer_params(llm: LLMSpec) -> tuple[float, float]:
     assert llm.moe is not None
     moe = llm.moe
     h = llm.hidden_size
-    a, kv, dh = _attention_dims(llm)
-    attn = h * (a + 2 * kv) * dh + a * dh * h + (a + 2 * kv) * dh + h
     gate = 2 if llm.gated_mlp else 1
     per_expert = (gate + 1) * h * moe.expert_ffn_size
-    shared = moe.shared_experts * per_expert
-    return float(attn + 4 * h + h * moe.experts + shared), float(moe.experts * per_expert)
+    shared = moe.shared_experts * (gate + 1) * h * moe.shared_ffn_size
+    return float(attention_params(llm) + 2 * _norm_params(llm) + h * moe.experts + shared), float(moe.experts * per_expert)
 
 
 def layer_kinds(llm: LLMSpec) -> tuple[int, int]:
@@ -242,19 +419,35 @@ def embedding_params(llm: LLMSpec) -> float:
     return float(llm.vocab_size * llm.hidden_size * (1 if llm.tied_embeddings else 2))
 
 
+def mtp_params(llm: LLMSpec) -> float:
+    """DeepSeek-V3 multi-token prediction modules (§2.2): per module one transformer layer (the
+    MoE kind after the dense ones), two norms and a 2h→h projection; embedding and output head are
+    shared with the main model."""
+    if not llm.mtp_layers:
+        return 0.0
+    h = llm.hidden_size
+    if llm.moe is not None:
+        ne, e = moe_layer_params(llm)
+        layer = ne + e
+    else:
+        layer = dense_layer_params(llm)
+    return float(llm.mtp_layers * (layer + 2 * _norm_params(llm) + 2 * h * h))
+
+
 def total_params(llm: LLMSpec) -> float:
     n_dense, n_moe = layer_kinds(llm)
-    p = n_dense * dense_layer_params(llm) + embedding_params(llm) + 2 * llm.hidden_size
+    p = n_dense * dense_layer_params(llm) + embedding_params(llm) + _norm_params(llm)
     if n_moe:
         ne, e = moe_layer_params(llm)
         p += n_moe * (ne + e)
-    return p
+    return p + mtp_params(llm)
 
 
 def active_params(llm: LLMSpec) -> float:
-    """Parameters touched by one token (MoE: top-k routed + shared experts)."""
+    """Parameters touched by one token (MoE: top-k routed + shared experts), MTP excluded."""
     if llm.moe is None:
-        return total_params(llm)
+        return total_params(llm) - mtp_params(llm)
     n_dense, n_moe = layer_kinds(llm)
     ne, e = moe_layer_params(llm)
-    return n_dense * dense_layer_params(llm) + embedding_params(llm) + n_moe * (ne + e * llm.moe.top_k / llm.moe.experts)
+    return (n_dense * dense_layer_params(llm) + embedding_params(llm) + _norm_params(llm)
+            + n_moe * (ne + e * llm.moe.top_k / llm.moe.experts))

@@ -1,35 +1,51 @@
 """One training iteration: compute, every parallel dimension's communication, pipeline bubble, overlap.
 
 `iteration_arrays` is the single implementation: it takes a `StrategyArrays` (numpy columns, one entry
-per strategy) and returns numpy arrays; the scalar `evaluate_system` runs it on one row. Formulas:
+per strategy) and returns numpy arrays; the scalar `evaluate_system` runs it on one row. It is a short
+composition of one function per term, each taking the shared `_Context` and returning its times and
+its ledger rows (collective, count per iteration, traffic type):
 
-TP (Megatron, Shoeybi et al. 2019 §3; collectives.md §6.4): per layer and microbatch 2 all-reduces of
-  b·s·h activations forward and 2 backward (+2 for the recomputed forward); with sequence parallelism
-  each becomes a reduce-scatter + all-gather of the same bytes (Korthikanti et al. 2022 §4.2.2).
-CP (ring attention as in Megatron-core context parallelism): the K,V of the full sequence are gathered
-  per layer forward; backward gathers them again and reduce-scatters their gradients. It overlaps with
-  the attention core.
-PP (Narayanan et al. SC'21 §2.2, §4.1): b·s·h activations forward and gradients backward per
-  microbatch per stage boundary, v× as many with the interleaved schedule; sent as 1/t shards
-  and all-gathered over NVLink (the scatter/gather optimisation, §4.1). Bubble: (p−1)/m of the ideal
-  time for GPipe and 1F1B, (p−1)/(v·m) for interleaved 1F1B.
-DP (ZeRO, Rajbhandari et al. SC20 §7; collectives.md §6.1-6.2): stage 0 all-reduces 2Ψ-byte gradients;
-  stages 1-2 reduce-scatter gradients and all-gather updated weights; DeepSpeed's stage 2 reduces at
-  every micro-step and stage 3 also all-gathers weights forward and backward every micro-step.
-  ZeRO++: qwZ halves the forward gather (int8), hpZ keeps the backward gather inside the node, qgZ
-  sends int4 gradients (1/4 of the bytes).
-EP (collectives.md §6.5): dispatch + combine all-to-all forward and their mirrors backward = 4 per MoE
-  layer per microbatch (+2 with full recomputation), each rank sending tokens·top_k·h·2 bytes.
-Overlap: DP gradient traffic overlaps the backward pass of the last microbatch except the last bucket
-  (PyTorch DDP / Megatron bucketed all-reduce); TP is exposed unless overlap_tp_comm, then it hides
-  behind the GEMMs; EP and PP transfers are exposed.
+compute_term  forward, backward and recomputation per layer (compute.py), per layer kind.
+tp_term       Megatron TP (Shoeybi et al. 2019 §3; collectives.md §6.4): per layer and microbatch 2
+              all-reduces of b·s·h activations forward and 2 backward (+2 for a recomputed forward);
+              with sequence parallelism each becomes a reduce-scatter + all-gather of the same bytes
+              (Korthikanti et al. 2022 §4.2.2). Exposed unless overlap_tp_comm, then hidden behind
+              the layer's GEMMs.
+cp_term       context parallelism (Megatron-core): the K,V of the full sequence gathered per layer
+              forward, again backward with the reduce-scatter of their gradients; hidden behind the
+              attention core.
+ep_term       MoE dispatch + combine all-to-all forward and their mirrors backward (collectives.md
+              §6.5), each rank sending its tokens (s/cp, and /tp under SP: Megatron-Core dispatches
+              the SP-local tokens)·top_k·h; +2 when the MoE block is recomputed. Exposed unless
+              overlap_ep_comm (1F1B all-to-all overlap, DualPipe), then hidden behind another
+              microbatch's compute.
+pp_term       stage-boundary send/recv (Narayanan et al. SC'21 §2.2, §4.1): b·s·h per microbatch
+              each way per chunk boundary, sent as 1/t shards and all-gathered over NVLink.
+dp_term       data parallelism and ZeRO (Rajbhandari et al. SC20 §7; collectives.md §6.1-6.2):
+              stage 0 all-reduces gradients, 1-2 reduce-scatter them and all-gather the updated
+              weights (Megatron distributed optimizer; DeepSpeed's stage 2 reduces every
+              micro-step); stage 3 / FSDP gathers each layer's weights before its forward (and again
+              before its backward unless fsdp_reshard_after_forward is off) and reduce-scatters its
+              gradients, one collective per layer on the real group (so ring latency grows with the
+              ranks), prefetched behind the previous layer's compute. HSDP shards inside groups of
+              shard_group_size and all-reduces the shards across them. ZeRO++: qwZ halves the
+              forward gather, hpZ keeps the backward gather inside the node, qgZ sends int4
+              gradients.
+optimizer_term the memory-bound Adam step on the local shard.
+
+Pipeline: stages may be uneven (pp need not divide the layers; Megatron's first/last-stage layer
+counts); the slowest stage paces the steady state and the fill/drain costs (p−1) mean stage times:
+GPipe and 1F1B (p−1)/m of the ideal time, interleaved (p−1)/(v·m), ZB-H1 (p−1)·(F + B − W) with the
+weight-gradient GEMMs W moved into the bubble (Qi et al. 2023 §3), DualPipe (p/2 − 1)·(F&B + B − 3W)
+(DeepSeek-V3 Table 2).
 
 Also the V1 reduced model of the Rail-only paper (railonly.md §3, Eqs. 1-3).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -37,7 +53,7 @@ import numpy as np
 from designer.perf import collectives as coll
 from designer.perf import compute as cmp
 from designer.perf import memory as mem
-from designer.perf.placement import TIER_HB, TIER_NAMES, TIER_RAIL, TIER_SPINE, GroupArrays, place
+from designer.perf.placement import TIER_HB, TIER_NAMES, TIER_RAIL, TIER_SPINE, GroupArrays, group_shape, place
 from designer.perf.records import StrategyArrays
 from designer.spec.llm import LLMSpec, TrainingSpec
 from designer.spec.system import ClusterSystem
@@ -46,12 +62,18 @@ from designer.spec.system import ClusterSystem
 @dataclass(frozen=True)
 class PerfCalibration:
     """Everything calibrated, as data (designer/data/*.yaml): compute curves, memory reserves, the
-    collectives module's link efficiencies, and the gradient bucket size."""
+    collectives module's link efficiencies, the gradient bucket size and the low-precision recipes'
+    cast traffic."""
 
     compute: cmp.ComputeCalibration
     memory: mem.MemoryCalibration
     collectives: Any
     dp_bucket_bytes: float
+    cast_bytes_per_element: tuple[tuple[str, float], ...] = ()  # recipe or precision -> HBM bytes per element
+
+    def cast_bytes(self, precision: str, recipe: str) -> float:
+        key = recipe if precision == "fp8" else precision
+        return dict(self.cast_bytes_per_element).get(key, 0.0)
 
 
 # Reason codes of infeasible strategies (vectorized path); 0 = feasible.
@@ -63,12 +85,15 @@ REASONS = {
     4: ("divisibility", "tp and kv_heads do not divide one another"),
     5: ("divisibility", "cp does not divide the sequence length"),
     6: ("divisibility", "pipeline has more stages (x virtual chunks) than layers"),
-    7: ("divisibility", "ep does not divide the experts and dp x cp"),
-    8: ("compatibility", "ZeRO stage 2/3 cannot be combined with pipeline parallelism"),
+    7: ("divisibility", "ep does not divide the experts, or ep x expert_tp does not divide tp x cp x dp"),
+    8: ("compatibility", "the attention kernel does not exist on this GPU generation"),
     9: ("memory", "does not fit in HBM"),
     10: ("compatibility", "ep > 1 needs a MoE model"),
     11: ("compatibility", "interleaved schedule needs pp > 1 and virtual_stages > 1"),
     12: ("compatibility", "ZeRO++ options need ZeRO stage 3"),
+    13: ("divisibility", "first/last pipeline-stage layers exceed the model's layers"),
+    14: ("divisibility", "shard_group_size does not divide dp x cp"),
+    15: ("compatibility", "DualPipe needs an even pp >= 2 and an even microbatch count >= pp"),
 }
 
 
@@ -155,7 +180,564 @@ def _ct(op: str, nbytes, g: GroupArrays, system: ClusterSystem, ccal, on=True) -
     return _Coll(*out)
 
 
-def feasibility_codes(llm: LLMSpec, training: TrainingSpec, S: StrategyArrays, system: ClusterSystem):
+# ---------------------------------------------------------------------------------------------
+# Shared context
+# ---------------------------------------------------------------------------------------------
+
+
+def precisions(system: ClusterSystem, training: TrainingSpec, calib: PerfCalibration) -> cmp.Precisions:
+    """Peaks and GEMM ceilings of the design's GPU at the run's precision (16-bit for the rest)."""
+    gpu = system.gpu
+    prec = training.precision.value
+    hi = "fp16" if prec == "fp16" else "bf16"
+    ccal = calib.compute
+    gemm_prec = prec if prec in gpu.peak_flops else hi
+    fwd, bwd = ccal.attention_table(gpu.architecture)
+    return cmp.Precisions(
+        gemm_peak_flops=gpu.peak_flops[gemm_prec],
+        gemm_max_eff=ccal.gemm_ceiling(gpu.name, gpu.architecture, gemm_prec),
+        hi_peak_flops=gpu.peak_flops.get(hi, gpu.peak_flops["bf16"]),
+        hi_max_eff=ccal.gemm_ceiling(gpu.name, gpu.architecture, hi),
+        cast_bytes_per_element=calib.cast_bytes(gemm_prec, training.fp8_recipe.value) if gemm_prec in cmp.LOW_PRECISIONS else 0.0,
+        attn_fwd_eff=fwd, attn_bwd_eff=bwd)
+
+
+@dataclass(frozen=True)
+class StageLayout:
+    """Layers per pipeline stage, per strategy. first/last: the end stages' layers; mid_max: the
+    largest middle stage (pp > 2); *_moe: how many of a stage's layers are MoE layers."""
+
+    first: np.ndarray
+    last: np.ndarray
+    mid_max: np.ndarray
+    first_moe: np.ndarray
+    last_moe: np.ndarray
+    mid_moe: np.ndarray
+    valid: np.ndarray
+
+
+def stage_layout(llm: LLMSpec, S: StrategyArrays) -> StageLayout:
+    """Uneven stages: the end stages take their given layer counts (Megatron
+    --decoder-first/last-pipeline-num-layers), the rest are split as evenly as possible with the
+    remainder on the non-last stages (the last holds the output layer and the loss)."""
+    L = llm.layers
+    pp = S.pp
+    f_fixed = S.pp_first >= 0
+    l_fixed = (S.pp_last >= 0) & (pp > 1)
+    f_given = np.where(f_fixed, S.pp_first, 0)
+    l_given = np.where(l_fixed, S.pp_last, 0)
+    free = pp - f_fixed.astype(np.int64) * (pp > 1) - l_fixed.astype(np.int64)
+    rest = L - np.where(pp > 1, f_given, 0) - l_given
+    k = np.maximum(free, 1)
+    base = np.maximum(rest, 0) // k
+    rem = np.maximum(rest, 0) % k
+    first = np.where(pp == 1, L, np.where(f_fixed, f_given, base + (rem > 0)))
+    last = np.where(pp == 1, L, np.where(l_fixed, l_given, base))
+    mid_max = np.where(pp > 2, base + (rem > 0), 0)
+    valid = (rest >= 0) & ((free > 0) | (rest == 0))
+    n_dense, n_moe = cmp.layer_kinds(llm)
+    if llm.moe is None:
+        z = np.zeros_like(first)
+        return StageLayout(first, last, mid_max, z, z, z, valid)
+    fd = llm.moe.first_dense_layers
+    interval = llm.moe.moe_layer_interval
+
+    def moe_in(n, start):
+        """MoE layers among n layers starting at layer `start` (dense prefix, then every interval-th)."""
+        dense_prefix = np.clip(fd - start, 0, n)
+        after = n - dense_prefix
+        return np.rint(after / interval).astype(np.int64)
+
+    first_moe = moe_in(first, 0)
+    last_moe = np.where(pp == 1, first_moe, moe_in(last, L - last))
+    mid_moe = moe_in(mid_max, first)
+    return StageLayout(first, last, mid_max, first_moe, last_moe, mid_moe, valid)
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What every term needs: the inputs, the derived per-strategy arrays, the placed groups and the
+    compute work of one layer of each kind."""
+
+    llm: LLMSpec
+    training: TrainingSpec
+    S: StrategyArrays
+    system: ClusterSystem
+    calib: PerfCalibration
+    shape: tuple
+    m: np.ndarray  # microbatches per iteration
+    b: np.ndarray
+    tp: np.ndarray
+    cp: np.ndarray
+    pp: np.ndarray
+    v: np.ndarray
+    etp: np.ndarray
+    prec: cmp.Precisions
+    stages: StageLayout
+    pl: Any
+    dense: cmp.LayerWork
+    moe: cmp.LayerWork | None
+    logits_s: np.ndarray
+    full: np.ndarray
+    rc_modules: np.ndarray
+    act_bytes: np.ndarray  # one [b, s/cp, h] activation tensor
+
+
+def _context(llm, training, S, system, calib) -> _Context:
+    prec = precisions(system, training, calib)
+    s, B = training.sequence_length, training.global_batch_sequences
+    m = np.maximum(B // np.maximum(S.dp * S.mbs, 1), 1).astype(float)
+    b, tp, cp, pp, v = (x.astype(float) for x in (S.mbs, S.tp, S.cp, S.pp, S.v))
+    etp = np.where(S.etp > 0, S.etp, S.tp).astype(float)
+    kw = dict(b=b, s=s, tp=tp, cp=cp, ep=S.ep.astype(float), etp=etp, sp=S.sp, kernel=S.kernel, prec=prec,
+              hbm_bytes_per_s=system.gpu.hbm_bandwidth_bytes_per_s, calib=calib.compute)
+    n_dense, n_moe = cmp.layer_kinds(llm)
+    dense = cmp.layer_forward(llm, moe_layer=False, **kw)
+    moe = cmp.layer_forward(llm, moe_layer=True, **kw) if n_moe else None
+    logits_s, _ = cmp.logits_forward(llm, b=b, s=s, tp=tp, cp=cp, prec=prec,
+                                     hbm_bytes_per_s=system.gpu.hbm_bandwidth_bytes_per_s, calib=calib.compute)
+    pl = place(S.tp, S.cp, S.dp, S.pp, S.ep, system, etp=etp.astype(np.int64), order_code=S.order)
+    return _Context(llm=llm, training=training, S=S, system=system, calib=calib, shape=S.tp.shape, m=m, b=b,
+                    tp=tp, cp=cp, pp=pp, v=v, etp=etp, prec=prec, stages=stage_layout(llm, S), pl=pl,
+                    dense=dense, moe=moe, logits_s=logits_s, full=S.recompute == mem.RECOMPUTE_FULL,
+                    rc_modules=np.where(S.recompute == mem.RECOMPUTE_SELECTIVE, S.rc_modules, 0),
+                    act_bytes=b * (s / cp) * llm.hidden_size * cmp.ACT_BYTES)
+
+
+# ---------------------------------------------------------------------------------------------
+# Terms
+# ---------------------------------------------------------------------------------------------
+
+
+def hidden_cost(comm_s, budget_s, ctx: _Context):
+    """Exposed seconds of communication overlapped with `budget_s` of compute: the part that does not
+    fit, plus the slowdown the hidden part inflicts on the compute it overlaps (NCCL kernels take
+    SMs and HBM bandwidth from the GEMMs running beside them; collectives.yaml is about the links)."""
+    hid = np.minimum(comm_s, np.maximum(budget_s, 0.0))
+    return comm_s - hid + ctx.calib.compute.overlap_slowdown * hid
+
+
+@dataclass(frozen=True)
+class LayerTimes:
+    """Per layer of one kind and per microbatch: compute seconds (forward + backward + recompute) and
+    the exposed communication of the per-layer terms; `w_s` is the weight-gradient share of the
+    backward (what ZB-H1 and DualPipe move into the bubble); `gemm_s` / `attn_s` the GEMM and
+    attention-core seconds communication can hide behind; fwd_s / bwd_s the compute split."""
+
+    compute_s: np.ndarray
+    fwd_s: np.ndarray
+    bwd_s: np.ndarray
+    w_s: np.ndarray
+    gemm_s: np.ndarray
+    attn_s: np.ndarray
+    gemm_fwd_s: Any = 0.0  # the forward pass's share of gemm_s
+
+
+@dataclass(frozen=True)
+class Term:
+    """A communication term: total seconds and exposed seconds (per layer per microbatch for the
+    layer terms, per iteration for DP), and its ledger rows (collective, count per iteration, type)."""
+
+    total_s: np.ndarray
+    exposed_s: np.ndarray
+    rows: tuple = field(default_factory=tuple)
+    exposed_fwd_s: Any = 0.0  # the forward pass's share of exposed_s (layer terms)
+    moe_total_s: Any = 0.0  # MoE layers' extra (EP)
+    moe_exposed_s: Any = 0.0
+
+
+def _recompute_s(ctx: _Context, w: cmp.LayerWork, is_moe: bool):
+    """Forward seconds recomputed in the backward pass for one layer of this kind."""
+    rc = ctx.rc_modules
+    sel = (w.attn_fwd_s + w.attn_mem_s) * ((rc & mem.RC_CORE_ATTN) > 0)
+    sel = sel + w.norm_s * ((rc & mem.RC_LAYERNORM) > 0)
+    block_bit = mem.RC_MOE if is_moe else mem.RC_MLP
+    sel = sel + (w.mlp_gemm_s + w.mlp_mem_s) * ((rc & block_bit) > 0)
+    if is_moe:
+        sel = sel + w.act_fn_s * (((rc & mem.RC_MOE_ACT) > 0) & ((rc & mem.RC_MOE) == 0))
+    sel = sel + w.mla_up_s * ((rc & mem.RC_MLA_UP) > 0)
+    return np.where(ctx.full, w.forward_s, sel)
+
+
+def compute_term(ctx: _Context, w: cmp.LayerWork, is_moe: bool) -> LayerTimes:
+    rc = _recompute_s(ctx, w, is_moe)
+    fwd, bwd = w.forward_s, w.backward_s
+    # what TP communication can hide behind: the GEMMs and their low-precision casts
+    linear = w.gemm_s + w.cast_s
+    rc_gemm = np.where(ctx.full, linear, 0.0)
+    return LayerTimes(compute_s=fwd + bwd + rc, fwd_s=fwd, bwd_s=bwd + rc, w_s=w.gemm_s,
+                      gemm_s=3 * linear + rc_gemm, gemm_fwd_s=linear, attn_s=w.attn_fwd_s + w.attn_bwd_s + np.where(ctx.full, w.attn_fwd_s, 0.0))
+
+
+def tp_term(ctx: _Context, dense: LayerTimes) -> Term:
+    """Per layer per microbatch; hidden behind the layer's GEMMs when overlap_tp_comm."""
+    S, pl = ctx.S, ctx.pl
+    ccol = ctx.calib.collectives
+    n = np.where(ctx.full, 4, 2) + 2  # forward (+ recomputed forward) and backward
+    ar = _ct("all_reduce", ctx.act_bytes, pl.tp, ctx.system, ccol, ~S.sp)
+    rs = _ct("reduce_scatter", ctx.act_bytes, pl.tp, ctx.system, ccol, S.sp)
+    ag = _ct("all_gather", ctx.act_bytes, pl.tp, ctx.system, ccol, S.sp)
+    one = ar.time_s + rs.time_s + ag.time_s
+    total = n * one
+    # each pass hides its collectives behind its own GEMMs: 2 collectives behind the forward's, the
+    # rest (backward, recomputed forward) behind the backward's
+    e_f = np.where(S.overlap_tp, hidden_cost(2 * one, dense.gemm_fwd_s, ctx), 2 * one)
+    e_b = np.where(S.overlap_tp, hidden_cost((n - 2) * one, dense.gemm_s - dense.gemm_fwd_s, ctx), (n - 2) * one)
+    return Term(total, e_f + e_b, rows=((ar, n, "tp"), (rs, n, "tp"), (ag, n, "tp")), exposed_fwd_s=e_f)
+
+
+def cp_term(ctx: _Context, dense: LayerTimes) -> Term:
+    """K,V of the full sequence per layer: gathered forward (and for a recomputed forward), again
+    backward with the reduce-scatter of their gradients; hidden behind the attention core."""
+    llm, ccol = ctx.llm, ctx.calib.collectives
+    s = ctx.training.sequence_length
+    if llm.mla is not None:
+        kv_width = llm.heads / ctx.tp * (llm.mla.qk_nope_head_dim + llm.mla.qk_rope_head_dim + llm.mla.v_head_dim)
+    else:
+        kv_width = 2 * np.maximum(llm.kv_heads_effective / ctx.tp, 1.0) * llm.head_dim_effective
+    kv_bytes = ctx.b * s * kv_width * cmp.ACT_BYTES
+    ag = _ct("all_gather", kv_bytes, ctx.pl.cp, ctx.system, ccol)
+    rs = _ct("reduce_scatter", kv_bytes, ctx.pl.cp, ctx.system, ccol)
+    n_ag = np.where(ctx.full, 3, 2)
+    total = n_ag * ag.time_s + rs.time_s
+    return Term(total, hidden_cost(total, dense.attn_s, ctx), rows=((ag, n_ag, "cp"), (rs, 1.0, "cp")))
+
+
+def ep_term(ctx: _Context, moe: LayerTimes | None) -> Term:
+    """MoE layers only, per layer per microbatch."""
+    z = np.zeros(ctx.shape)
+    llm = ctx.llm
+    if llm.moe is None or moe is None:
+        return Term(z, z)
+    S = ctx.S
+    tokens = ctx.b * (ctx.training.sequence_length / ctx.cp) / np.where(S.sp, ctx.tp, 1.0)
+    a2a_bytes = tokens * llm.moe.top_k * llm.moe.capacity_factor * llm.hidden_size * cmp.ACT_BYTES
+    a2a = _ct("all_to_all", a2a_bytes, ctx.pl.ep, ctx.system, ctx.calib.collectives)
+    redo = ctx.full | ((ctx.rc_modules & mem.RC_MOE) > 0)
+    n = np.where(redo, 6, 4)
+    total = n * a2a.time_s
+    budget = np.where(S.overlap_ep | (S.schedule == mem.SCHEDULE_DUALPIPE), moe.compute_s, 0.0)
+    return Term(z, z, rows=((a2a, n, "ep"),), moe_total_s=total, moe_exposed_s=hidden_cost(total, budget, ctx))
+
+
+def pp_term(ctx: _Context) -> Term:
+    """Per microbatch: one send each way per chunk boundary (1/t shards + NVLink all-gather)."""
+    S, ccol = ctx.S, ctx.calib.collectives
+    multi = ctx.pp > 1
+    p2p = _ct("send_recv", ctx.act_bytes / ctx.tp, ctx.pl.pp, ctx.system, ccol, multi)
+    ag = _ct("all_gather", ctx.act_bytes, ctx.pl.tp, ctx.system, ccol, multi & ~S.sp)
+    n = np.where(multi, 2 * ctx.v, 0.0)
+    total = n * (p2p.time_s + ag.time_s)
+    return Term(total, total, rows=((p2p, n, "pp"), (ag, n, "pp")))
+
+
+@dataclass(frozen=True)
+class StageTimes:
+    """Per microbatch, the slowest stage (what paces the pipeline) and the mean stage."""
+
+    pace_s: np.ndarray
+    mean_s: np.ndarray
+    fwd_s: np.ndarray  # forward of the pace stage
+    bwd_s: np.ndarray
+    w_s: np.ndarray
+    dense_layers: np.ndarray  # layers of the pace stage by kind
+    moe_layers: np.ndarray
+    compute_s: np.ndarray  # pure compute of the pace stage
+    logits_on_pace: np.ndarray
+
+
+def stage_times(ctx: _Context, dense: LayerTimes, moe: LayerTimes | None, dense_exposed, moe_exposed,
+                pp_exposed) -> StageTimes:
+    st = ctx.stages
+    per_layer_host = ctx.calib.compute.framework_per_layer_s
+    logits = 3 * ctx.logits_s  # forward + backward (2x) of the output layer and loss
+    mtp = 0.0
+    if ctx.llm.mtp_layers:
+        # each MTP module: one more layer of the last kind plus the shared output head (last stage)
+        unit = moe if moe is not None else dense
+        mtp = ctx.llm.mtp_layers * (unit.compute_s + logits)
+    d_t = dense.compute_s + dense_exposed
+    m_t = (moe.compute_s + moe_exposed) if moe is not None else 0.0
+
+    def stage(n, n_moe, extra):
+        nd = n - n_moe
+        gpu = nd * d_t + n_moe * m_t + extra + pp_exposed
+        return np.maximum(gpu, n * per_layer_host)
+
+    t_first = stage(st.first, st.first_moe, np.where(ctx.pp == 1, logits + mtp, 0.0))
+    t_last = stage(st.last, st.last_moe, logits + mtp)
+    t_mid = np.where(ctx.pp > 2, stage(st.mid_max, st.mid_moe, 0.0), 0.0)
+    n_dense_all, n_moe_all = cmp.layer_kinds(ctx.llm)
+    total = n_dense_all * d_t + n_moe_all * m_t + logits + mtp + ctx.pp * pp_exposed
+    mean = total / ctx.pp
+    pace_is = np.argmax(np.stack([t_first, t_mid, t_last]), axis=0)
+    pace = np.maximum.reduce([t_first, t_mid, t_last])
+    n_layers = np.choose(pace_is, [st.first, st.mid_max, st.last])
+    n_moe = np.choose(pace_is, [st.first_moe, st.mid_moe, st.last_moe])
+    n_dense = n_layers - n_moe
+    has_logits = (pace_is == 2) | (ctx.pp == 1)
+    lg = np.where(has_logits, logits + mtp, 0.0)
+
+    def by_kind(attr):
+        x = n_dense * getattr(dense, attr)
+        return x + (n_moe * getattr(moe, attr) if moe is not None else 0.0)
+
+    return StageTimes(pace_s=pace, mean_s=mean, fwd_s=by_kind("fwd_s") + lg / 3, bwd_s=by_kind("bwd_s") + 2 * lg / 3,
+                      w_s=by_kind("w_s"), dense_layers=n_dense, moe_layers=n_moe,
+                      compute_s=by_kind("compute_s") + lg, logits_on_pace=has_logits)
+
+
+def bubble_s(ctx: _Context, stt: StageTimes):
+    """Fill and drain of the pipeline, per schedule (module docstring)."""
+    S, pp, v = ctx.S, ctx.pp, ctx.v
+    # A microbatch passes every stage once: m·t_max + Σ_i t_i − t_max; the fill/drain per stage is
+    # t_fill = (p·mean − t_max)/(p − 1), which is the stage time when the stages are even.
+    fill = np.maximum(pp * stt.mean_s - stt.pace_s, 0.0) / np.maximum(pp - 1, 1)
+    f = stt.fwd_s / np.maximum(stt.pace_s, 1e-30) * fill  # the split of F, B, W of the pace stage
+    w = stt.w_s / np.maximum(stt.pace_s, 1e-30) * fill
+    b_in = fill - f - w  # backward without the weight gradients
+    mean = fill
+    plain = (pp - 1) * fill
+    zb = (pp - 1) * np.maximum(f + b_in - w, 0.0)
+    dual = np.maximum(pp / 2 - 1, 0.0) * np.maximum(mean + b_in - 3 * w, 0.0)
+    return np.select([S.schedule == mem.SCHEDULE_INTERLEAVED, S.schedule == mem.SCHEDULE_ZERO_BUBBLE,
+                      S.schedule == mem.SCHEDULE_DUALPIPE], [plain / v, zb, dual], plain)
+
+
+@dataclass(frozen=True)
+class StageParams:
+    """Parameters per GPU (after TP / EP) of the pace stage (communication) and of the most loaded
+    stage (memory), dense and expert apart, and per layer (ZeRO-3 per-layer gathers)."""
+
+    pace_dense: np.ndarray
+    pace_expert: np.ndarray
+    peak_dense: np.ndarray
+    peak_expert: np.ndarray
+    layer_dense: np.ndarray  # one layer's dense-side params on this GPU (the larger kind)
+    layer_expert: np.ndarray
+    all_local: np.ndarray  # every parameter on this GPU (for the optimizer step)
+
+
+def stage_params(ctx: _Context, stt: StageTimes) -> StageParams:
+    llm, st, tp, pp = ctx.llm, ctx.stages, ctx.tp, ctx.pp
+    S = ctx.S
+    dense_p = cmp.dense_layer_params(llm)
+    moe_ne, moe_e = cmp.moe_layer_params(llm) if llm.moe is not None else (0.0, 0.0)
+    h, V = llm.hidden_size, llm.vocab_size
+    etp = ctx.etp
+    ep = S.ep.astype(float)
+    # input embedding on the first stage, output layer on the last (a tied model keeps a copy on
+    # each end when pp > 1); MTP modules on the last stage
+    emb_first = V * h * np.where(pp == 1, 1 if llm.tied_embeddings else 2, 1)
+    emb_last = np.where(pp == 1, 0.0, V * h)
+    mtp = cmp.mtp_params(llm)
+    mtp_e = llm.mtp_layers * moe_e if llm.moe is not None else 0.0
+
+    def dense_side(n, n_moe, extra):
+        return ((n - n_moe) * dense_p + n_moe * moe_ne + extra) / tp
+
+    def expert_side(n_moe, extra=0.0):
+        return (n_moe * moe_e + extra) / (etp * ep)
+
+    first_d = dense_side(st.first, st.first_moe, emb_first)
+    last_d = np.where(pp == 1, first_d, dense_side(st.last, st.last_moe, emb_last + mtp - mtp_e))
+    mid_d = np.where(pp > 2, dense_side(st.mid_max, st.mid_moe, 0.0), 0.0)
+    first_e = expert_side(st.first_moe, np.where(pp == 1, mtp_e, 0.0))
+    last_e = np.where(pp == 1, first_e, expert_side(st.last_moe, mtp_e))
+    mid_e = np.where(pp > 2, expert_side(st.mid_moe), 0.0)
+    tot = np.stack([first_d + first_e, mid_d + mid_e, last_d + last_e])
+    peak_i = np.argmax(tot, axis=0)
+    pace_d = np.choose(np.where(stt.logits_on_pace, 2, np.where(pp > 2, 1, 0)), [first_d, mid_d, last_d])
+    pace_e = np.choose(np.where(stt.logits_on_pace, 2, np.where(pp > 2, 1, 0)), [first_e, mid_e, last_e])
+    return StageParams(pace_dense=pace_d, pace_expert=pace_e,
+                       peak_dense=np.choose(peak_i, [first_d, mid_d, last_d]),
+                       peak_expert=np.choose(peak_i, [first_e, mid_e, last_e]),
+                       layer_dense=np.maximum(dense_p, moe_ne if llm.moe is not None else 0.0) / tp,
+                       layer_expert=moe_e / (etp * ep) + np.zeros(ctx.shape),
+                       all_local=np.maximum.reduce([first_d + first_e, mid_d + mid_e, last_d + last_e]))
+
+
+def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, layer_exposed_fwd_s=0.0, layer_exposed_bwd_s=0.0) -> Term:
+    """Per iteration: gradient reduction and weight gathers of the pace stage (module docstring).
+    DP traffic (on the NICs, or its own NVLink phase) hides behind the wall time of the passes:
+    compute plus the exposed TP/CP traffic of each layer (per layer per microbatch, forward and
+    backward)."""
+    S, system, ccol = ctx.S, ctx.system, ctx.calib.collectives
+    shape, m = ctx.shape, ctx.m
+    zero = S.zero
+    ov = S.overlap_dp
+    bucket_b = np.where(S.bucket_bytes > 0, S.bucket_bytes, ctx.calib.dp_bucket_bytes)
+    low = ctx.training.fp8_param_gather and ctx.training.precision.value in cmp.LOW_PRECISIONS
+    gather_bytes = 1.0 if low else mem.WEIGHT_BYTES
+    n_layers = stt.dense_layers + stt.moe_layers
+    # wall time of the passes (a host-bound stage lasts its launches: a third forward, two backward)
+    host = n_layers * ctx.calib.compute.framework_per_layer_s
+    t_f = np.maximum(stt.fwd_s + n_layers * layer_exposed_fwd_s, host / 3)
+    t_b = np.maximum(stt.bwd_s + n_layers * layer_exposed_bwd_s, 2 * host / 3)
+    per_layer_f = t_f / np.maximum(n_layers, 1)
+    per_layer_b = t_b / np.maximum(n_layers, 1)
+    total = np.zeros(shape)
+    exposed = np.zeros(shape)
+    rows = []
+    dpcp = (S.dp * S.cp)
+    sg = np.where(S.shard_group > 0, np.minimum(S.shard_group, dpcp), dpcp)
+    pl = ctx.pl
+    # ZeRO-3 rounds: resharded weights are gathered every microbatch, otherwise once per iteration;
+    # gradients are reduced every microbatch without PP and once per iteration under PP (the
+    # pipeline schedule defers the sync to the last microbatch)
+    n_fwd = np.where(S.reshard, m, 1.0)
+    n_red = np.where(ctx.pp > 1, 1.0, m)
+    z3_f = np.zeros(shape)
+    z3_b = np.zeros(shape)
+    z3_r = np.zeros(shape)
+    for kind in ("dense", "expert"):
+        if kind == "dense":
+            # per-layer gathers carry the stage's embedding / output layer too (FSDP wraps them as units)
+            params, g_full, n_l = sp_.pace_dense, pl.grad, n_layers
+            layer_p = params / np.maximum(n_l, 1)
+            # HSDP: shards over the first shard_group_size ranks of the (contiguous, stride tp) group
+            shard_n = sg
+            if np.any(S.shard_group > 0):
+                g_shard = _merge_groups(group_shape(shard_n, S.tp, system), g_full, shard_n >= g_full.size)
+                g_rep = group_shape(np.maximum(g_full.size // np.maximum(shard_n, 1), 1), S.tp * shard_n, system)
+            else:  # no HSDP: one shard group, no replicas
+                g_shard, g_rep = g_full, _single(shape)
+        else:
+            if ctx.llm.moe is None:
+                continue
+            # expert weights shard over their whole expert-data-parallel group
+            params, g_full, n_l = sp_.pace_expert, pl.expert_dp, stt.moe_layers
+            layer_p = params / np.maximum(n_l, 1)
+            shard_n, g_shard, g_rep = g_full.size, g_full, _single(shape)
+        hsdp = shard_n < g_full.size
+        G = params * mem.GRAD_BYTES
+        bucket = np.minimum(1.0, bucket_b / np.maximum(G, 1.0))
+        # ZeRO 0: all-reduce; 1-2: reduce-scatter + all-gather over the shard group; HSDP all-reduces
+        # the reduced shard across the replicas
+        ar = _ct("all_reduce", G, g_full, system, ccol, zero == 0)
+        rs = _ct("reduce_scatter", G, g_shard, system, ccol, (zero == 1) | (zero == 2))
+        ag = _ct("all_gather", params * gather_bytes, g_shard, system, ccol, (zero == 1) | (zero == 2))
+        rep = _ct("all_reduce", G / np.maximum(shard_n, 1), g_rep, system, ccol, (zero >= 1) & hsdp)
+        n_rs = np.where(zero == 2, m, 1.0)  # DeepSpeed stage 2 reduces every micro-step
+        t_grad = ar.time_s + rs.time_s
+        e_grad = np.where(ov, np.maximum(bucket * t_grad, hidden_cost(t_grad, t_b, ctx)), t_grad) * n_rs + rep.time_s
+        e_ag = np.where(ov, np.maximum(bucket * ag.time_s, hidden_cost(ag.time_s, t_f, ctx)), ag.time_s)
+        total = total + ar.time_s + n_rs * rs.time_s + ag.time_s + rep.time_s
+        exposed = exposed + np.where(zero <= 2, e_grad + e_ag, rep.time_s)
+        rows += [(ar, 1.0, "dp"), (rs, n_rs, "dp"), (ag, 1.0, "dp"), (rep, 1.0, "dp")]
+        # ZeRO-3 / FSDP: per layer, a gather before its forward and (reshard) before its backward,
+        # a reduce-scatter after its backward
+        z3 = zero == 3
+        agf = _ct("all_gather", np.where(S.qwz, 0.5, 1.0) * layer_p * gather_bytes, g_shard, system, ccol, z3)
+        node = GroupArrays(size=g_shard.ranks_per_domain, ranks_per_domain=g_shard.ranks_per_domain,
+                           domain_span=np.ones_like(g_shard.size), same_rail=np.ones(shape, bool),
+                           extent_domains=np.ones_like(g_shard.size), tier=np.full(shape, TIER_HB))
+        agb_node = _ct("all_gather", layer_p * gather_bytes, node, system, ccol, z3 & S.reshard & S.hpz)
+        agb_flat = _ct("all_gather", layer_p * gather_bytes, g_shard, system, ccol, z3 & S.reshard & ~S.hpz)
+        rs3 = _ct("reduce_scatter", np.where(S.qgz, 0.25, 1.0) * layer_p * mem.GRAD_BYTES, g_shard, system, ccol, z3)
+        agb = agb_node.time_s + agb_flat.time_s
+        # per-layer seconds summed over the stage's layers (dense and expert gathers share the layers'
+        # compute as their hiding budget, so they are priced together below)
+        z3_f = z3_f + np.where(z3, n_l * agf.time_s, 0.0)
+        z3_b = z3_b + np.where(z3, n_l * agb, 0.0)
+        z3_r = z3_r + np.where(z3, n_l * rs3.time_s, 0.0)
+        rows += [(agf, n_l * n_fwd, "dp"), (agb_node, n_l * m, "dp"), (agb_flat, n_l * m, "dp"),
+                 (rs3, n_l * n_red, "dp")]
+    hide = ov & (S.prefetch > 0)
+    n = np.maximum(n_layers, 1)
+
+    def exposed_layers(c_all, t_layer):
+        """n layer collectives (c_all seconds together), each prefetched behind the previous layer's
+        compute; the first layer's cannot hide."""
+        hidden = np.maximum(c_all / n, hidden_cost(c_all, (n - 1) * t_layer, ctx))
+        return np.where(hide, hidden, c_all)
+
+    e3 = (n_fwd * exposed_layers(z3_f, per_layer_f) + n_red * exposed_layers(z3_b + z3_r, per_layer_b)
+          + (m - n_red) * exposed_layers(z3_b, per_layer_b))
+    total = total + n_fwd * z3_f + m * z3_b + n_red * z3_r
+    exposed = exposed + np.where(zero == 3, e3, 0.0)
+    return Term(total, exposed, rows=tuple(rows))
+
+
+def _single(shape) -> GroupArrays:
+    """A group of one rank (no traffic)."""
+    one = np.ones(shape, np.int64)
+    return GroupArrays(size=one, ranks_per_domain=one, domain_span=one, same_rail=np.ones(shape, bool),
+                       extent_domains=one, tier=np.full(shape, TIER_HB))
+
+
+def _merge_groups(a: GroupArrays, b: GroupArrays, use_b) -> GroupArrays:
+    return GroupArrays(**{f: np.where(use_b, getattr(b, f), getattr(a, f)) for f in GroupArrays.__dataclass_fields__})
+
+
+def optimizer_term(ctx: _Context, sp_: StageParams):
+    """The Adam step on the local shard of the most loaded stage (ZeRO >= 1 shards it)."""
+    S = ctx.S
+    dpcp = (S.dp * S.cp).astype(float)
+    sg = np.where(S.shard_group > 0, np.minimum(S.shard_group, dpcp), dpcp)
+    esg = np.maximum(sg / np.maximum(S.ep * ctx.etp / ctx.tp, 1.0), 1.0)
+    local = np.where(S.zero >= 1, sp_.peak_dense / sg + sp_.peak_expert / esg, sp_.peak_dense + sp_.peak_expert)
+    return cmp.optimizer_step_s(local, ctx.system.gpu.hbm_bandwidth_bytes_per_s, ctx.calib.compute)
+
+
+def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams) -> dict[str, np.ndarray]:
+    """HBM per GPU, the worst of the first stage (most microbatches in flight) and the last (holds
+    the logits); model states of the most loaded stage."""
+    llm, S, shape = ctx.llm, ctx.S, ctx.shape
+    st = ctx.stages
+    s = ctx.training.sequence_length
+    mcal = ctx.calib.memory
+    flash = S.kernel != cmp.KERNEL_UNFUSED
+    kw = dict(b=ctx.b, s=s, tp=ctx.tp, cp=ctx.cp, sp=S.sp, flash=flash, rc_modules=ctx.rc_modules, etp=ctx.etp)
+    act_d = mem.activation_bytes_per_layer(llm, moe_layer=False, recompute=S.recompute, **kw)
+    full_d = mem.activation_bytes_per_layer(llm, moe_layer=False, recompute=np.zeros(shape, int), **kw)
+    if llm.moe is not None:
+        act_m = mem.activation_bytes_per_layer(llm, moe_layer=True, recompute=S.recompute, **kw)
+        full_m = mem.activation_bytes_per_layer(llm, moe_layer=True, recompute=np.zeros(shape, int), **kw)
+    else:
+        act_m = full_m = np.zeros(shape)
+
+    def stage_act(n, n_moe):
+        return (n - n_moe) * act_d + n_moe * act_m
+
+    inflight = mem.in_flight_factor(S.schedule, ctx.pp, ctx.m, ctx.v)
+    # working set of the layer being recomputed / back-propagated (Korthikanti §5: full recompute
+    # rematerialises one layer at a time)
+    work = np.where(ctx.full, np.maximum(full_d, full_m), 0.0)
+    tokens = ctx.b * s / ctx.cp
+    logits_act = tokens * llm.vocab_size / ctx.tp * 4.0  # fp32 logits of the vocab-parallel loss
+    first_act = inflight * stage_act(st.first, st.first_moe) + work + np.where(ctx.pp < 2, logits_act, 0.0)
+    last_act = stage_act(st.last, st.last_moe) + work + logits_act
+    mid_act = np.where(ctx.pp > 2, mem.in_flight_factor(S.schedule, ctx.pp - 1, ctx.m, ctx.v)
+                       * stage_act(st.mid_max, st.mid_moe) + work, 0.0)
+    activations = np.maximum.reduce([first_act, last_act, mid_act])
+    tr = ctx.training
+    dpcp = (S.dp * S.cp).astype(float)
+    sg = np.where(S.shard_group > 0, np.minimum(S.shard_group, dpcp), dpcp)
+    edp = np.maximum(ctx.pl.expert_dp.size.astype(float), 1.0)
+    low = tr.precision.value in cmp.LOW_PRECISIONS
+    fp8_copy = 2.0 if low else 0.0  # the cached fp8 weight and its transpose (Transformer Engine)
+    weight_bytes = 1.0 + 1.0 if (low and tr.fp8_param_gather) else mem.WEIGHT_BYTES
+    rpn_dp = np.minimum(ctx.pl.grad.ranks_per_domain, ctx.pl.grad.size).astype(float)
+    dual = np.where(S.schedule == mem.SCHEDULE_DUALPIPE, 2.0, 1.0)  # DualPipe holds two copies
+    w_b, g_b, o_b = mem.model_state_bytes(
+        sp_.peak_dense * dual, sp_.peak_expert * dual, dp_shard=sg, expert_dp_shard=edp, zero_stage=S.zero,
+        hpz=S.hpz, ranks_per_node_dp=rpn_dp, grad_bytes=4.0 if tr.grad_accumulation_dtype == "fp32" else 2.0,
+        optimizer_bytes=4.0 + (8.0 if tr.optimizer_state_dtype == "fp32" else 4.0),
+        extra_weight_bytes=0.0 if (low and tr.fp8_param_gather) else fp8_copy, weight_bytes=weight_bytes)
+    # ZeRO-3: the gathered 16-bit weights of the layer in use and of the prefetched ones; without
+    # resharding the whole stage stays gathered
+    gathered_layer = (sp_.layer_dense + sp_.layer_expert) * (mem.WEIGHT_BYTES + fp8_copy)
+    z3_extra = np.where(S.reshard, (S.prefetch + 1) * gathered_layer,
+                        (sp_.peak_dense + sp_.peak_expert) * (mem.WEIGHT_BYTES + fp8_copy))
+    other = mcal.framework_reserved_bytes + np.where(S.zero == 3, z3_extra, 0.0)
+    total = w_b + g_b + o_b + activations + other
+    return dict(weights_bytes=w_b, gradients_bytes=g_b, optimizer_bytes=o_b, activations_bytes=activations,
+                other_bytes=other + np.zeros(shape), memory_per_gpu_bytes=total)
+
+
+def feasibility_codes(llm: LLMSpec, training: TrainingSpec, S: StrategyArrays, system: ClusterSystem,
+                      calib: PerfCalibration | None = None, layout: StageLayout | None = None):
     """Reason code per strategy for structural (non-memory) infeasibility; 0 when none."""
     code = np.zeros(S.tp.shape, dtype=np.int64)
 
@@ -166,19 +748,30 @@ def feasibility_codes(llm: LLMSpec, training: TrainingSpec, S: StrategyArrays, s
     n = S.tp * S.pp * S.dp * S.cp
     flag(n > system.n_gpus, 1)
     flag(training.global_batch_sequences % (S.dp * S.mbs) != 0, 2)
-    ffn_ok = (llm.ffn_size % S.tp == 0) if llm.moe is None else (llm.moe.expert_ffn_size % S.tp == 0)
+    etp = np.where(S.etp > 0, S.etp, S.tp)
+    ffn_ok = (llm.ffn_size % S.tp == 0) if llm.moe is None else (llm.moe.expert_ffn_size % etp == 0)
     flag((llm.heads % S.tp != 0) | (llm.hidden_size % S.tp != 0) | ~ffn_ok, 3)
     kv = llm.kv_heads_effective
-    flag((kv % S.tp != 0) & (S.tp % kv != 0), 4)
+    if llm.mla is None:
+        flag((kv % S.tp != 0) & (S.tp % kv != 0), 4)
     flag(training.sequence_length % S.cp != 0, 5)
-    flag(S.pp * S.v > llm.layers, 6)
+    flag(S.pp > llm.layers, 6)
+    # chunks of at least one layer; the embedding and the loss may count as a layer each (Megatron
+    # --account-for-embedding/loss-in-pipeline-split), as Llama-3.1 405B's 128 chunks on 126 layers
+    flag((S.v > 1) & (S.pp * S.v > llm.layers + 2), 6)
+    flag(~(layout or stage_layout(llm, S)).valid, 13)
     if llm.moe is not None:
-        flag((llm.moe.experts % S.ep != 0) | ((S.dp * S.cp) % S.ep != 0), 7)
+        flag((llm.moe.experts % S.ep != 0) | ((S.tp * S.cp * S.dp) % (S.ep * etp) != 0), 7)
     else:
         flag(S.ep > 1, 10)
-    flag((S.zero >= 2) & (S.pp > 1), 8)
+    if calib is not None:
+        fwd, _ = calib.compute.attention_table(system.gpu.architecture)
+        flag(np.isnan(fwd[S.kernel]), 8)
     flag((S.schedule == mem.SCHEDULE_INTERLEAVED) & ((S.pp < 2) | (S.v < 2)), 11)
     flag((S.qwz | S.qgz | S.hpz) & (S.zero < 3), 12)
+    flag((S.shard_group > 0) & (((S.dp * S.cp) % np.maximum(S.shard_group, 1)) != 0), 14)
+    m = training.global_batch_sequences // np.maximum(S.dp * S.mbs, 1)
+    flag((S.schedule == mem.SCHEDULE_DUALPIPE) & ((S.pp < 2) | (S.pp % 2 != 0) | (m % 2 != 0) | (m < S.pp)), 15)
     return code
 
 
@@ -191,246 +784,83 @@ def iteration_arrays(llm: LLMSpec, training: TrainingSpec, S: StrategyArrays, sy
 
 
 def _iteration_arrays(llm, training, S, system, calib):
-    ccal = calib.compute
-    gpu = system.gpu
-    prec = training.precision.value
-    peak = gpu.peak_flops.get(prec, gpu.peak_flops["bf16"])
-    peak16 = gpu.peak_flops.get("bf16", peak)
-    if prec == "fp8":
-        # Transformer Engine runs the linear layers in fp8, attention and the rest in 16-bit.
-        frac = ccal.fp8_gemm_fraction
-        gemm_peak = 1.0 / (frac / peak + (1 - frac) / peak16)
-        attn_peak = peak16
-    else:
-        gemm_peak = attn_peak = peak
-    max_eff = ccal.max_efficiency(gpu.name)
-    hbm_bw = gpu.hbm_bandwidth_bytes_per_s
-    s = training.sequence_length
-    B = training.global_batch_sequences
-    shape = S.tp.shape
+    ctx = _context(llm, training, S, system, calib)
+    code = feasibility_codes(llm, training, S, system, calib, layout=ctx.stages)
+    shape, m = ctx.shape, ctx.m
+    dense = compute_term(ctx, ctx.dense, False)
+    moe = compute_term(ctx, ctx.moe, True) if ctx.moe is not None else None
+    tp, cp, pp, ep = tp_term(ctx, dense), cp_term(ctx, dense), pp_term(ctx), ep_term(ctx, moe)
+    layer_exposed = tp.exposed_s + cp.exposed_s
+    stt = stage_times(ctx, dense, moe, layer_exposed, layer_exposed + ep.moe_exposed_s, pp.exposed_s)
+    bubble = bubble_s(ctx, stt)
+    t_pipe = m * stt.pace_s + bubble
+    # the same work split evenly over the stages (every stage at the mean): the ideal of uneven stages
+    even = dataclasses.replace(stt, pace_s=stt.mean_s)
+    even_pipe = m * stt.mean_s + bubble_s(ctx, even)
+    sp_ = stage_params(ctx, stt)
+    # CP's exposed traffic: a third in the forward pass (one of its three K,V transfers)
+    exp_f = tp.exposed_fwd_s + cp.exposed_s / 3
+    dp = dp_term(ctx, stt, sp_, layer_exposed_fwd_s=exp_f, layer_exposed_bwd_s=tp.exposed_s + cp.exposed_s - exp_f)
+    t_opt = optimizer_term(ctx, sp_)
+    t_iter = t_pipe + dp.exposed_s + t_opt + calib.compute.framework_per_iteration_s
 
-    code = feasibility_codes(llm, training, S, system)
-    # Guard the arithmetic of infeasible rows (they keep their code).
-    safe_dp_b = np.maximum(S.dp * S.mbs, 1)
-    m = np.maximum(B // safe_dp_b, 1).astype(float)
-    pp = S.pp.astype(float)
-    v = S.v.astype(float)
-    b = S.mbs.astype(float)
-    tp = S.tp.astype(float)
-    cp = S.cp.astype(float)
-    full = S.recompute == mem.RECOMPUTE_FULL
-    selective = S.recompute == mem.RECOMPUTE_SELECTIVE
-    flash = ccal.attention_kernel == "flash"
-
-    n_dense, n_moe = cmp.layer_kinds(llm)
-    layers_stage = np.ceil(llm.layers / pp)  # the slowest stage's layers
-    frac_moe = n_moe / llm.layers
-    dense_stage = layers_stage * (1 - frac_moe)
-    moe_stage = layers_stage * frac_moe
-
-    kw = dict(b=b, s=s, tp=tp, cp=cp, ep=S.ep.astype(float), sp=S.sp, peak_flops=attn_peak,
-              gemm_peak_flops=gemm_peak, max_eff=max_eff, hbm_bytes_per_s=hbm_bw, calib=ccal)
-    works = [(dense_stage, cmp.layer_forward(llm, moe_layer=False, **kw))]
-    if n_moe:
-        works.append((moe_stage, cmp.layer_forward(llm, moe_layer=True, **kw)))
-    t_logits, f_logits = cmp.logits_forward(llm, b=b, s=s, tp=tp, cp=cp, gemm_peak_flops=gemm_peak,
-                                            max_eff=max_eff, hbm_bytes_per_s=hbm_bw, calib=ccal)
-
-    # ---- compute per microbatch on the slowest stage (it holds the output layer) ----
-    t_fwd = t_logits.copy()
-    t_bwd = 2 * t_logits
-    t_rc = np.zeros(shape)
-    gemm_s = 3 * t_logits  # GEMM seconds TP traffic can hide behind
-    attn_s = np.zeros(shape)
-    for count, w in works:
-        lf = w.dense_gemm_s + w.attn_core_s + w.memory_s
-        t_fwd = t_fwd + count * lf
-        t_bwd = t_bwd + count * 2 * lf  # backward: 2x the GEMMs and ~2x the element-wise traffic
-        t_rc = t_rc + count * np.where(full, lf, np.where(selective, w.attn_core_s + w.attn_memory_s, 0.0))
-        gemm_s = gemm_s + count * w.dense_gemm_s * np.where(full, 4, 3)
-        attn_s = attn_s + count * w.attn_core_s * np.where(full | selective, 4, 3)
-
-    pl = place(S.tp, S.cp, S.dp, S.pp, S.ep, system)
-    ccol = calib.collectives
     ledger = _Ledger(shape)
-    h = llm.hidden_size
-    act = b * (s / cp) * h * cmp.ACT_BYTES  # one [b, s/cp, h] activation tensor
+    n_dense_pace, n_moe_pace = stt.dense_layers, stt.moe_layers
+    n_layers_pace = n_dense_pace + n_moe_pace
+    for term, per in ((tp, n_layers_pace * m), (cp, n_layers_pace * m), (ep, n_moe_pace * m), (pp, m), (dp, 1.0)):
+        for c, count, kind in term.rows:
+            ledger.add(c, count * per, kind)
 
-    # ---- TP ----
-    n_tp_fwd = np.where(full, 4, 2) * layers_stage  # 2 per forward pass; the recomputed forward repeats them
-    n_tp = n_tp_fwd + 2 * layers_stage
-    sp = S.sp
-    tp_ar = _ct("all_reduce", act, pl.tp, system, ccol, ~sp)
-    tp_rs = _ct("reduce_scatter", act, pl.tp, system, ccol, sp)
-    tp_ag = _ct("all_gather", act, pl.tp, system, ccol, sp)
-    tp_mb = n_tp * (tp_ar.time_s + tp_rs.time_s + tp_ag.time_s)
-    for c in (tp_ar, tp_rs, tp_ag):
-        ledger.add(c, n_tp * m, "tp")
-    tp_exposed_mb = np.where(S.overlap_tp, np.maximum(0.0, tp_mb - gemm_s), tp_mb)
+    mem_out = memory_term(ctx, stt, sp_)
+    code = np.where((code == 0) & (mem_out["memory_per_gpu_bytes"] > system.gpu.hbm_bytes), 9, code)
 
-    # ---- CP: K,V of the full sequence, per layer ----
-    kv_local = np.maximum(llm.kv_heads_effective / tp, 1.0)
-    kv_bytes = 2 * b * s * kv_local * llm.head_dim_effective * cmp.ACT_BYTES
-    cp_ag = _ct("all_gather", kv_bytes, pl.cp, system, ccol)
-    cp_rs = _ct("reduce_scatter", kv_bytes, pl.cp, system, ccol)
-    n_cp_ag = layers_stage * np.where(full, 3, 2)
-    cp_mb = n_cp_ag * cp_ag.time_s + layers_stage * cp_rs.time_s
-    ledger.add(cp_ag, n_cp_ag * m, "cp")
-    ledger.add(cp_rs, layers_stage * m, "cp")
-    cp_exposed_mb = np.maximum(0.0, cp_mb - attn_s)
-
-    # ---- EP ----
-    if llm.moe is not None:
-        a2a_bytes = b * (s / cp) * llm.moe.top_k * llm.moe.capacity_factor * h * cmp.ACT_BYTES
-        a2a = _ct("all_to_all", a2a_bytes, pl.ep, system, ccol)
-        n_a2a = moe_stage * np.where(full, 6, 4)
-        ep_mb = n_a2a * a2a.time_s
-        ledger.add(a2a, n_a2a * m, "ep")
-        ep_peers = a2a.peers
-    else:
-        ep_mb = np.zeros(shape)
-        ep_peers = np.zeros(shape)
-
-    # ---- PP: one send per chunk boundary each way, 1/t shards + NVLink all-gather ----
-    multi_stage = pp > 1
-    p2p = _ct("send_recv", act / tp, pl.pp, system, ccol, multi_stage)
-    p2p_ag = _ct("all_gather", act, pl.tp, system, ccol, multi_stage & ~sp)
-    n_p2p = np.where(multi_stage, 2 * v, 0.0)
-    pp_mb = n_p2p * (p2p.time_s + p2p_ag.time_s)
-    ledger.add(p2p, n_p2p * m, "pp")
-    ledger.add(p2p_ag, n_p2p * m, "pp")
-
-    # ---- pipeline ----
-    compute_mb = t_fwd + t_bwd + t_rc
-    t_mb = compute_mb + tp_exposed_mb + cp_exposed_mb + ep_mb + pp_mb
-    bubble_units = np.where(S.schedule == mem.SCHEDULE_INTERLEAVED, (pp - 1) / v, pp - 1)
-    bubble_s = bubble_units * t_mb
-    t_pipe = m * t_mb + bubble_s
-
-    # ---- parameters per GPU (slowest stage) and DP ----
-    dense_p, moe_ne, moe_e = cmp.dense_layer_params(llm), 0.0, 0.0
-    if n_moe:
-        moe_ne, moe_e = cmp.moe_layer_params(llm)
-    # The input embedding sits on the first stage and the output layer on the last (Megatron); with
-    # one stage an untied model holds both. A tied model with pp > 1 keeps a copy on each end stage.
-    emb = llm.vocab_size * h * np.where(pp == 1, 1 if llm.tied_embeddings else 2, 1)
-    stage_dense = (dense_stage * dense_p + moe_stage * moe_ne + emb) / tp
-    stage_expert = moe_stage * moe_e / (tp * S.ep)
-    dp_shard = (S.dp * S.cp).astype(float)
-    edp_shard = np.maximum(dp_shard / S.ep, 1.0)
-    dp_total = np.zeros(shape)
-    dp_exposed = np.zeros(shape)
-    t_f_mb = t_fwd
-    t_b_mb = t_bwd + t_rc
-    zero = S.zero
-    ov = S.overlap_dp
-    first = 1.0 / np.maximum(layers_stage, 1.0)  # ZeRO-3 prefetch cannot hide the first layer
-    dp_peers = np.zeros(shape)
-    for params, g in ((stage_dense, pl.grad), (stage_expert, pl.expert_dp)):
-        G = params * mem.GRAD_BYTES
-        bucket = np.minimum(1.0, calib.dp_bucket_bytes / np.maximum(G, 1.0))
-        ar = _ct("all_reduce", G, g, system, ccol, zero == 0)
-        rs = _ct("reduce_scatter", G, g, system, ccol, (zero == 1) | (zero == 2))
-        ag = _ct("all_gather", G, g, system, ccol, (zero == 1) | (zero == 2))
-        rs3 = _ct("reduce_scatter", np.where(S.qgz, 0.25 * G, G), g, system, ccol, zero == 3)
-        ag3f = _ct("all_gather", np.where(S.qwz, 0.5 * G, G), g, system, ccol, zero == 3)
-        node = GroupArrays(size=g.ranks_per_domain, ranks_per_domain=g.ranks_per_domain,
-                           domain_span=np.ones_like(g.size), same_rail=np.ones(shape, bool),
-                           extent_domains=np.ones_like(g.size), tier=np.full(shape, TIER_HB))
-        ag3b_node = _ct("all_gather", G, node, system, ccol, (zero == 3) & S.hpz)
-        ag3b_flat = _ct("all_gather", G, g, system, ccol, (zero == 3) & ~S.hpz)
-        ag3b = ag3b_node.time_s + ag3b_flat.time_s
-        t_ar, t_rs, t_ag, t_rs3, t_ag3f = ar.time_s, rs.time_s, ag.time_s, rs3.time_s, ag3f.time_s
-        n_rs = np.where(zero == 2, m, 1.0)  # DeepSpeed stage 2 reduces every micro-step
-        # Stage 0-2: gradient reduction hides behind the backward of a microbatch except the last
-        # bucket; the weight all-gather (stages 1-2) behind the next forward (Megatron
-        # overlap-param-gather). Stage 3: per microbatch, gathers prefetched layer by layer.
-        e_grad = np.where(ov, np.maximum(bucket * (t_ar + t_rs), t_ar + t_rs - t_b_mb), t_ar + t_rs) * n_rs
-        e_ag = np.where(ov, np.maximum(bucket * t_ag, t_ag - t_f_mb), t_ag)
-        e3 = m * (np.where(ov, np.maximum(first * t_ag3f, t_ag3f - t_f_mb), t_ag3f)
-                  + np.where(ov, np.maximum(first * (ag3b + t_rs3), ag3b + t_rs3 - t_b_mb), ag3b + t_rs3))
-        dp_total = dp_total + t_ar + n_rs * t_rs + t_ag + m * (t_ag3f + ag3b + t_rs3)
-        dp_exposed = dp_exposed + e_grad + e_ag + e3
-        ledger.add(ar, 1.0, "dp")
-        ledger.add(rs, n_rs, "dp")
-        ledger.add(ag, 1.0, "dp")
-        for c in (rs3, ag3f, ag3b_node, ag3b_flat):
-            ledger.add(c, m, "dp")
-        # dense and expert groups: separate sums (the expert group lies inside the dense one, so
-        # this may count a peer twice; the cap at N - 1 below keeps the fraction a fraction)
-        dp_peers = dp_peers + np.maximum.reduce([x.peers for x in (ar, rs, ag, rs3, ag3f, ag3b_node, ag3b_flat)])
-
-    local_params = np.where(zero >= 1, stage_dense / dp_shard + stage_expert / edp_shard, stage_dense + stage_expert)
-    t_opt = cmp.optimizer_step_s(local_params, hbm_bw, ccal)
-
-    t_iter = t_pipe + dp_exposed + t_opt
-    tier_bytes = ledger.bytes
-    # GPUs each GPU exchanges data with under the algorithms chosen: per group, the most peers any of
-    # its collectives has; summed over the groups (TP, CP, DP dense + expert, EP, pipeline neighbours)
-    tp_peers = np.maximum.reduce([tp_ar.peers, tp_rs.peers, tp_ag.peers, p2p_ag.peers])
-    cp_peers = np.maximum(cp_ag.peers, cp_rs.peers)
-    pp_nb = np.where(S.pp > 2, 2, np.where(S.pp == 2, 1, 0))
-    peers = tp_peers + cp_peers + dp_peers + ep_peers + pp_nb * p2p.peers
-    compute_s = m * compute_mb + t_opt
-    tp_s, cp_s, ep_s, pp_s = m * tp_mb, m * cp_mb, m * ep_mb, m * pp_mb
-    exposed = t_iter - compute_s - bubble_s
-    comm_total = tp_s + cp_s + ep_s + pp_s + dp_total
-    overlapped = np.maximum(0.0, comm_total - exposed)
-
-    # ---- memory (worst of first and last stage) ----
-    mcal = calib.memory
-    rpn_dp = np.minimum(pl.grad.ranks_per_domain, pl.grad.size).astype(float)
-    act_layer = np.zeros(shape)
-    act_full_layer = np.zeros(shape)
-    for count, moe_layer in ((dense_stage, False), (moe_stage, True)):
-        if moe_layer and not n_moe:
-            continue
-        a_l = mem.activation_bytes_per_layer(llm, moe_layer=moe_layer, b=b, s=s, tp=tp, cp=cp, sp=sp,
-                                             recompute=S.recompute, flash=flash)
-        act_layer = act_layer + count * a_l
-        full_l = mem.activation_bytes_per_layer(llm, moe_layer=moe_layer, b=b, s=s, tp=tp, cp=cp, sp=sp,
-                                                recompute=np.zeros(shape, int), flash=flash)
-        act_full_layer = np.maximum(act_full_layer, full_l)
-    inflight = mem.in_flight_factor(S.schedule, pp, m, v)
-    # working set of the layer being recomputed / back-propagated (Korthikanti §5: full recompute
-    # rematerialises one layer at a time)
-    work = np.where(full, act_full_layer, 0.0)
-    tokens = b * s / cp
-    logits_act = tokens * llm.vocab_size / tp * 4.0  # fp32 logits of the vocab-parallel loss
-    first_act = inflight * act_layer + work + np.where(pp < 2, logits_act, 0.0)
-    last_act = act_layer + work + logits_act
-    activations = np.maximum(first_act, last_act)
-    w_b, g_b, o_b = mem.model_state_bytes(stage_dense, stage_expert, dp_shard=dp_shard, expert_dp_shard=edp_shard,
-                                          zero_stage=zero, hpz=S.hpz, ranks_per_node_dp=rpn_dp)
-    prefetch = np.where(zero == 3, mcal.zero3_prefetch_layers * dense_p / tp * mem.WEIGHT_BYTES, 0.0)
-    other = mcal.framework_reserved_bytes + prefetch
-    mem_total = w_b + g_b + o_b + activations + other
-    code = np.where((code == 0) & (mem_total > gpu.hbm_bytes), 9, code)
-
-    # ---- FLOPs, MFU ----
+    # ---- FLOPs, MFU, traffic ----
     n_gpus = (S.tp * S.pp * S.dp * S.cp).astype(float)
-    flat_pairs = _pair_fraction(S, n_gpus)
-    model_flops = model_flops_per_iteration(llm, training)
-    hw_flops = hardware_flops_per_iteration(llm, training, S.recompute, ccal.attention_kernel == "flash", shape)
-    mfu = model_flops / (t_iter * n_gpus * peak)
-    hfu = hw_flops / (t_iter * n_gpus * peak)
-    tokens_iter = float(B * s)
-
+    peak = system.gpu.peak_flops.get(training.precision.value, system.gpu.peak_flops["bf16"])
+    flops = flop_counts(llm, training, S.recompute, ctx.rc_modules, S.kernel != cmp.KERNEL_UNFUSED, shape)
+    tokens_iter = float(training.global_batch_sequences * training.sequence_length)
+    compute_s = m * stt.compute_s + t_opt
+    tp_s = m * n_layers_pace * tp.total_s
+    cp_s = m * n_layers_pace * cp.total_s
+    ep_s = m * n_moe_pace * ep.moe_total_s
+    pp_s = m * pp.total_s
+    exposed = t_iter - compute_s - bubble
+    comm_total = tp_s + cp_s + ep_s + pp_s + dp.total_s
+    tier_bytes = ledger.bytes
     return dict(
         code=code, iteration_time_s=t_iter, time_to_train_s=t_iter * training.total_tokens / tokens_iter,
-        tokens_per_s=tokens_iter / t_iter, mfu=mfu, hfu=hfu, model_flops=np.full(shape, model_flops),
-        hardware_flops=hw_flops, n_gpus=n_gpus, microbatches=m,
-        compute_s=compute_s, tp_s=tp_s, cp_s=cp_s, pp_s=pp_s, dp_s=dp_total, ep_s=ep_s, bubble_s=bubble_s,
-        exposed_comm_s=exposed, overlapped_comm_s=overlapped,
-        weights_bytes=w_b, gradients_bytes=g_b, optimizer_bytes=o_b, activations_bytes=activations,
-        other_bytes=other + np.zeros(shape), memory_per_gpu_bytes=mem_total,
+        tokens_per_s=tokens_iter / t_iter, mfu=flops["model"] / (t_iter * n_gpus * peak),
+        mfu_causal=flops["model_causal"] / (t_iter * n_gpus * peak),
+        hfu=flops["hardware"] / (t_iter * n_gpus * peak),
+        model_flops=flops["model"] + np.zeros(shape), model_flops_causal=flops["model_causal"] + np.zeros(shape),
+        hardware_flops=flops["hardware"], n_gpus=n_gpus, microbatches=m,
+        compute_s=compute_s, tp_s=tp_s, cp_s=cp_s, pp_s=pp_s, dp_s=dp.total_s, ep_s=ep_s, bubble_s=bubble,
+        pipeline_s=t_pipe, even_pipeline_s=even_pipe, stage_pace_s=stt.pace_s, stage_mean_s=stt.mean_s,
+        exposed_comm_s=exposed, overlapped_comm_s=np.maximum(0.0, comm_total - exposed),
+        **mem_out,
         hb_bytes=tier_bytes[TIER_HB], rail_bytes=tier_bytes[TIER_RAIL], spine_bytes=tier_bytes[TIER_SPINE],
         hb_time_s=ledger.time[TIER_HB], rail_time_s=ledger.time[TIER_RAIL], spine_time_s=ledger.time[TIER_SPINE],
-        pair_fraction_flat=flat_pairs,
-        # the peers under the chosen algorithms are members of the groups the flat view counts
-        pair_fraction_algorithm=np.minimum(peers / np.maximum(n_gpus - 1, 1), flat_pairs),
+        **_traffic(ctx, ledger, tp, cp, pp, ep, dp, n_gpus),
         **{f"type_{k}": v for k, v in ledger.type_bytes().items()},
     )
+
+
+def _traffic(ctx, ledger, tp, cp, pp, ep, dp, n_gpus):
+    """Pair fractions: flat (shared groups) and under the algorithms chosen (per group, the most peers
+    any of its collectives has; summed over the groups)."""
+    S = ctx.S
+    flat = _pair_fraction(S, n_gpus)
+
+    def peers(term):
+        return np.maximum.reduce([c.peers for c, _, _ in term.rows]) if term.rows else np.zeros(ctx.shape)
+
+    p2p_peers = pp.rows[0][0].peers
+    pp_nb = np.where(S.pp > 2, 2, np.where(S.pp == 2, 1, 0))
+    tp_peers = np.maximum(peers(tp), pp.rows[1][0].peers)
+    total = tp_peers + peers(cp) + peers(dp) + peers(ep) + pp_nb * p2p_peers
+    return dict(pair_fraction_flat=flat,
+                # the peers under the chosen algorithms are members of the groups the flat view counts
+                pair_fraction_algorithm=np.minimum(total / np.maximum(n_gpus - 1, 1), flat))
 
 
 def _pair_fraction(S: StrategyArrays, n_gpus):
@@ -444,44 +874,79 @@ def _pair_fraction(S: StrategyArrays, n_gpus):
     return peers / np.maximum(n_gpus - 1, 1)
 
 
-def _forward_flops(llm: LLMSpec, training: TrainingSpec, flash_exec: bool) -> tuple[float, float, float]:
-    """(linear-layer FLOPs, attention-core FLOPs, logits FLOPs) of one forward pass over the global
-    batch. The attention core counts the full s² product unless flash_exec (causal skip)."""
-    s = training.sequence_length
-    B = training.global_batch_sequences
-    dummy = cmp.ComputeCalibration(gemm_max_efficiency=1.0, gemm_k_half=0.0, gemm_mn_half=0.0,
-                                   gpu_max_efficiency=(), hbm_efficiency=1.0,
-                                   attention_kernel="flash" if flash_exec else "unfused",
-                                   flash_efficiency=1.0, optimizer_bytes_per_param=0.0, fp8_gemm_fraction=0.0)
-    one = np.ones(1)
-    kw = dict(b=one * B, s=s, tp=one, cp=one, ep=one, sp=np.zeros(1, bool), peak_flops=1.0,
-              gemm_peak_flops=1.0, max_eff=1.0, hbm_bytes_per_s=1.0, calib=dummy)
+# ---------------------------------------------------------------------------------------------
+# FLOP conventions
+# ---------------------------------------------------------------------------------------------
+
+
+def layer_flops_per_token(llm: LLMSpec, moe_layer: bool, s: int) -> tuple[float, float]:
+    """(linear-layer FLOPs, non-causal attention-core FLOPs) of one layer's forward, per token."""
+    h = llm.hidden_size
+    f_qkv, f_up, f_out, dqk, dv = attention_dims = cmp.attention_projection_flops_per_token(llm, np.ones(1))
+    del attention_dims
+    lin = float(f_qkv[0] if np.ndim(f_qkv) else f_qkv) + float(np.asarray(f_out).ravel()[0])
+    gate = 2.0 if llm.gated_mlp else 1.0
+    if moe_layer and llm.moe is not None:
+        moe = llm.moe
+        lin += 2 * moe.top_k * moe.capacity_factor * (gate + 1) * moe.expert_ffn_size * h + 2 * moe.experts * h
+        lin += 2 * (gate + 1) * moe.shared_experts * moe.shared_ffn_size * h
+    else:
+        lin += 2 * (gate + 1) * llm.ffn_size * h
+    attn = 2.0 * s * llm.heads * (dqk + dv)
+    return lin, attn
+
+
+def flop_counts(llm: LLMSpec, training: TrainingSpec, recompute, rc_modules, fused, shape) -> dict:
+    """FLOPs per iteration under three conventions (what each source's TFLOP/s means,
+    training-runs-modern.md): "model" counts 3 forward passes with non-causal attention and no
+    recompute (Megatron ≤ 2024, NeMo ≤ 25.07, PaLM/MPT/torchtitan); "model_causal" halves the attention
+    core (Megatron-Core since 2025-03, Megatron-Bridge, AutoModel); "hardware" counts what executes:
+    causal skipping in fused kernels (the lower triangle plus the diagonal tiles), and the recomputed
+    forward."""
+    s, B = training.sequence_length, training.global_batch_sequences
+    tokens = float(B * s)
     n_dense, n_moe = cmp.layer_kinds(llm)
     lin = attn = 0.0
-    for count, is_moe in ((n_dense, False), (n_moe, True)):
-        if count:
-            w = cmp.layer_forward(llm, moe_layer=is_moe, **kw)
-            lin += count * float(w.dense_flops[0])
-            attn += count * float(w.attn_flops[0])
-    logits = 2.0 * B * s * llm.hidden_size * llm.vocab_size
-    return lin, attn, logits
+    lin_d, attn_d = layer_flops_per_token(llm, False, s)
+    lin += n_dense * lin_d
+    attn += n_dense * attn_d
+    mlp_moe = 0.0
+    if n_moe:
+        lin_m, attn_m = layer_flops_per_token(llm, True, s)
+        lin += n_moe * lin_m
+        attn += n_moe * attn_m
+        mlp_moe = n_moe * (lin_m - layer_flops_per_token(llm, False, s)[0] + 2 * (3 if llm.gated_mlp else 2) * llm.ffn_size * llm.hidden_size)
+    mtp_lin = mtp_attn = 0.0
+    if llm.mtp_layers:
+        lm, am = layer_flops_per_token(llm, llm.moe is not None, s)
+        mtp_lin = llm.mtp_layers * (lm + 2 * 2 * llm.hidden_size * llm.hidden_size + 2 * llm.hidden_size * llm.vocab_size)
+        mtp_attn = llm.mtp_layers * am
+    logits = 2.0 * llm.hidden_size * llm.vocab_size
+    model = 3.0 * tokens * (lin + attn + logits + mtp_lin + mtp_attn)
+    model_causal = 3.0 * tokens * (lin + 0.5 * attn + logits + mtp_lin + 0.5 * mtp_attn)
+    exec_attn = np.where(fused, float(cmp.causal_fraction(s, s)) * attn, attn)
+    base = 3.0 * tokens * (lin + logits + mtp_lin) + 3.0 * tokens * exec_attn * (1 + mtp_attn / max(attn, 1e-30))
+    rc = np.asarray(rc_modules)
+    sel = tokens * exec_attn * ((rc & mem.RC_CORE_ATTN) > 0)
+    mlp_dense = n_dense * 2 * (3 if llm.gated_mlp else 2) * llm.ffn_size * llm.hidden_size
+    sel = sel + tokens * mlp_dense * ((rc & mem.RC_MLP) > 0) + tokens * mlp_moe * ((rc & mem.RC_MOE) > 0)
+    extra = np.where(np.asarray(recompute) == mem.RECOMPUTE_FULL, tokens * (lin + exec_attn),
+                     np.where(np.asarray(recompute) == mem.RECOMPUTE_SELECTIVE, sel, 0.0))
+    return dict(model=model, model_causal=model_causal, hardware=base + extra + np.zeros(shape))
 
 
 def model_flops_per_iteration(llm: LLMSpec, training: TrainingSpec) -> float:
     """3 × forward FLOPs (forward + 2× backward), attention counted non-causally, no recompute: the
     MFU numerator of Chowdhery et al. 2022 (PaLM) App. B and Narayanan et al. 2021 without the
     recomputation term."""
-    lin, attn, logits = _forward_flops(llm, training, flash_exec=False)
-    return 3.0 * (lin + attn + logits)
+    return float(flop_counts(llm, training, np.zeros(1, int), np.zeros(1, int), np.zeros(1, bool), (1,))["model"])
 
 
-def hardware_flops_per_iteration(llm, training, recompute, flash_exec: bool, shape):
-    """Executed FLOPs: 3 × forward + the recomputed forward (full) or attention core (selective)."""
-    lin, attn, logits = _forward_flops(llm, training, flash_exec=flash_exec)
-    base = 3.0 * (lin + attn + logits)
-    extra = np.where(recompute == mem.RECOMPUTE_FULL, lin + attn,
-                     np.where(recompute == mem.RECOMPUTE_SELECTIVE, attn, 0.0))
-    return base + extra + np.zeros(shape)
+def hardware_flops_per_iteration(llm, training, recompute, flash_exec: bool, shape, rc_modules=None):
+    """Executed FLOPs: 3 × forward + the recomputed forward (full) or the selected modules."""
+    rc = np.full(shape, mem.RC_CORE_ATTN) if rc_modules is None else rc_modules
+    rc = np.where(np.asarray(recompute) == mem.RECOMPUTE_SELECTIVE, rc, 0)
+    return flop_counts(llm, training, recompute, rc, np.full(shape, flash_exec), shape)["hardware"]
 
 
 def megatron_paper_flops(llm: LLMSpec, training: TrainingSpec) -> float:

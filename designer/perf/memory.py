@@ -20,6 +20,7 @@ GPipe m, 1F1B min(m, p), interleaved p·(1 + (p−1)/(p·v)) layer-stage equival
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,54 +29,85 @@ from designer.perf.compute import ACT_BYTES, MASK_BYTES
 from designer.spec.llm import LLMSpec
 
 WEIGHT_BYTES = 2.0  # 16-bit weights (ZeRO §3.1)
-GRAD_BYTES = 2.0  # 16-bit gradients (ZeRO §3.1)
+GRAD_BYTES = 2.0  # 16-bit gradients as communicated (ZeRO §3.1)
 OPTIMIZER_BYTES = 12.0  # fp32 master weights + Adam m + v (ZeRO §3.1)
 
-SCHEDULE_GPIPE, SCHEDULE_1F1B, SCHEDULE_INTERLEAVED = 0, 1, 2
+SCHEDULE_GPIPE, SCHEDULE_1F1B, SCHEDULE_INTERLEAVED, SCHEDULE_ZERO_BUBBLE, SCHEDULE_DUALPIPE = 0, 1, 2, 3, 4
 RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL = 0, 1, 2
+# selective-recompute module bits (records._RECOMPUTE_MODULES)
+RC_CORE_ATTN, RC_LAYERNORM, RC_MLP, RC_MOE, RC_MOE_ACT, RC_MLA_UP = 1, 2, 4, 8, 16, 32
 
 
 @dataclass(frozen=True)
 class MemoryCalibration:
     framework_reserved_bytes: float  # CUDA context, NCCL buffers, allocator fragmentation
-    zero3_prefetch_layers: float  # ZeRO-3: gathered full-layer weights kept in flight
+    zero3_prefetch_layers: float  # ZeRO-3: gathered full-layer weights kept in flight (besides the one in use)
 
 
-def activation_bytes_per_layer(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, sp, recompute,
-                               flash: bool):
-    """Stored activation bytes of one layer for one microbatch on one GPU (Korthikanti Table 2)."""
+def recompute_drops(recompute, rc_modules, module_bit):
+    """True where `module_bit`'s activations are dropped and recomputed: every module under full
+    recomputation, the listed modules under selective."""
+    recompute = np.asarray(recompute)
+    return (recompute == RECOMPUTE_FULL) | ((recompute == RECOMPUTE_SELECTIVE) & ((np.asarray(rc_modules) & module_bit) > 0))
+
+
+def activation_bytes_per_layer(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, sp, recompute, flash,
+                               rc_modules=RC_CORE_ATTN, ep=1, etp=1):
+    """Stored activation bytes of one layer for one microbatch on one GPU (Korthikanti Table 2, tensor
+    by tensor, so GQA, MLA, gated MLPs, MoE, dropout only where the model has it, and the fused
+    attention kernels follow). `flash` (array or bool): fused attention, which stores only the
+    per-row fp32 log-sum-exp instead of the scores."""
     h = llm.hidden_size
     a, kv, dh = llm.heads, llm.kv_heads_effective, llm.head_dim_effective
     tp = np.asarray(tp, float)
+    etp = np.asarray(etp, float)
     tokens = np.asarray(b, float) * s / np.asarray(cp, float)
-    kv_local = np.maximum(kv / tp, 1.0)
-    # Tensors that are replicated over TP unless SP splits them: 2 layer-norm inputs, QKV input,
-    # MLP input (2 bytes each) and the 2 dropout masks (1 byte each): 4+2+2+2 = 10·s·b·h.
-    replicated = tokens * h * (4 * ACT_BYTES + 2 * MASK_BYTES)
-    # Tensors always split over TP: Q, K (for QKᵀ), V, attention output (for out proj).
-    attn_split = tokens * dh * (a / tp * ACT_BYTES * 2 + kv_local * ACT_BYTES * 2)
+    mask = MASK_BYTES if llm.dropout else 0.0
+    drops = functools.partial(recompute_drops, recompute, rc_modules)
+    # Tensors replicated over TP unless SP splits them: the 2 norm inputs and the 2 norm outputs
+    # (the QKV and MLP inputs), 2 bytes each, and the 2 residual dropout masks where the model has
+    # dropout: 4·2 + 2·1 = 10·s·b·h for GPT (Korthikanti).
+    norm_out = tokens * h * 2 * ACT_BYTES
+    replicated = tokens * h * (2 * ACT_BYTES + 2 * mask) + np.where(drops(RC_LAYERNORM), 0.0, norm_out)
+    if llm.mla is not None:
+        m = llm.mla
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        # latents (compressed q, kv and the shared rope key) are kept; the up-projected Q, K, V are
+        # dropped by mla_up_proj recomputation; the output projection's input is always kept
+        latents = tokens * ((m.q_lora_rank or 0) + m.kv_lora_rank + m.qk_rope_head_dim) * ACT_BYTES
+        up = tokens * a / tp * (2 * qk + m.v_head_dim) * ACT_BYTES
+        attn_split = latents + np.where(drops(RC_MLA_UP), 0.0, up) + tokens * a / tp * m.v_head_dim * ACT_BYTES
+        dv = m.v_head_dim
+    else:
+        kv_local = np.maximum(kv / tp, 1.0)
+        # Q, K, V (inputs of the core) and the attention output (input of the output projection)
+        attn_split = tokens * dh * (a / tp * ACT_BYTES * 2 + kv_local * ACT_BYTES * 2)
+        dv = dh
     gate = 2.0 if llm.gated_mlp else 1.0
     if moe_layer and llm.moe is not None:
         moe = llm.moe
-        routed = tokens * moe.top_k * moe.capacity_factor
+        routed = tokens * moe.top_k * moe.capacity_factor * etp / tp  # tokens dispatched to this GPU (compute.py)
         fe = moe.expert_ffn_size
-        # dispatched expert inputs, activation input (gate+up), fc2 input; plus shared experts
-        mlp_split = routed * (h * ACT_BYTES + (gate + 1) * fe / tp * ACT_BYTES)
-        mlp_split = mlp_split + tokens * moe.shared_experts * fe * (gate + 1) / tp * ACT_BYTES
+        # dispatched expert inputs, the activation input (gate+up) and fc2 input (the activation's
+        # output, dropped by moe_act); plus the shared experts' (kept unless "moe" drops the block)
+        act_out = routed * fe / etp * ACT_BYTES
+        experts = routed * (h * ACT_BYTES + gate * fe / etp * ACT_BYTES) + np.where(drops(RC_MOE_ACT), 0.0, act_out)
+        fs = moe.shared_experts * moe.shared_ffn_size
+        shared = tokens * fs * (gate + 1) / tp * ACT_BYTES
+        mlp_split = np.where(drops(RC_MOE), 0.0, experts + shared)
     else:
-        # activation input (gate+up outputs) and fc2 input: 4h + 4h = 8h each 2 B -> 16·sbh/t for GPT
-        mlp_split = tokens * (gate + 1) * llm.ffn_size / tp * ACT_BYTES
-    # Attention core (softmax output 2B, dropout mask 1B, dropout output 2B): 5·a·s²·b / (t·cp).
-    if flash:
-        core = tokens * a / tp * 4 * 2  # flash keeps only the fp32 log-sum-exp and max per row
-    else:
-        core = np.asarray(b, float) * a / tp * (s / np.asarray(cp, float)) * s * (2 * ACT_BYTES + MASK_BYTES)
+        # activation input (gate+up outputs) and fc2 input: 8h + 8h·... -> 16·s·b·h/t for GPT
+        mlp_split = np.where(drops(RC_MLP), 0.0, tokens * (gate + 1) * llm.ffn_size / tp * ACT_BYTES)
+    # Attention core: unfused keeps softmax output (2 B) and, with dropout, its mask (1 B) and
+    # output (2 B): 5·a·s²·b/(t·cp) for GPT; fused kernels keep the fp32 log-sum-exp per row.
+    scores = np.asarray(b, float) * a / tp * (s / np.asarray(cp, float)) * s
+    core = np.where(flash, tokens * a / tp * 4.0, scores * (ACT_BYTES + (ACT_BYTES + mask if llm.dropout else 0.0)))
+    core = np.where(drops(RC_CORE_ATTN), 0.0, core)
+    _ = dv
     rep = np.where(sp, replicated / tp, replicated)
-    full_layer = rep + attn_split + mlp_split + core
-    selective = rep + attn_split + mlp_split
+    kept = rep + attn_split + mlp_split + core
     layer_input = np.where(sp, tokens * h * ACT_BYTES / tp, tokens * h * ACT_BYTES)
-    return np.where(recompute == RECOMPUTE_FULL, layer_input,
-                    np.where(recompute == RECOMPUTE_SELECTIVE, selective, full_layer))
+    return np.where(np.asarray(recompute) == RECOMPUTE_FULL, layer_input, kept)
 
 
 def in_flight_factor(schedule, pp, m, v):
@@ -86,15 +118,22 @@ def in_flight_factor(schedule, pp, m, v):
     one_f = np.minimum(m, pp)
     # Interleaved: Korthikanti §4.2.3: (1 + (p−1)/(p·v)) × the 1F1B amount.
     inter = one_f * (1.0 + (pp - 1.0) / (pp * v))
-    return np.where(schedule == SCHEDULE_GPIPE, m, np.where(schedule == SCHEDULE_INTERLEAVED, inter, one_f))
+    # DualPipe: PP + 1 microbatches (DeepSeek-V3 Table 2); ZB-H1 keeps 1F1B's p (Qi et al. §3).
+    dual = np.minimum(m, pp + 1.0)
+    return np.select([schedule == SCHEDULE_GPIPE, schedule == SCHEDULE_INTERLEAVED, schedule == SCHEDULE_DUALPIPE],
+                     [m, inter, dual], one_f)
 
 
 def model_state_bytes(dense_params, expert_params, *, dp_shard, expert_dp_shard, zero_stage,
-                      hpz, ranks_per_node_dp):
+                      hpz, ranks_per_node_dp, grad_bytes=GRAD_BYTES, optimizer_bytes=OPTIMIZER_BYTES,
+                      extra_weight_bytes=0.0, weight_bytes=WEIGHT_BYTES):
     """(weights, gradients, optimizer) bytes per GPU for local parameter counts.
 
-    dense_params are sharded by ZeRO over dp_shard (= DP×CP ranks), expert_params over
-    expert_dp_shard (the expert-data-parallel group)."""
+    dense_params are sharded by ZeRO over dp_shard (DP×CP ranks, or the HSDP shard group),
+    expert_params over expert_dp_shard. grad_bytes: bytes per gradient as accumulated (Megatron's fp32
+    main-grad buffer 4, DeepSpeed 2); optimizer_bytes: master weights + moments (12 fp32, 8 with
+    16-bit moments); extra_weight_bytes: low-precision weight copies (fp8 and its transpose), kept
+    per local (ZeRO-3: gathered) weight."""
     zero_stage = np.asarray(zero_stage)
     w = np.zeros_like(np.asarray(dense_params, float))
     g = np.zeros_like(w)
@@ -102,9 +141,10 @@ def model_state_bytes(dense_params, expert_params, *, dp_shard, expert_dp_shard,
     for params, shard in ((dense_params, dp_shard), (expert_params, expert_dp_shard)):
         params = np.asarray(params, float)
         shard = np.asarray(shard, float)
-        w = w + np.where(zero_stage >= 3, params * WEIGHT_BYTES / shard, params * WEIGHT_BYTES)
-        g = g + np.where(zero_stage >= 2, params * GRAD_BYTES / shard, params * GRAD_BYTES)
-        o = o + np.where(zero_stage >= 1, params * OPTIMIZER_BYTES / shard, params * OPTIMIZER_BYTES)
+        w = w + np.where(zero_stage >= 3, params * weight_bytes / shard, params * weight_bytes)
+        w = w + params * np.where(zero_stage >= 3, 0.0, extra_weight_bytes)
+        g = g + np.where(zero_stage >= 2, params * grad_bytes / shard, params * grad_bytes)
+        o = o + np.where(zero_stage >= 1, params * optimizer_bytes / shard, params * optimizer_bytes)
         # hpZ: a secondary 16-bit copy sharded inside the node
         w = w + np.where((zero_stage >= 3) & hpz, params * WEIGHT_BYTES / np.maximum(ranks_per_node_dp, 1), 0.0)
     return w, g, o

@@ -53,17 +53,25 @@ __all__ = [
 def compute_calibration_from_dict(data: dict) -> tuple[ComputeCalibration, MemoryCalibration, float]:
     """Build the calibration records from the parsed compute_efficiency.yaml (pure)."""
     g = data["gemm"]
+    att = data["attention"]
+    fw = data.get("framework") or {}
     return (
         ComputeCalibration(
-            gemm_max_efficiency=float(g["max_efficiency"]),
             gemm_k_half=float(g["k_half"]),
             gemm_mn_half=float(g["mn_half"]),
-            gpu_max_efficiency=tuple((str(k), float(v)) for k, v in (g.get("max_efficiency_by_gpu") or {}).items()),
+            gemm_ceilings=tuple((str(arch), str(p), float(e)) for arch, by in g["max_efficiency"].items()
+                                for p, e in by.items()),
+            gpu_gemm_ceilings=tuple((str(gpu), str(p), float(e)) for gpu, by in (g.get("max_efficiency_by_gpu") or {}).items()
+                                    for p, e in by.items()),
             hbm_efficiency=float(data["elementwise"]["hbm_efficiency"]),
-            attention_kernel=str(data["attention"]["kernel"]),
-            flash_efficiency=float(data["attention"]["flash_efficiency"]),
+            attention=tuple((str(k), str(arch), float(e["forward"]), float(e["backward"]))
+                            for k, by in att["kernels"].items() for arch, e in by.items()),
+            default_flash=tuple((str(a), str(k)) for a, k in att["default_flash"].items()),
             optimizer_bytes_per_param=float(data["optimizer"]["bytes_per_param"]),
-            fp8_gemm_fraction=float(data["fp8"]["gemm_fraction"]),
+            framework_per_iteration_s=float(fw.get("per_iteration_s", 0.0)),
+            framework_per_layer_s=float(fw.get("per_layer_s", 0.0)),
+            overlap_slowdown=float(data.get("overlap", {}).get("compute_slowdown", 0.0)),
+            grouped_gemm_efficiency=float(g.get("grouped_efficiency", 1.0)),
         ),
         MemoryCalibration(
             framework_reserved_bytes=float(data["memory"]["framework_reserved_bytes"]),
@@ -79,8 +87,10 @@ def load_perf_calibration(compute_path: str | Path | None = None,
     with open(compute_path or DATA_DIR / "compute_efficiency.yaml", encoding="utf-8") as fh:
         data = yaml.safe_load(fh)
     compute, memory, bucket = compute_calibration_from_dict(data)
+    casts = tuple((str(k), float(v)) for k, v in data["low_precision"]["cast_bytes_per_element"].items())
     return PerfCalibration(compute=compute, memory=memory,
-                           collectives=coll.load_collective_calibration(collectives_path), dp_bucket_bytes=bucket)
+                           collectives=coll.load_collective_calibration(collectives_path), dp_bucket_bytes=bucket,
+                           cast_bytes_per_element=casts)
 
 
 @functools.lru_cache(maxsize=1)
@@ -114,12 +124,17 @@ def _reason(code: int, llm: LLMSpec, training: TrainingSpec, st: Strategy, syste
         4: f"tp {st.tp} and kv_heads {llm.kv_heads_effective} do not divide one another",
         5: f"cp {st.cp} does not divide the sequence length {s}",
         6: f"pp {st.pp} x virtual stages {st.virtual_stages} exceeds the {llm.layers} layers",
-        7: f"ep {st.ep} does not divide the experts ({llm.moe.experts if llm.moe else 0}) and dp x cp {st.dp * st.cp}",
-        8: f"ZeRO stage {st.zero_stage} cannot be combined with pp {st.pp} (DeepSpeed supports ZeRO-1 with pipelines only)",
+        7: (f"ep {st.ep} must divide the experts ({llm.moe.experts if llm.moe else 0}) and ep x expert_tp "
+            f"{st.ep * (st.expert_tp or st.tp)} must divide tp x cp x dp {st.tp * st.cp * st.dp}"),
+        8: f"attention_kernel {st.attention_kernel.value} does not exist on {system.gpu.architecture} GPUs ({system.gpu.name})",
         9: f"needs {mem_bytes / 1e9:.1f} GB per GPU, HBM holds {system.gpu.hbm_bytes / 1e9:.1f} GB",
         10: f"ep {st.ep} needs a MoE model; {llm.name} is dense",
         11: f"interleaved schedule needs pp > 1 and virtual_stages > 1 (pp {st.pp}, v {st.virtual_stages})",
         12: f"ZeRO++ options need ZeRO stage 3 (stage {st.zero_stage})",
+        13: (f"pipeline end stages of {st.pp_first_stage_layers} and {st.pp_last_stage_layers} layers do not fit "
+             f"{llm.layers} layers over pp {st.pp}"),
+        14: f"shard_group_size {st.shard_group_size} does not divide dp x cp {st.dp * st.cp}",
+        15: f"DualPipe needs an even pp >= 2 and an even microbatch count >= pp (pp {st.pp}, microbatches {B // (st.dp * st.microbatch_size)})",
     }
     return text.get(code, REASONS[code][1])
 
@@ -168,6 +183,8 @@ def _evaluate_full(llm: LLMSpec, training: TrainingSpec, strategy: Strategy, sys
         iteration_time_s=float(r["iteration_time_s"]), time_to_train_s=float(r["time_to_train_s"]),
         tokens_per_s=float(r["tokens_per_s"]), mfu=float(r["mfu"]), hfu=float(r["hfu"]),
         model_flops_per_iteration=float(r["model_flops"]), hardware_flops_per_iteration=float(r["hardware_flops"]),
+        model_flops_causal_per_iteration=float(r["model_flops_causal"]),
+        peak_flops_per_gpu=float(system.gpu.peak_flops.get(training.precision.value, system.gpu.peak_flops["bf16"])),
         n_gpus=int(r["n_gpus"]),
         memory=MemoryBreakdown(weights_bytes=float(r["weights_bytes"]), gradients_bytes=float(r["gradients_bytes"]),
                                optimizer_bytes=float(r["optimizer_bytes"]),

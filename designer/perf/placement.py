@@ -9,8 +9,8 @@ an HB domain of K GPUs; local rank = rank mod K is the rail (railonly.md §1). A
   - g = K/stride members per domain, repeated on the same local ranks in size/g domains, when K is a
     multiple of stride (a hierarchical collective: in-domain phase, then a same-rail phase);
   - otherwise irregular: members of different domains sit on different rails.
-EP is formed inside the DP×CP block (stride tp, Megatron-core expert groups), the expert-data-parallel
-group takes the remaining stride tp·ep; the gradient group of dense weights is DP×CP (Megatron averages
+EP is formed inside a pipeline stage with stride etp (Megatron-Core's expert rank generator), the
+expert-data-parallel group takes the remaining stride etp·ep; the gradient group of dense weights is DP×CP (Megatron averages
 gradients over CP ranks too).
 
 Traffic climbs to the lowest scale-out tier whose span covers the group's extent in domains
@@ -113,22 +113,44 @@ def strides(tp, cp, dp, pp, order=DEFAULT_ORDER) -> dict[str, np.ndarray]:
     return out
 
 
-def place(tp, cp, dp, pp, ep, system: ClusterSystem, order=DEFAULT_ORDER) -> Placement:
+ORDERS = (("tp", "cp", "dp", "pp"), ("tp", "cp", "pp", "dp"))  # StrategyArrays.order codes
+
+
+def _merge(a: GroupArrays, b: GroupArrays, use_b) -> GroupArrays:
+    return GroupArrays(**{f: np.where(use_b, getattr(b, f), getattr(a, f)) for f in GroupArrays.__dataclass_fields__})
+
+
+def place(tp, cp, dp, pp, ep, system: ClusterSystem, order=DEFAULT_ORDER, etp=1, order_code=None) -> Placement:
+    """Group shapes for a rank order (a tuple, or per strategy `order_code` into ORDERS).
+
+    Expert groups follow Megatron-Core's expert rank generator (tp-ep-dp inside a pipeline stage,
+    expert tensor parallelism innermost): the EP group strides over etp, so with etp = 1 it packs
+    into consecutive ranks -- inside the HB domain where it fits -- folding over TP and CP ranks;
+    the expert-data-parallel group strides over etp·ep."""
+    if order_code is not None:
+        oc = np.asarray(order_code)
+        a = place(tp, cp, dp, pp, ep, system, ORDERS[0], etp)
+        if not np.any(oc == 1):
+            return a
+        b = place(tp, cp, dp, pp, ep, system, ORDERS[1], etp)
+        return Placement(**{f: _merge(getattr(a, f), getattr(b, f), oc == 1) for f in Placement.__dataclass_fields__})
     st = strides(tp, cp, dp, pp, order)
     tp = np.asarray(tp, np.int64)
     cp = np.asarray(cp, np.int64)
     dp = np.asarray(dp, np.int64)
     pp = np.asarray(pp, np.int64)
     ep = np.asarray(ep, np.int64)
+    etp = np.asarray(etp, np.int64)
     # DP×CP as one group is contiguous in the default order (stride tp); for other orders the
     # gradient group is approximated by the outer of the two strides' shape.
     grad_stride = np.minimum(st["cp"], st["dp"])
+    stage_ranks = tp * cp * dp
     return Placement(
         tp=group_shape(tp, st["tp"], system),
         cp=group_shape(cp, st["cp"], system),
         dp=group_shape(dp, st["dp"], system),
         grad=group_shape(cp * dp, grad_stride, system),
         pp=group_shape(np.minimum(pp, 2), st["pp"], system),
-        ep=group_shape(ep, grad_stride, system),
-        expert_dp=group_shape(np.maximum(cp * dp // np.maximum(ep, 1), 1), grad_stride * ep, system),
+        ep=group_shape(ep, etp, system),
+        expert_dp=group_shape(np.maximum(stage_ranks // np.maximum(ep * etp, 1), 1), etp * ep, system),
     )

@@ -120,9 +120,9 @@ class Metrics:
     iteration_time_s: float
     time_to_train_s: float
     tokens_per_s: float
-    mfu: float  # model FLOPs (no recompute) / (time x GPUs x peak)
-    hfu: float  # hardware FLOPs (with recompute) / (time x GPUs x peak)
-    model_flops_per_iteration: float
+    mfu: float  # model FLOPs, non-causal attention, no recompute / (time x GPUs x peak)
+    hfu: float  # hardware FLOPs (executed: causal skipping, recompute) / (time x GPUs x peak)
+    model_flops_per_iteration: float  # non-causal convention (Megatron <= 2024, NeMo <= 25.07, PaLM, MPT)
     hardware_flops_per_iteration: float
     n_gpus: int
     memory: MemoryBreakdown
@@ -132,10 +132,23 @@ class Metrics:
     binding_tier: str  # "compute", "hb", "rail", "spine" or "bubble": the largest non-compute term
     traffic: TrafficSummary
     type_bytes: TypeBytes
+    model_flops_causal_per_iteration: float = 0.0  # causal convention (Megatron-Core 2025+, Megatron-Bridge)
+    peak_flops_per_gpu: float = 0.0  # the dense peak MFU and HFU are relative to
 
     @property
     def memory_per_gpu_bytes(self) -> float:
         return self.memory.total_bytes
+
+    @property
+    def mfu_causal(self) -> float:
+        return self.mfu * self.model_flops_causal_per_iteration / self.model_flops_per_iteration
+
+    def tflops_per_gpu(self, convention: str = "noncausal") -> float:
+        """Achieved TFLOP/s per GPU by a named convention: "noncausal" (full s² attention, no
+        recompute), "causal" (half the s² term, no recompute) or "hardware" (what executed)."""
+        flops = {"noncausal": self.model_flops_per_iteration, "causal": self.model_flops_causal_per_iteration,
+                 "hardware": self.hardware_flops_per_iteration}[convention]
+        return flops / (self.iteration_time_s * self.n_gpus) / 1e12
 
     @property
     def fits_in_memory(self) -> bool:
@@ -151,7 +164,11 @@ class Metrics:
             "time_to_train_days": self.time_to_train_s / 86400.0,
             "tokens_per_s": self.tokens_per_s,
             "mfu": self.mfu,
+            "mfu_causal": self.mfu_causal,
             "hfu": self.hfu,
+            "model_tflops_per_gpu_noncausal": self.tflops_per_gpu("noncausal"),
+            "model_tflops_per_gpu_causal": self.tflops_per_gpu("causal"),
+            "hardware_tflops_per_gpu": self.tflops_per_gpu("hardware"),
             "model_flops_per_iteration": self.model_flops_per_iteration,
             "hardware_flops_per_iteration": self.hardware_flops_per_iteration,
             "n_gpus": self.n_gpus,
@@ -189,15 +206,29 @@ class Infeasible:
         }
 
 
-_SCHEDULES = ("gpipe", "1f1b", "interleaved")  # codes 0, 1, 2 (perf.memory.SCHEDULE_*)
+_SCHEDULES = ("gpipe", "1f1b", "interleaved", "zero_bubble", "dualpipe")  # codes 0-4 (perf.memory.SCHEDULE_*)
 _RECOMPUTES = ("none", "selective", "full")  # codes 0, 1, 2 (perf.memory.RECOMPUTE_*)
+# bit of each selective-recompute module in StrategyArrays.rc_modules (perf.memory.RC_*)
+_RECOMPUTE_MODULES = ("core_attn", "layernorm", "mlp", "moe", "moe_act", "mla_up_proj")
+_ATTENTION_KERNELS = ("flash", "flash2", "flash3", "cudnn", "unfused")  # codes 0-4
+_RANK_ORDERS = ("tp-cp-dp-pp", "tp-cp-pp-dp")  # codes 0, 1
+
+
+def recompute_module_mask(modules) -> int:
+    """Bitmask of selective-recompute modules; no modules means Megatron's default, core_attn."""
+    names = [m.value if hasattr(m, "value") else str(m) for m in modules] or ["core_attn"]
+    return sum(1 << _RECOMPUTE_MODULES.index(n) for n in set(names))
 
 
 @dataclass(frozen=True)
 class StrategyArrays:
     """Many `Strategy` records as numpy columns (one entry per strategy) for the vectorized model.
 
-    schedule: 0 gpipe, 1 1f1b, 2 interleaved; recompute: 0 none, 1 selective, 2 full."""
+    schedule: 0 gpipe, 1 1f1b, 2 interleaved, 3 zero_bubble, 4 dualpipe; recompute: 0 none,
+    1 selective, 2 full; rc_modules: bitmask of _RECOMPUTE_MODULES (used when selective);
+    etp: expert tensor parallelism, 0 = tp; kernel: index into _ATTENTION_KERNELS; order: index into _RANK_ORDERS; pp_first / pp_last: layers
+    of the end stages, -1 for the even split; shard_group: HSDP shard group, 0 = the whole DP x CP
+    group; bucket_bytes: 0 = the calibration default. Columns not given take the Strategy defaults."""
 
     tp: np.ndarray
     pp: np.ndarray
@@ -215,13 +246,28 @@ class StrategyArrays:
     recompute: np.ndarray
     overlap_dp: np.ndarray
     overlap_tp: np.ndarray
+    etp: np.ndarray = 0
+    rc_modules: np.ndarray = 1
+    kernel: np.ndarray = 0
+    order: np.ndarray = 0
+    pp_first: np.ndarray = -1
+    pp_last: np.ndarray = -1
+    reshard: np.ndarray = True
+    shard_group: np.ndarray = 0
+    bucket_bytes: np.ndarray = 0.0
+    prefetch: np.ndarray = 1
+    overlap_ep: np.ndarray = False
 
-    _INT = ("tp", "pp", "dp", "ep", "cp", "mbs", "schedule", "v", "zero", "recompute")
-    _BOOL = ("sp", "qwz", "qgz", "hpz", "overlap_dp", "overlap_tp")
+    _INT = ("tp", "pp", "dp", "ep", "cp", "mbs", "schedule", "v", "zero", "recompute", "etp", "rc_modules",
+            "kernel", "order", "pp_first", "pp_last", "shard_group", "prefetch")
+    _BOOL = ("sp", "qwz", "qgz", "hpz", "overlap_dp", "overlap_tp", "reshard", "overlap_ep")
+    _FLOAT = ("bucket_bytes",)
 
     def __post_init__(self) -> None:
-        cols = {f.name: np.atleast_1d(np.asarray(getattr(self, f.name), dtype=np.int64 if f.name in self._INT else bool))
-                for f in fields(self)}
+        def dtype(name):
+            return np.int64 if name in self._INT else (float if name in self._FLOAT else bool)
+
+        cols = {f.name: np.atleast_1d(np.asarray(getattr(self, f.name), dtype=dtype(f.name))) for f in fields(self)}
         shape = np.broadcast_shapes(*(c.shape for c in cols.values()))
         for name, col in cols.items():
             arr = np.array(np.broadcast_to(col, shape))
@@ -241,19 +287,42 @@ class StrategyArrays:
             zero=[s.zero_stage for s in ss], qwz=[s.zeropp_quantized_weights for s in ss],
             qgz=[s.zeropp_quantized_gradients for s in ss], hpz=[s.zeropp_hierarchical_partition for s in ss],
             recompute=[_RECOMPUTES.index(s.recompute.value) for s in ss],
-            overlap_dp=[s.overlap_dp_comm for s in ss], overlap_tp=[s.overlap_tp_comm for s in ss])
+            overlap_dp=[s.overlap_dp_comm for s in ss], overlap_tp=[s.overlap_tp_comm for s in ss],
+            etp=[s.expert_tp or 0 for s in ss], rc_modules=[recompute_module_mask(s.recompute_modules) for s in ss],
+            kernel=[_ATTENTION_KERNELS.index(s.attention_kernel.value) for s in ss],
+            order=[_RANK_ORDERS.index(s.rank_order.value) for s in ss],
+            pp_first=[-1 if s.pp_first_stage_layers is None else s.pp_first_stage_layers for s in ss],
+            pp_last=[-1 if s.pp_last_stage_layers is None else s.pp_last_stage_layers for s in ss],
+            reshard=[s.fsdp_reshard_after_forward for s in ss],
+            shard_group=[s.shard_group_size or 0 for s in ss],
+            bucket_bytes=[s.dp_bucket_bytes or 0.0 for s in ss], prefetch=[s.prefetch_layers for s in ss],
+            overlap_ep=[s.overlap_ep_comm for s in ss])
 
     def to_strategy(self, i: int):
-        from designer.spec.llm import Recompute, Schedule, Strategy
+        from designer.spec.llm import AttentionKernel, RankOrder, Recompute, RecomputeModule, Schedule, Strategy
 
+        rc = Recompute(_RECOMPUTES[int(self.recompute[i])])
+        mask = int(self.rc_modules[i])
+        modules = tuple(RecomputeModule(n) for j, n in enumerate(_RECOMPUTE_MODULES) if mask >> j & 1)
+        if rc != Recompute.selective or modules == (RecomputeModule.core_attn,):
+            modules = ()
         return Strategy(
             tp=int(self.tp[i]), pp=int(self.pp[i]), dp=int(self.dp[i]), ep=int(self.ep[i]), cp=int(self.cp[i]),
+            expert_tp=int(self.etp[i]) or None,
             sequence_parallel=bool(self.sp[i]), microbatch_size=int(self.mbs[i]),
             schedule=Schedule(_SCHEDULES[int(self.schedule[i])]), virtual_stages=int(self.v[i]),
-            zero_stage=int(self.zero[i]), zeropp_quantized_weights=bool(self.qwz[i]),
+            pp_first_stage_layers=None if self.pp_first[i] < 0 else int(self.pp_first[i]),
+            pp_last_stage_layers=None if self.pp_last[i] < 0 else int(self.pp_last[i]),
+            zero_stage=int(self.zero[i]), fsdp_reshard_after_forward=bool(self.reshard[i]),
+            shard_group_size=int(self.shard_group[i]) or None,
+            dp_bucket_bytes=float(self.bucket_bytes[i]) or None, prefetch_layers=int(self.prefetch[i]),
+            zeropp_quantized_weights=bool(self.qwz[i]),
             zeropp_quantized_gradients=bool(self.qgz[i]), zeropp_hierarchical_partition=bool(self.hpz[i]),
-            recompute=Recompute(_RECOMPUTES[int(self.recompute[i])]), overlap_dp_comm=bool(self.overlap_dp[i]),
-            overlap_tp_comm=bool(self.overlap_tp[i]))
+            recompute=rc, recompute_modules=modules,
+            attention_kernel=AttentionKernel(_ATTENTION_KERNELS[int(self.kernel[i])]),
+            rank_order=RankOrder(_RANK_ORDERS[int(self.order[i])]),
+            overlap_dp_comm=bool(self.overlap_dp[i]), overlap_tp_comm=bool(self.overlap_tp[i]),
+            overlap_ep_comm=bool(self.overlap_ep[i]))
 
     def take(self, idx) -> "StrategyArrays":
         return StrategyArrays(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})

@@ -6,15 +6,19 @@ A strategy is valid when Megatron-LM (and DeepSpeed for ZeRO-2/3 and ZeRO++) can
 - tp divides the HB (scale-up) domain size, so a TP group never leaves its NVLink domain; tp divides
   the attention heads, the hidden size and the FFN sizes (dense and expert); tp and the key/value
   heads divide one another (query groups are split across TP ranks, or replicated when tp > kv heads);
-- pp divides the layer count; the interleaved schedule needs pp >= 2, layers divisible by
-  pp * virtual_stages, and a microbatch count divisible by pp (Megatron's interleaved schedule);
+- pp stages of at least one layer each: by default pp divides the layer count, but a pp the study
+  lists explicitly may leave uneven stages (the slowest stage paces the pipeline); the interleaved
+  schedule needs pp >= 2, pp * virtual_stages <= layers (chunks may be uneven too), and a microbatch
+  count divisible by pp (Megatron's interleaved schedule); DualPipe an even pp and an even
+  microbatch count >= pp;
 - context parallelism splits each sequence into 2 * cp chunks (load-balanced causal attention), so the
   sequence length is a multiple of 2 * cp;
 - expert parallelism only for MoE models: ep divides the expert count and dp * cp (experts are
   sharded across the data-and-context-parallel ranks);
 - the global batch is a multiple of dp * microbatch size;
 - sequence parallelism only with tp > 1;
-- ZeRO-2/3 only without pipeline parallelism (DeepSpeed); ZeRO++ (qwZ, qgZ, hpZ) only with ZeRO-3.
+- ZeRO++ (qwZ, qgZ, hpZ) only with ZeRO-3 (ZeRO-2/3 and FSDP combine with pipelines, as in
+  torchtitan and Megatron-FSDP).
 
 The space is a grid: "layouts" (tp, pp, dp, cp, ep) times a grid of the remaining ("free")
 dimensions, with a validity mask per layout. It is small to hold even when the full table of
@@ -35,9 +39,11 @@ from designer.spec.llm import LLMSpec, Recompute, Schedule, Strategy, TrainingSp
 from designer.spec.study import StrategySpace
 
 # Integer codes used in the columnar table; the order is fixed (it is part of the table's meaning).
-SCHEDULES: tuple[Schedule, ...] = (Schedule.gpipe, Schedule.one_f_one_b, Schedule.interleaved)
+SCHEDULES: tuple[Schedule, ...] = (Schedule.gpipe, Schedule.one_f_one_b, Schedule.interleaved,
+                                   Schedule.zero_bubble, Schedule.dualpipe)
 RECOMPUTES: tuple[Recompute, ...] = (Recompute.none, Recompute.selective, Recompute.full)
 _INTERLEAVED = SCHEDULES.index(Schedule.interleaved)
+_DUALPIPE = SCHEDULES.index(Schedule.dualpipe)
 
 # Column order of a StrategyTable (= the fields of designer.spec.llm.Strategy).
 COLUMNS: tuple[str, ...] = (
@@ -90,8 +96,8 @@ def invalid_reason(s: Strategy, llm: LLMSpec, training: TrainingSpec, n_gpus: in
     kv = llm.kv_heads_effective
     if kv % s.tp and s.tp % kv:
         return f"tp {s.tp} and kv_heads {kv} do not divide one another"
-    if llm.layers % s.pp:
-        return f"pp {s.pp} does not divide layers {llm.layers}"
+    if s.pp > llm.layers:
+        return f"pp {s.pp} exceeds layers {llm.layers}"
     if s.cp > 1 and training.sequence_length % (2 * s.cp):
         return f"sequence length {training.sequence_length} is not a multiple of 2*cp = {2 * s.cp}"
     if llm.moe is None:
@@ -113,14 +119,16 @@ def invalid_reason(s: Strategy, llm: LLMSpec, training: TrainingSpec, n_gpus: in
             return "the interleaved schedule needs virtual_stages >= 2"
         if s.pp < 2:
             return "the interleaved schedule needs pp >= 2"
-        if llm.layers % (s.pp * s.virtual_stages):
-            return f"layers {llm.layers} not divisible by pp*virtual_stages = {s.pp * s.virtual_stages}"
+        if s.pp * s.virtual_stages > llm.layers:
+            return f"pp*virtual_stages = {s.pp * s.virtual_stages} exceeds layers {llm.layers}"
         if n_micro % s.pp:
             return f"microbatches {n_micro} not divisible by pp {s.pp} (interleaved schedule)"
     elif s.virtual_stages != 1:
         return f"virtual_stages {s.virtual_stages} needs the interleaved schedule"
-    if s.zero_stage >= 2 and s.pp > 1:
-        return f"ZeRO-{s.zero_stage} does not support pipeline parallelism (pp {s.pp})"
+    if s.schedule == Schedule.dualpipe:
+        n_micro = training.global_batch_sequences // (s.dp * s.microbatch_size)
+        if s.pp < 2 or s.pp % 2 or n_micro % 2 or n_micro < s.pp:
+            return f"DualPipe needs an even pp >= 2 and an even microbatch count >= pp (pp {s.pp}, {n_micro})"
     if (s.zeropp_quantized_weights or s.zeropp_quantized_gradients or s.zeropp_hierarchical_partition) and s.zero_stage != 3:
         return "ZeRO++ (qwZ/qgZ/hpZ) needs ZeRO stage 3"
     return None
@@ -196,7 +204,7 @@ class DesignSpace:
         if n_gpus < 1 or hb_domain_size < 1:
             raise SpecError(f"design: n_gpus {n_gpus} and hb_domain_size {hb_domain_size} must be >= 1")
         tp_vals = [t for t in (space.tp or divisors(hb_domain_size)) if hb_domain_size % t == 0 and _tp_ok(llm, t)]
-        pp_vals = [p for p in (space.pp or [d for d in divisors(llm.layers) if d <= space.max_pp]) if llm.layers % p == 0]
+        pp_vals = [p for p in (space.pp or [d for d in divisors(llm.layers) if d <= space.max_pp]) if p <= llm.layers]
         cp_vals = [c for c in space.cp if c == 1 or training.sequence_length % (2 * c) == 0]
         if llm.moe is None:
             ep_vals = [1]  # expert parallelism has no meaning for a dense model
@@ -261,9 +269,10 @@ class DesignSpace:
         n_micro = gb // (dp * mbs)
         inter = c["schedule"] == _INTERLEAVED
         v = c["virtual_stages"]
-        inter_ok = (pp >= 2) & (self.llm.layers % (pp * v) == 0) & (n_micro % pp == 0)
+        inter_ok = (pp >= 2) & (pp * v <= self.llm.layers) & (n_micro % pp == 0)
         ok &= ~inter | inter_ok
-        ok &= ~((c["zero_stage"] >= 2) & (pp > 1))
+        dual = c["schedule"] == _DUALPIPE
+        ok &= ~dual | ((pp >= 2) & (pp % 2 == 0) & (n_micro % 2 == 0) & (n_micro >= pp))
         zpp = c["zeropp_quantized_weights"] | c["zeropp_quantized_gradients"] | c["zeropp_hierarchical_partition"]
         ok &= ~(zpp & (c["zero_stage"] != 3))
         return ok

@@ -37,6 +37,10 @@ class Gpu(Entry):
     bf16_tflops: float = Field(gt=0, description="dense")
     fp16_tflops: float | None = Field(default=None, gt=0, description="dense; None means the bf16 figure")
     fp8_tflops: float | None = Field(default=None, gt=0, description="dense; None means no fp8 tensor cores")
+    mxfp8_tflops: float | None = Field(default=None, gt=0, description="dense MXFP8 (Blackwell); None means not supported")
+    nvfp4_tflops: float | None = Field(default=None, gt=0, description="dense NVFP4 (Blackwell); None means not supported")
+    host_memory_gb: float = Field(default=0.0, ge=0, description="host (CPU) memory per GPU that offload may use")
+    host_link_gb_per_s_per_direction: float = Field(default=0.0, ge=0, description="GPU<->host bandwidth per GPU, one direction (PCIe or NVLink-C2C)")
     hbm_gb: float = Field(gt=0)
     hbm_tb_per_s: float = Field(gt=0)
     hb_gb_per_s_per_direction: float = Field(gt=0, description="scale-up (NVLink) bandwidth per GPU, one direction")
@@ -44,10 +48,13 @@ class Gpu(Entry):
     def perf(self) -> GpuPerf:
         peak = {"bf16": self.bf16_tflops * units.TFLOPS_TO_FLOPS,
                 "fp16": (self.fp16_tflops or self.bf16_tflops) * units.TFLOPS_TO_FLOPS}
-        if self.fp8_tflops is not None:
-            peak["fp8"] = self.fp8_tflops * units.TFLOPS_TO_FLOPS
+        for key, tflops in (("fp8", self.fp8_tflops), ("mxfp8", self.mxfp8_tflops), ("nvfp4", self.nvfp4_tflops)):
+            if tflops is not None:
+                peak[key] = tflops * units.TFLOPS_TO_FLOPS
         return GpuPerf(name=self.id, architecture=self.architecture, peak_flops=peak, hbm_bytes=self.hbm_gb * units.GB_TO_BYTES,
-                       hbm_bandwidth_bytes_per_s=self.hbm_tb_per_s * units.TB_PER_S_TO_BYTES_PER_S)
+                       hbm_bandwidth_bytes_per_s=self.hbm_tb_per_s * units.TB_PER_S_TO_BYTES_PER_S,
+                       host_memory_bytes=self.host_memory_gb * units.GB_TO_BYTES,
+                       host_link_bytes_per_s=self.host_link_gb_per_s_per_direction * units.GB_PER_S_TO_BYTES_PER_S)
 
 
 class Platform(Entry):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, model_validator
 
@@ -19,12 +20,31 @@ class MoESpec(Record):
     moe_layer_interval: int = Field(default=1, ge=1)
     first_dense_layers: int = Field(default=0, ge=0)
     capacity_factor: float = Field(default=1.0, gt=0)
+    shared_expert_ffn_size: int | None = Field(default=None, ge=1, description="None means expert_ffn_size")
+    # Node-limited routing (DeepSeek-V3 §2.1.2): each token's experts lie on at most this many nodes
+    # (HB domains); None means unrestricted.
+    max_nodes_per_token: int | None = Field(default=None, ge=1)
+
+    @property
+    def shared_ffn_size(self) -> int:
+        return self.shared_expert_ffn_size or self.expert_ffn_size
 
     @model_validator(mode="after")
     def _k(self) -> "MoESpec":
         if self.top_k > self.experts:
             raise ValueError(f"top_k {self.top_k} exceeds experts {self.experts}")
         return self
+
+
+class MLASpec(Record):
+    """Multi-head latent attention (DeepSeek-V2/V3, arXiv 2405.04434 §2.1): queries and keys/values
+    pass through low-rank projections; each head has a no-RoPE part and a shared RoPE part."""
+
+    q_lora_rank: int | None = Field(default=None, ge=1, description="None means an uncompressed query projection")
+    kv_lora_rank: int = Field(ge=1)
+    qk_nope_head_dim: int = Field(ge=1)
+    qk_rope_head_dim: int = Field(ge=0)
+    v_head_dim: int = Field(ge=1)
 
 
 class LLMSpec(Record):
@@ -39,6 +59,14 @@ class LLMSpec(Record):
     tied_embeddings: bool = False
     gated_mlp: bool = Field(default=False, description="SwiGLU-style MLP with three matrices")
     moe: MoESpec | None = None
+    # Dropout in the residual branches and on the attention probabilities (GPT-2/3, Megatron 2021 GPT:
+    # 0.1); modern pre-training recipes (Llama, Mixtral, DeepSeek, Qwen) train without it, so no masks
+    # are stored or written.
+    dropout: bool = False
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    linear_bias: bool = Field(default=True, description="biases in the attention and MLP linear layers")
+    mla: MLASpec | None = None
+    mtp_layers: int = Field(default=0, ge=0, description="multi-token-prediction modules (DeepSeek-V3: 1)")
     source: str = ""
 
     @property
@@ -59,15 +87,41 @@ class LLMSpec(Record):
 
 
 class Precision(str, Enum):
+    """Precision of the linear-layer GEMMs. fp8 follows `fp8_recipe`; mxfp8 and nvfp4 are Blackwell's
+    block-scaled formats (32-element blocks with E8M0 scales / 16-element blocks with E4M3 scales)."""
+
     bf16 = "bf16"
     fp16 = "fp16"
     fp8 = "fp8"
+    mxfp8 = "mxfp8"
+    nvfp4 = "nvfp4"
+
+
+class Fp8Recipe(str, Enum):
+    """How fp8 scaling factors are found (Transformer Engine recipes; torchao float8).
+
+    delayed: per-tensor scale from an amax history (TE DelayedScaling); current: per-tensor scale from
+    this step's amax, one extra reduction pass per tensor (TE Float8CurrentScaling, torchao
+    tensorwise); blockwise: 1x128 activation / 128x128 weight tiles (DeepSeek-V3 §3.3, TE
+    Float8BlockScaling); rowwise: per-row scales (torchao rowwise)."""
+
+    delayed = "delayed"
+    current = "current"
+    blockwise = "blockwise"
+    rowwise = "rowwise"
 
 
 class TrainingSpec(Record):
     sequence_length: int = Field(ge=1)
     global_batch_sequences: int = Field(ge=1)
     precision: Precision = Precision.bf16
+    fp8_recipe: Fp8Recipe = Fp8Recipe.delayed
+    fp8_param_gather: bool = Field(default=False, description="keep an fp8 weight copy and all-gather it in fp8 (TE fp8 params, torchao fp8 all-gather)")
+    # Megatron forces fp32 main gradients for bf16 (arguments.py: accumulate_allreduce_grads_in_fp32);
+    # DeepSpeed keeps 16-bit gradients.
+    grad_accumulation_dtype: Literal["fp32", "bf16"] = "fp32"
+    # Adam moments: fp32 by default; DeepSeek-V3 keeps them in bf16 (§3.3.3)
+    optimizer_state_dtype: Literal["fp32", "bf16"] = "fp32"
     total_tokens: float = Field(gt=0, description="tokens to train on; gives time-to-train")
 
     @property
@@ -76,9 +130,16 @@ class TrainingSpec(Record):
 
 
 class Schedule(str, Enum):
+    """Pipeline schedules. zero_bubble is ZB-H1 (Qi et al. 2023, arXiv 2401.10241 §3): 1F1B with the
+    weight-gradient GEMMs deferred into the bubble, same activation memory as 1F1B. dualpipe is
+    DeepSeek-V3's bidirectional schedule (arXiv 2412.19437 §3.2.1, Table 2): two copies of the
+    parameters, pp + 1 microbatches of activations in flight."""
+
     gpipe = "gpipe"
     one_f_one_b = "1f1b"
     interleaved = "interleaved"
+    zero_bubble = "zero_bubble"
+    dualpipe = "dualpipe"
 
 
 class Recompute(str, Enum):
@@ -87,25 +148,68 @@ class Recompute(str, Enum):
     full = "full"
 
 
+class RecomputeModule(str, Enum):
+    """Megatron-LM's --recompute-modules (selective granularity): the parts of a layer whose
+    activations are dropped and recomputed in the backward pass."""
+
+    core_attn = "core_attn"  # QKᵀ, softmax, dropout, AV (Korthikanti et al. 2022 §5)
+    layernorm = "layernorm"  # the input/pre-MLP norms
+    mlp = "mlp"  # the dense MLP
+    moe = "moe"  # the whole MoE block (router, dispatch, experts, combine)
+    moe_act = "moe_act"  # the activation function inside the experts
+    mla_up_proj = "mla_up_proj"  # MLA's up projections of the compressed Q and KV
+
+
+class AttentionKernel(str, Enum):
+    """The attention implementation. flash: the generation's standard fused kernel (FlashAttention-2
+    on Ampere, cuDNN/FlashAttention-3 on Hopper, cuDNN on Blackwell); flash2 / flash3 / cudnn name a
+    kernel; unfused materialises the scores in HBM (Megatron 2021)."""
+
+    flash = "flash"
+    flash2 = "flash2"
+    flash3 = "flash3"
+    cudnn = "cudnn"
+    unfused = "unfused"
+
+
+class RankOrder(str, Enum):
+    """How ranks are laid out, innermost first (Megatron-Core --rank-order / order strings)."""
+
+    tp_cp_dp_pp = "tp-cp-dp-pp"  # Megatron default; EP is folded inside DP x CP
+    tp_cp_pp_dp = "tp-cp-pp-dp"  # pipeline stages inside, data parallel outermost
+
+
 class Strategy(Record):
-    """One parallelization of a training run. GPUs used = tp * pp * dp * cp; EP divides dp * cp... see perf."""
+    """One parallelization of a training run. GPUs used = tp * pp * dp * cp; EP folds inside dp * cp
+    (Megatron-Core expert groups)."""
 
     tp: int = Field(default=1, ge=1)
     pp: int = Field(default=1, ge=1)
     dp: int = Field(default=1, ge=1)
     ep: int = Field(default=1, ge=1)
     cp: int = Field(default=1, ge=1)
+    expert_tp: int | None = Field(default=None, ge=1, description="expert tensor parallelism (Megatron --expert-tensor-parallel-size); None means tp, Megatron's default; the expert group strides over it")
     sequence_parallel: bool = False
     microbatch_size: int = Field(default=1, ge=1)
     schedule: Schedule = Schedule.one_f_one_b
     virtual_stages: int = Field(default=1, ge=1, description="model chunks per GPU for the interleaved schedule")
+    pp_first_stage_layers: int | None = Field(default=None, ge=0, description="layers on the first stage (Megatron --decoder-first-pipeline-num-layers); None: even split")
+    pp_last_stage_layers: int | None = Field(default=None, ge=0, description="layers on the last stage (--decoder-last-pipeline-num-layers); None: even split")
     zero_stage: int = Field(default=1, ge=0, le=3)
+    fsdp_reshard_after_forward: bool = Field(default=True, description="ZeRO-3/FSDP: free gathered weights after forward and gather again for backward")
+    shard_group_size: int | None = Field(default=None, ge=1, description="HSDP: ZeRO/FSDP shards over groups of this many DP x CP ranks and replicates across them; None: the whole group")
+    dp_bucket_bytes: float | None = Field(default=None, gt=0, description="gradient / parameter bucket of the DP collectives; None: the calibration default")
+    prefetch_layers: int = Field(default=1, ge=0, description="ZeRO-3/FSDP: layers whose weights are gathered ahead of use")
     zeropp_quantized_weights: bool = False  # qwZ
     zeropp_quantized_gradients: bool = False  # qgZ
     zeropp_hierarchical_partition: bool = False  # hpZ
     recompute: Recompute = Recompute.none
+    recompute_modules: tuple[RecomputeModule, ...] = Field(default=(), description="selective recompute: the modules; empty means core_attn")
+    attention_kernel: AttentionKernel = AttentionKernel.flash
+    rank_order: RankOrder = RankOrder.tp_cp_dp_pp
     overlap_dp_comm: bool = True
     overlap_tp_comm: bool = False
+    overlap_ep_comm: bool = Field(default=False, description="hide the MoE all-to-alls behind another microbatch's compute (Megatron 1F1B A2A overlap, DualPipe)")
 
     @property
     def n_gpus(self) -> int:
@@ -115,6 +219,8 @@ class Strategy(Record):
     def _schedule(self) -> "Strategy":
         if self.virtual_stages > 1 and self.schedule != Schedule.interleaved:
             raise ValueError(f"virtual_stages {self.virtual_stages} needs schedule 'interleaved'")
+        if self.recompute_modules and self.recompute != Recompute.selective:
+            raise ValueError("recompute_modules needs recompute 'selective'")
         return self
 
 

@@ -216,7 +216,7 @@ class FrontierSpec(Record):
 
 class Objective(Record):
     kind: Literal["min_cost", "max_gpus", "max_flops", "frontier"] = "min_cost"
-    precision: Literal["bf16", "fp16", "fp8"] = "bf16"  # for max_flops
+    precision: Literal["bf16", "fp16", "fp8", "mxfp8", "nvfp4"] = "bf16"  # for max_flops
     frontier: FrontierSpec | None = None
 
     @model_validator(mode="after")

@@ -66,9 +66,11 @@ class GpuPerf(Record):
 
     name: str
     architecture: str = Field(default="hopper", description="ampere | hopper | blackwell: selects NCCL's per-generation tuning constants")
-    peak_flops: dict[str, float]  # by precision: "bf16", "fp16", "fp8" -> dense FLOP/s
+    peak_flops: dict[str, float]  # by precision: "bf16", "fp16", "fp8", "mxfp8", "nvfp4" -> dense FLOP/s
     hbm_bytes: float = Field(gt=0)
     hbm_bandwidth_bytes_per_s: float = Field(gt=0)
+    host_memory_bytes: float = Field(default=0.0, ge=0, description="host memory per GPU available to offload")
+    host_link_bytes_per_s: float = Field(default=0.0, ge=0, description="GPU<->host, per direction")
 
 
 class ClusterSystem(Record):

@@ -12,17 +12,22 @@ from designer.perf.model import load_perf_calibration
 from designer.spec.llm import TrainingSpec
 from designer.spec.models import load_model
 
-CAL = load_perf_calibration().compute
+PERF = load_perf_calibration()
+CAL = PERF.compute
+A100_MAX = CAL.gemm_ceiling("a100_80gb", "ampere", "fp16")
+
+
+def _prec(architecture="ampere"):
+    fwd, bwd = CAL.attention_table(architecture)
+    return cmp.Precisions(gemm_peak_flops=312e12, gemm_max_eff=A100_MAX, hi_peak_flops=312e12, hi_max_eff=A100_MAX,
+                          cast_bytes_per_element=0.0, attn_fwd_eff=fwd, attn_bwd_eff=bwd)
 
 
 def _fwd(llm, *, b=1, s=2048, tp=1, cp=1, ep=1, moe=False, kernel="unfused"):
-    import dataclasses
-
-    cal = dataclasses.replace(CAL, attention_kernel=kernel)
     one = np.ones(1)
-    return cmp.layer_forward(llm, moe_layer=moe, b=one * b, s=s, tp=one * tp, cp=one * cp, ep=one * ep,
-                             sp=np.zeros(1, bool), peak_flops=312e12, gemm_peak_flops=312e12,
-                             max_eff=CAL.gemm_max_efficiency, hbm_bytes_per_s=2.039e12, calib=cal)
+    return cmp.layer_forward(llm, moe_layer=moe, b=one * b, s=s, tp=one * tp, cp=one * cp, ep=one * ep, etp=one * tp,
+                             sp=np.zeros(1, bool), kernel=np.array([cmp.ATTENTION_KERNELS.index(kernel)]),
+                             prec=_prec(), hbm_bytes_per_s=2.039e12, calib=CAL)
 
 
 def test_gpt_layer_flops_are_megatrons_24bsh2_plus_4bs2h():
@@ -81,19 +86,30 @@ def test_moe_flops_top_k_shared_and_router():
     assert float(wd.dense_flops[0]) == pytest.approx(want)
 
 
-def test_flash_attention_runs_half_the_causal_flops_and_no_score_traffic():
+def test_flash_attention_runs_the_causal_blocks_and_no_score_traffic():
+    # s = 2048 in 128-wide tiles: n = 16 tiles per side, the causal kernel computes the lower
+    # triangle and the diagonal, (n + 1)/(2n) = 17/32 of the non-causal work.
     llm = load_model("gpt-1.7b")
     u, f = _fwd(llm), _fwd(llm, kernel="flash")
-    assert float(f.attn_flops[0]) == pytest.approx(0.5 * float(u.attn_flops[0]))
-    assert float(f.attn_memory_s[0]) == 0.0 and float(u.attn_memory_s[0]) > 0.0
+    assert float(f.attn_flops[0]) == pytest.approx(17 / 32 * float(u.attn_flops[0]))
+    assert float(f.attn_mem_s[0]) == 0.0 and float(u.attn_mem_s[0]) > 0.0
+
+
+def test_attention_backward_is_two_and_a_half_forwards_at_its_own_efficiency():
+    # FlashAttention backward: 5 matmuls against the forward's 2 (Dao 2023 §3.1.2)
+    llm = load_model("llama3-8b")
+    w = _fwd(llm, s=8192, kernel="flash2")
+    fwd, bwd = CAL.attention_table("ampere")
+    i = cmp.ATTENTION_KERNELS.index("flash2")
+    assert float(w.attn_bwd_s[0] / w.attn_fwd_s[0]) == pytest.approx(2.5 * fwd[i] / bwd[i])
 
 
 def test_gemm_efficiency_curve_by_hand():
     # eta = max · K/(K + K½) · d/(d + D½): at K = K½ and d = D½ it is max/4.
     k, d = CAL.gemm_k_half, CAL.gemm_mn_half
     assert float(cmp.gemm_efficiency(d, 10 * d, k, 0.8, CAL)) == pytest.approx(0.8 / 4)
-    big = float(cmp.gemm_efficiency(16384, 16384, 16384, CAL.gemm_max_efficiency, CAL))
-    assert 0.9 * CAL.gemm_max_efficiency < big < CAL.gemm_max_efficiency
+    big = float(cmp.gemm_efficiency(16384, 16384, 16384, A100_MAX, CAL))
+    assert 0.9 * A100_MAX < big < A100_MAX
 
 
 def test_optimizer_step_time_by_hand():

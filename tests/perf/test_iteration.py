@@ -13,8 +13,9 @@ from designer.spec.models import load_model
 from tests.perf.systems import cluster
 
 CAL = load_perf_calibration()
-# no optimizer step, so iteration = pipeline time exactly (bubble tests)
-CAL_NO_OPT = dataclasses.replace(CAL, compute=dataclasses.replace(CAL.compute, optimizer_bytes_per_param=0.0))
+# no optimizer step and no host overheads, so iteration = pipeline time exactly (bubble tests)
+CAL_NO_OPT = dataclasses.replace(CAL, compute=dataclasses.replace(
+    CAL.compute, optimizer_bytes_per_param=0.0, framework_per_iteration_s=0.0, framework_per_layer_s=0.0))
 
 
 def _ev(llm, tr, st, sy, calib=CAL):
@@ -29,13 +30,15 @@ def _ev(llm, tr, st, sy, calib=CAL):
     (Schedule.interleaved, 2, 3 / 16),  # (p−1)/(v·m) = 3/16
 ])
 def test_pipeline_bubble_fraction(schedule, v, want):
-    # gpt-1.7b, pp 4 inside one DGX (dp 1, so no DP traffic), m = 8 microbatches.
-    llm = load_model("gpt-1.7b")
+    # gpt-1.7b, pp 4 inside one DGX (dp 1, so no DP traffic), m = 8 microbatches; a vocabulary of 8
+    # makes the output layer negligible, so the four stages of 6 layers are even.
+    llm = load_model("gpt-1.7b").model_copy(update={"vocab_size": 8})
     tr = TrainingSpec(sequence_length=2048, global_batch_sequences=8, precision="fp16", total_tokens=1e9)
     r = _ev(llm, tr, Strategy(pp=4, dp=1, tp=1, microbatch_size=1, schedule=schedule, virtual_stages=v, zero_stage=0),
             cluster("a100_80gb", 8, nic_gbps=200), CAL_NO_OPT)
     b = r.breakdown
-    assert b.bubble_s / (r.iteration_time_s - b.bubble_s) == pytest.approx(want, rel=1e-9)
+    # (the residual output layer and loss leave the last stage 0.2% slower)
+    assert b.bubble_s / (r.iteration_time_s - b.bubble_s) == pytest.approx(want, rel=3e-3)
 
 
 def test_tp_bytes_four_ring_allreduces_per_layer():
@@ -132,7 +135,7 @@ def test_cross_domain_all_to_all_is_slower_on_rail_only():
 @pytest.mark.parametrize("kw,kind", [
     (dict(tp=8, dp=3), "divisibility"),  # batch 8 not a multiple of 3
     (dict(tp=16, dp=1), "divisibility"),  # 16 does not divide 24 heads
-    (dict(tp=8, dp=2, zero_stage=3, pp=2), "compatibility"),
+    (dict(tp=8, dp=1, pp=3, schedule="dualpipe", zero_stage=1), "compatibility"),  # DualPipe needs an even pp
     (dict(tp=8, dp=16), "size"),
     (dict(tp=8, dp=1, ep=2), "compatibility"),
 ])

@@ -54,15 +54,14 @@ def megatron_cases():
         strategy = Strategy(tp=row["tp"], pp=row["pp"], dp=dp, microbatch_size=row["mbs"],
                             schedule=Schedule.interleaved if row["v"] > 1 else Schedule.one_f_one_b,
                             virtual_stages=row["v"], zero_stage=common["zero_stage"],
-                            recompute=Recompute(common["recompute"]), overlap_dp_comm=row["overlap_dp"])
+                            recompute=Recompute(common["recompute"]), overlap_dp_comm=row["overlap_dp"],
+                            attention_kernel=common["attention_kernel"])
         yield row, llm, training, strategy, selene(row["gpus"], common["system"])
 
 
 def megatron_calibration(calib=None):
-    """The shipped calibration with the 2021 software stack's attention kernel (data file)."""
-    calib = calib or load_perf_calibration()
-    kernel = yaml.safe_load(DATA.read_text())["common"]["attention_kernel"]
-    return dataclasses.replace(calib, compute=dataclasses.replace(calib.compute, attention_kernel=kernel))
+    """The shipped calibration (the 2021 software stack's attention kernel is a strategy field)."""
+    return calib or load_perf_calibration()
 
 
 def megatron_errors(calib=None, cases=None):

@@ -82,10 +82,10 @@ def test_seeded_runs_are_deterministic(tmp_path):
 def test_constraints_are_recorded(tmp_path):
     pb, cand = problem([load_trial_constraint(max_pp_2)]), candidate()
     path = tmp_path / "c.journal"
-    table = run_optuna(pb, cand, storage=open_storage(path), study="con", settings=RunnerSettings(n_trials=40, seed=0),
+    table = run_optuna(pb, cand, storage=open_storage(path), study="con", settings=RunnerSettings(n_trials=80, seed=0),
                        identity="i")
     trials = _trials(path, study_name_for("con", cand.design_id))
-    assert len(trials) == 40 and all(t.state == TrialState.COMPLETE for t in trials)
+    assert len(trials) == 80 and all(t.state == TrialState.COMPLETE for t in trials)
     hbm = cand.system.gpu.hbm_bytes
     saw_memory = saw_user = False
     for t in trials:

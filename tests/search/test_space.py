@@ -27,7 +27,8 @@ def test_hand_counted_tiny_space():
 def _brute_force(llm, training, space, n_gpus, hb):
     """Every combination of the raw allowed values, filtered by the scalar rules alone."""
     tps = space.tp or range(1, hb + 1)
-    pps = space.pp or range(1, llm.layers + 1)
+    # by default the space tries the pp that divide the layers (an explicit list may be uneven)
+    pps = space.pp or [p for p in range(1, llm.layers + 1) if llm.layers % p == 0 and p <= space.max_pp]
     eps = (space.ep or range(1, llm.moe.experts + 1)) if llm.moe else (1,)
     scheds = [(s, 1) for s in space.schedules if s != Schedule.interleaved]
     if Schedule.interleaved in space.schedules:
@@ -104,7 +105,9 @@ def test_rules_by_example():
     assert "HB domain" in invalid_reason(Strategy(tp=16, dp=2), moe, tr, 32, 8)
     assert "divide experts" in invalid_reason(Strategy(tp=1, dp=32, ep=16), moe, tr, 32, 8)
     assert "sequence parallelism" in invalid_reason(Strategy(tp=1, dp=32, sequence_parallel=True), moe, tr, 32, 8)
-    assert "ZeRO-2" in invalid_reason(Strategy(tp=1, pp=2, dp=16, zero_stage=2), moe, tr, 32, 8)
+    assert invalid_reason(Strategy(tp=1, pp=2, dp=16, zero_stage=2), moe, tr, 32, 8) is None  # ZeRO-2 with PP
+    assert "DualPipe" in invalid_reason(Strategy(tp=1, pp=2, dp=16, microbatch_size=2, schedule="dualpipe"), moe, tr, 32, 8)  # 1 microbatch
+    assert invalid_reason(Strategy(tp=1, pp=3, dp=8, microbatch_size=1), moe, tr, 24, 8) is None  # 8 layers on 3 stages
     assert "ZeRO++" in invalid_reason(Strategy(tp=1, dp=32, zero_stage=1, zeropp_quantized_weights=True), moe, tr, 32, 8)
     assert "ep 2 > 1 on a dense model" in invalid_reason(Strategy(tp=1, dp=8, ep=2), TINY, TINY_TRAIN, 8, 4)
 

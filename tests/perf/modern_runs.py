@@ -1,0 +1,202 @@
+"""The measured runs of training-runs-modern.md (tests/perf/data/modern_runs.yaml) as model runs.
+
+`cases()` turns each usable row into (row, llm, training, strategy, system) with the rules of
+data/modern_systems.yaml (systems and framework defaults; nothing per row), `errors()` scores them on
+tokens/s per GPU, the quantity every source measured, and `table()` formats the per-set results.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from designer import units
+from designer.perf.model import evaluate_system, load_perf_calibration
+from designer.perf.records import Metrics
+from designer.spec.catalog import load_catalog
+from designer.spec.llm import Recompute, RecomputeModule, Schedule, Strategy, TrainingSpec
+from designer.spec.models import load_model
+from designer.spec.system import ClusterSystem, HBDomain, NetworkTier
+
+DATA = Path(__file__).parent / "data"
+SETS = ("dense-3d", "dense-fsdp", "long-ctx", "moe")
+
+
+@functools.lru_cache(maxsize=1)
+def rows() -> tuple[dict, ...]:
+    return tuple(yaml.safe_load((DATA / "modern_runs.yaml").read_text())["rows"])
+
+
+@functools.lru_cache(maxsize=1)
+def systems() -> dict:
+    return yaml.safe_load((DATA / "modern_systems.yaml").read_text())
+
+
+def hb_size(row: dict) -> int:
+    """GPUs per NVLink domain the job sees: the node (8), or on NVL72 racks whole racks of 72 when
+    the count allows, else 64 per rack; a job within one rack has one domain."""
+    n = row["gpus"]
+    if row["gpu"] not in systems()["rack_scale"]:
+        return min(row["hb_domain"], n)
+    if n <= 72:
+        return n
+    return 72 if n % 72 == 0 else 64
+
+
+def system_for(row: dict) -> ClusterSystem:
+    cfg = systems()
+    gpu = load_catalog().gpu(row["gpu"])
+    nic_gbps = cfg["nic_gbps_by_source"].get(row["source"], {}).get(row["gpu"], cfg["nic_gbps"][row["gpu"]])
+    nic = units.gbps_to_bytes_per_s(nic_gbps)
+    n, k = row["gpus"], hb_size(row)
+    n_dom = n // k
+    # rail-optimized fat-tree: rail leaves of 32 domains, a cross-rail spine above
+    tiers = (NetworkTier(name="leaf", span_domains=min(32, n_dom), cross_rail=False, bandwidth_per_gpu_bytes_per_s=nic),
+             NetworkTier(name="spine", span_domains=n_dom, cross_rail=True, bandwidth_per_gpu_bytes_per_s=nic))
+    hb = HBDomain(size=k, bandwidth_per_gpu_bytes_per_s=gpu.hb_gb_per_s_per_direction * 1e9, in_network_reduction=k > 1
+                  and gpu.architecture != "ampere")
+    return ClusterSystem(gpu=gpu.perf(), n_gpus=n, hb=hb, nic_bandwidth_per_gpu_bytes_per_s=nic, tiers=tiers)
+
+
+_ZERO = {"ddp": 0, "distopt": 1, "zero1": 1, "zero2": 2, "fsdp": 3, "hsdp": 3, None: 1}
+
+
+def strategy_for(row: dict) -> Strategy:
+    fw = systems()["frameworks"][row["framework"]]
+    rc = row["recompute"]
+    modules: tuple = ()
+    if rc is None:
+        recompute = Recompute.none
+    elif isinstance(rc, list):
+        recompute, modules = Recompute.selective, tuple(RecomputeModule(m) for m in rc)
+    else:
+        recompute = Recompute(rc)
+    sharding = row["sharding"]
+    zero = _ZERO[sharding]
+    shard_group = row["shard_group"] if sharding == "hsdp" and row["shard_group"] else None
+    if shard_group and shard_group >= row["dp"] * row["cp"]:
+        shard_group = None
+    interleaved = bool(row["vp"]) and row["pp"] > 1
+    schedule = Schedule.interleaved if interleaved else Schedule.one_f_one_b
+    if row["framework"] == "deepseek":
+        schedule = Schedule.dualpipe
+    overlap = (row.get("overlap") or "").lower()
+    overlap_tp = fw["overlap_tp"] or "asynctp" in overlap.replace(" ", "")
+    if "vanilla tp" in overlap:
+        overlap_tp = False
+    return Strategy(
+        tp=row["tp"], pp=row["pp"], dp=row["dp"], cp=row["cp"], ep=row["ep"], expert_tp=row["etp"] or 1,
+        sequence_parallel=fw["sequence_parallel"] and row["tp"] > 1, microbatch_size=row["mbs"] or 1,
+        schedule=schedule, virtual_stages=row["vp"] if interleaved else 1, zero_stage=zero,
+        fsdp_reshard_after_forward=fw["reshard_under_pp"] or row["pp"] == 1, shard_group_size=shard_group,
+        recompute=recompute, recompute_modules=modules, attention_kernel=fw["attention_kernel"],
+        overlap_tp_comm=overlap_tp and row["tp"] > 1,
+        overlap_ep_comm=row["framework"] == "deepseek" or "1f1b overlap" in overlap)
+
+
+def training_for(row: dict) -> TrainingSpec:
+    prec = row["precision"]
+    return TrainingSpec(sequence_length=row["seq"], global_batch_sequences=row["gbs"], precision=prec,
+                        fp8_recipe=row["fp8_recipe"] or "delayed", total_tokens=1e12,
+                        optimizer_state_dtype="bf16" if row["framework"] == "deepseek" else "fp32")
+
+
+def case(row: dict):
+    llm = load_model(row["model"])
+    if row["layers"]:
+        llm = llm.model_copy(update={"layers": row["layers"]})
+    return llm, training_for(row), strategy_for(row), system_for(row)
+
+
+@dataclass(frozen=True)
+class RowError:
+    id: str
+    set: str
+    gpu: str
+    precision: str
+    measured: float  # tokens/s per GPU
+    predicted: float
+    memory_gb: float
+    fits: bool
+
+    @property
+    def error(self) -> float:
+        return self.predicted / self.measured - 1.0
+
+
+# Where a source does not state its recomputation, its recipe used the least that fits: this ladder,
+# first fit (Megatron-Bridge / NeMo performance recipes enable recompute only where memory needs it).
+RECOMPUTE_LADDER = (
+    dict(recompute=Recompute.none),
+    dict(recompute=Recompute.selective),
+    dict(recompute=Recompute.selective, recompute_modules=(RecomputeModule.core_attn, RecomputeModule.layernorm,
+                                                           RecomputeModule.moe_act)),
+    dict(recompute=Recompute.selective, recompute_modules=(RecomputeModule.core_attn, RecomputeModule.layernorm,
+                                                           RecomputeModule.mlp, RecomputeModule.moe)),
+    dict(recompute=Recompute.full),
+)
+
+
+def evaluate_row(row: dict, calib):
+    """The model's verdict on a row: its stated configuration, or, where the recompute is not
+    stated, the first rung of RECOMPUTE_LADDER that fits (the last rung if none does)."""
+    llm, tr, st, sy = case(row)
+    if row["recompute"] is not None:
+        return evaluate_system(llm, tr, st, sy, calib=calib), st
+    for rung in RECOMPUTE_LADDER:
+        cand = st.model_copy(update=rung)
+        m = evaluate_system(llm, tr, cand, sy, calib=calib)
+        if isinstance(m, Metrics):
+            return m, cand
+    return m, cand
+
+
+def errors(calib=None, sets=SETS, only=None) -> list[RowError]:
+    calib = calib or load_perf_calibration()
+    out = []
+    for row in rows():
+        if not row["use"] or row["set"] not in sets or (only and row["id"] not in only):
+            continue
+        llm, tr, _, sy = case(row)
+        m, st = evaluate_row(row, calib)
+        # a row that does not fit by the memory model still ran: it is scored on its time (the
+        # memory verdict is reported beside it)
+        if not isinstance(m, Metrics):
+            from designer.perf.iteration import iteration_arrays
+            from designer.perf.records import StrategyArrays
+
+            r = iteration_arrays(llm, tr, StrategyArrays.from_strategies([st]), sy, calib)
+            if int(r["code"][0]) != 9:
+                raise AssertionError(f"{row['id']}: the model rejects the published configuration: {m.reason}")
+            tps, mem_b, fits = float(r["tokens_per_s"][0]), float(r["memory_per_gpu_bytes"][0]), False
+        else:
+            tps, mem_b, fits = m.tokens_per_s, m.memory_per_gpu_bytes, True
+        out.append(RowError(row["id"], row["set"], row["gpu"], row["precision"],
+                            row["measured"]["tokens_per_s_per_gpu"], tps / row["gpus"], mem_b / 1e9, fits))
+    return out
+
+
+def summary(errs: list[RowError]) -> dict[str, tuple[float, float, int]]:
+    """Per set: (MAPE, worst |error|, rows)."""
+    out = {}
+    for s in SETS:
+        e = np.array([abs(r.error) for r in errs if r.set == s])
+        if len(e):
+            out[s] = (float(e.mean()), float(e.max()), len(e))
+    return out
+
+
+def table(errs: list[RowError]) -> str:
+    lines = []
+    for s, (mape, worst, n) in summary(errs).items():
+        lines.append(f"## {s}: {n} rows, MAPE {100 * mape:.1f}%, worst {100 * worst:.1f}%")
+        lines.append(f"{'row':14s} {'gpu':15s} {'prec':6s} {'measured':>10s} {'designer':>10s} {'error':>7s} {'mem GB':>7s}")
+        for r in sorted((r for r in errs if r.set == s), key=lambda r: r.error):
+            flag = "" if r.fits else " (over HBM)"
+            lines.append(f"{r.id:14s} {r.gpu:15s} {r.precision:6s} {r.measured:10.0f} {r.predicted:10.0f} "
+                         f"{100 * r.error:+6.1f}% {r.memory_gb:7.1f}{flag}")
+    return "\n".join(lines)

@@ -1,0 +1,57 @@
+"""Validation against the measured runs of training-runs-modern.md (tests/perf/data/modern_runs.yaml).
+
+Every usable row is run as its source states it (tests/perf/modern_runs.py: systems and framework
+defaults from data/modern_systems.yaml, the same for every row of a framework; where the recompute
+is not stated, the least that fits) and scored on tokens/s per GPU, the quantity every source
+measured. `pytest -s` prints the per-row table per set.
+
+The bounds below are what the shipped calibration reaches (a regression fails them); the targets
+of the performance-model work are MAPE <= 5% per set and every row within 10%, not yet met.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from tests.perf import modern_runs
+
+BOUNDS = {  # set: (MAPE bound, share of rows within 10%, at least) -- reached: 9.4%/59%, 9.5%/66%, 8.4%/68%, 28.6%/28%
+    "dense-3d": (0.10, 0.57),
+    "dense-fsdp": (0.10, 0.63),
+    "long-ctx": (0.09, 0.64),
+    "moe": (0.30, 0.25),
+}
+
+
+@functools.lru_cache(maxsize=1)
+def _errors():
+    return modern_runs.errors()
+
+
+def test_every_published_configuration_is_accepted():
+    # errors() raises if the model rejects a row for anything but memory
+    assert len(_errors()) == sum(1 for r in modern_runs.rows() if r["use"])
+
+
+@pytest.mark.parametrize("name", list(BOUNDS))
+def test_modern_runs_per_set(name):
+    errs = [e for e in _errors() if e.set == name]
+    print("\n" + modern_runs.table(errs))
+    mape_bound, within_bound = BOUNDS[name]
+    mape = sum(abs(e.error) for e in errs) / len(errs)
+    within = sum(abs(e.error) <= 0.10 for e in errs) / len(errs)
+    assert mape <= mape_bound, f"{name}: MAPE {100 * mape:.1f}% > {100 * mape_bound:.0f}%"
+    assert within >= within_bound, f"{name}: {100 * within:.0f}% of rows within 10%"
+
+
+def test_low_precision_rows_are_faster_than_their_bf16_twins():
+    # DGXC publishes the same runs in BF16 and FP8: the model keeps the measured order and stays
+    # well below the 2x of the peaks, but over-predicts the speedup by up to 16 points (Llama 3.1
+    # 70B 1.37-1.40x measured, 1.53x predicted; Nemotron-4 15B 1.37-1.38x measured)
+    by_id = {e.id: e for e in _errors()}
+    for bf, fp in (("DG-11", "DG-17"), ("DG-15", "DG-21"), ("DG-36", "DG-44"), ("DG-42", "DG-50")):
+        measured = by_id[fp].measured / by_id[bf].measured
+        predicted = by_id[fp].predicted / by_id[bf].predicted
+        assert predicted > 1.0 and abs(predicted - measured) < 0.17, (bf, fp, measured, predicted)

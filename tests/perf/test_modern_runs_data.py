@@ -1,0 +1,243 @@
+"""The modern calibration rows (tests/perf/data/modern_runs.yaml, transcribed from
+../shared/reference/training-runs-modern.md) are well-formed and the model files they name are right.
+
+Row checks: every field is present and of the allowed kind, every model file loads, every GPU id is in
+the catalog or listed under `needs_catalog`, the parallel mapping multiplies out to the GPU count, the
+global batch divides into DP x micro-batch, the calibration set follows the reference's rule, and the
+derived throughputs reproduce from the published numbers they were derived from.
+
+Parameter checks compare `total_params` / `active_params` with counts published by the model authors
+(never with numbers computed by this code base)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from designer.perf.compute import active_params, total_params
+from designer.spec.catalog import load_catalog
+from designer.spec.models import load_model
+
+DATA = Path(__file__).parent / "data" / "modern_runs.yaml"
+DOC = yaml.safe_load(DATA.read_text(encoding="utf-8"))
+ROWS = DOC["rows"]
+IDS = [r["id"] for r in ROWS]
+
+FIELDS = ["id", "source", "set", "framework", "model", "layers", "gpu", "hb_domain", "gpus", "precision", "fp8_recipe",
+          "seq", "gbs", "mbs", "tp", "pp", "cp", "vp", "ep", "etp", "dp", "sharding", "shard_group", "recompute", "overlap",
+          "measured", "flop_convention", "derived", "use", "exclude_reason", "notes"]
+MEASURED = {"tokens_per_s_per_gpu", "step_s", "tflops_per_gpu", "mfu", "memory_gib"}
+FRAMEWORKS = {"megatron", "nemo", "megatron-bridge", "torchtitan", "llm-foundry", "fms-fsdp", "maxtext", "automodel",
+              "deepseek", "mlperf-nvidia"}
+PRECISIONS = {"bf16", "fp8", "mxfp8", "nvfp4"}
+FP8_RECIPES = {"delayed", "current", "blockwise", "rowwise"}
+SHARDING = {"ddp", "distopt", "zero1", "zero2", "fsdp", "hsdp"}
+RECOMPUTE_MODULES = {"core_attn", "mlp", "moe", "moe_act", "layernorm", "mla_up_proj", "shared_experts"}
+# Dense bf16 peak per GPU in TFLOP/s, only for the sources whose MFU is checked against TFLOP/s below.
+BF16_PEAK = {"h100_sxm": 989, "a100_80gb": 312, "a100_40gb": 312}
+
+
+def _models():
+    return {name: load_model(name) for name in sorted({r["model"] for r in ROWS})}
+
+
+MODELS = _models()
+
+
+def test_top_level_keys_and_unique_ids():
+    assert set(DOC) == {"needs_catalog", "sets", "rows"}
+    assert set(DOC["sets"]) == {"dense-3d", "dense-fsdp", "long-ctx", "moe"}
+    assert len(IDS) == len(set(IDS)), [i for i in IDS if IDS.count(i) > 1]
+    # every table row of the reference, S1-S16 (S14 has no row with a published throughput)
+    assert len(ROWS) == 305
+
+
+def test_gpu_ids_are_in_the_catalog_or_declared():
+    catalog_ids = {g.id for g in load_catalog().gpus}
+    needs = set(DOC["needs_catalog"])
+    used = {r["gpu"] for r in ROWS}
+    assert used <= catalog_ids | needs, used - catalog_ids - needs
+    assert needs <= used, f"needs_catalog lists ids no row uses: {needs - used}"
+
+
+@pytest.mark.parametrize("row", ROWS, ids=IDS)
+def test_row_schema(row):
+    assert set(row) == set(FIELDS) | ({"derivation"} if row["derived"] else set())
+    assert re.fullmatch(r"S\d+", row["source"])
+    assert row["set"] in DOC["sets"]
+    assert row["framework"] in FRAMEWORKS
+    assert row["precision"] in PRECISIONS
+    if row["precision"] == "fp8":
+        assert row["fp8_recipe"] in FP8_RECIPES | {None}
+    else:
+        assert row["fp8_recipe"] is None
+    assert row["sharding"] in SHARDING | {None}
+    rc = row["recompute"]
+    assert rc is None or rc in ("none", "selective", "full") or (isinstance(rc, list) and set(rc) <= RECOMPUTE_MODULES)
+    assert set(row["measured"]) == MEASURED
+    assert row["measured"]["tokens_per_s_per_gpu"] > 0
+    mfu = row["measured"]["mfu"]
+    assert mfu is None or 0 < mfu < 1
+    assert row["flop_convention"]["attention"] in ("non-causal", "causal", None)
+    assert row["flop_convention"]["recompute_counted"] in (False, True, None)
+    assert isinstance(row["overlap"], str) and isinstance(row["notes"], str)
+    if row["derived"]:
+        assert row["derivation"].strip()
+    if not row["use"]:
+        assert row["exclude_reason"].strip()
+    assert row["hb_domain"] in (8, 72)
+    assert (row["hb_domain"] == 72) == (row["gpu"] in ("gb200", "gb300"))
+
+
+@pytest.mark.parametrize("row", ROWS, ids=IDS)
+def test_row_model_and_mapping(row):
+    llm = MODELS[row["model"]]
+    if row["layers"] is not None:
+        assert 1 <= row["layers"] < llm.layers  # proxy runs are smaller than the model file
+    tp, pp, cp, dp, ep = row["tp"], row["pp"], row["cp"], row["dp"], row["ep"]
+    if row["use"]:
+        assert tp * pp * cp * dp == row["gpus"]
+        if row["mbs"] is not None:
+            assert row["gbs"] % (dp * row["mbs"]) == 0
+    # experts are laid over TP x CP x DP (Megatron's expert-parallel group lies inside one pipeline stage)
+    assert (row["gpus"] // pp) % ep == 0
+    if llm.moe is None:
+        assert ep == 1
+    else:
+        assert llm.moe.experts % ep == 0
+    assert row["vp"] is None or (row["vp"] >= 2 and pp >= 2)
+    if row["sharding"] in ("fsdp", "hsdp", "zero2") and row["shard_group"] is not None:
+        assert dp % row["shard_group"] == 0
+    if row["sharding"] == "hsdp":
+        assert row["shard_group"] is not None and row["shard_group"] < dp
+
+
+@pytest.mark.parametrize("row", ROWS, ids=IDS)
+def test_row_set_follows_the_reference_rule(row):
+    """long-ctx (seq >= 16K) takes precedence; then MoE models; then FSDP-style sharding; else dense-3d."""
+    if row["seq"] >= 16384:
+        expected = "long-ctx"
+    elif MODELS[row["model"]].moe is not None:
+        expected = "moe"
+    elif row["sharding"] in ("fsdp", "hsdp", "zero2"):
+        expected = "dense-fsdp"
+    else:
+        expected = "dense-3d"
+    assert row["set"] == expected
+
+
+def _rows(source):
+    return [r for r in ROWS if r["source"] == source]
+
+
+@pytest.mark.parametrize("row", _rows("S5") + _rows("S16"), ids=lambda r: r["id"])
+def test_step_time_rows_reproduce_tokens(row):
+    """DGXC and Nemotron-4: seq x GBS / step / #GPU equals the per-GPU tokens/s. Steps are rounded to 3-4
+    digits (0.2%); DG-77's published aggregate and step disagree by 0.5% (noted in the row), hence 0.6%."""
+    m = row["measured"]
+    assert row["seq"] * row["gbs"] / m["step_s"] / row["gpus"] == pytest.approx(m["tokens_per_s_per_gpu"], rel=6e-3)
+
+
+def _nemo_llama_flops_per_token(llm, s):
+    """NeMo <= 25.07 Llama formula (reference S2): l*h^2*(12 + 12*g/a + 18*f/h + 12*s/h + 6*V/(l*h))."""
+    l, h, a, g, f, v = llm.layers, llm.hidden_size, llm.heads, llm.kv_heads_effective, llm.ffn_size, llm.vocab_size
+    return l * h * h * (12 + 12 * g / a + 18 * f / h + 12 * s / h + 6 * v / (l * h))
+
+
+@pytest.mark.parametrize("row", _rows("S11"), ids=lambda r: r["id"])
+def test_long_sequence_tokens_follow_from_tflops(row):
+    m = row["measured"]
+    f = _nemo_llama_flops_per_token(MODELS[row["model"]], row["seq"])
+    assert m["tflops_per_gpu"] * 1e12 / f == pytest.approx(m["tokens_per_s_per_gpu"], rel=1e-4)
+
+
+@pytest.mark.parametrize("row", [r for r in _rows("S2") + _rows("S3")
+                                 if r["model"].startswith("llama") and MODELS[r["model"]].moe is None],
+                         ids=lambda r: r["id"])
+def test_nemo_llama_rows_use_the_non_causal_convention(row):
+    """Published tokens and TFLOP/s of the NeMo dense Llama rows agree with the non-causal formula: within
+    0.05% for all but NB-4 / NB-13 (1.0% off, noted in the rows), hence 1.5%. The causal count would be
+    6-13% lower, so this still tells the conventions apart."""
+    m = row["measured"]
+    f = _nemo_llama_flops_per_token(MODELS[row["model"]], row["seq"])
+    assert m["tflops_per_gpu"] * 1e12 / m["tokens_per_s_per_gpu"] == pytest.approx(f, rel=1.5e-2)
+
+
+@pytest.mark.parametrize("row", _rows("S1") + _rows("S8"), ids=lambda r: r["id"])
+def test_published_mfu_matches_published_tflops(row):
+    """S1 and S8 publish both: MFU x peak = TFLOP/s (FP8 MFU relative to 2x the bf16 peak). S1 gives MFU
+    to 2 digits (0.5 points); S8 gives TFLOP/s as a truncated integer (1 TFLOP/s)."""
+    m = row["measured"]
+    peak = BF16_PEAK[row["gpu"]] * (2 if row["precision"] == "fp8" else 1)
+    if row["source"] == "S1":
+        assert m["mfu"] == pytest.approx(m["tflops_per_gpu"] / peak, abs=0.006)
+    else:
+        assert m["mfu"] * peak == pytest.approx(m["tflops_per_gpu"], abs=1.0)
+
+
+@pytest.mark.parametrize("row", _rows("S8"), ids=lambda r: r["id"])
+def test_mpt_numparams(row):
+    """llm-foundry's published NumParams (all weights, biases, tied embedding) also holds a learned
+    position embedding of seq x d_model, which LLMSpec has no field for; the rest must match the model
+    file. Observed exact; 0.1% leaves room for formula refinements that are not about MPT."""
+    published = int(re.search(r"NumParams (\d+)", row["notes"]).group(1))
+    llm = MODELS[row["model"]]
+    assert total_params(llm) == pytest.approx(published - row["seq"] * llm.hidden_size, rel=1e-3)
+
+
+def _counts_mla() -> bool:
+    """Whether the parameter formula uses the model's MLA dimensions at all (probe, no expected value)."""
+    ds = load_model("deepseek-v3-no-mtp")
+    return total_params(ds) != total_params(ds.model_copy(update={"mla": None}))
+
+
+MLA = pytest.mark.xfail(not _counts_mla(), strict=True,
+                        reason="designer/perf/compute.py counts DeepSeek-V3's multi-head latent attention as plain MHA "
+                               "(MLA not in the parameter formula): +17B total, +17B active")
+
+# Published parameter counts. Tolerances: 0.5% where the count is given to 3+ digits and the model has no
+# parts LLMSpec leaves out; 1% where a small part is not representable (MPT wpe, Grok vocab choice, GPT-OSS
+# sinks/expert biases, MTP checkpoint copies) or the figure has 3 significant digits; 2% for 2-3 digit
+# figures of MoE active counts (rounding alone is up to 1.5%, e.g. "3.3B", "22B", "37B"); 3% for "17B".
+PUBLISHED = [
+    # model, kind, count, rel, source
+    ("llama3-8b", "total", 8.03e9, 5e-3, "Meta Llama 3.1 8B model card / HF safetensors: 8.03B"),
+    ("llama3-70b", "total", 70.6e9, 5e-3, "HF meta-llama/Llama-3.1-70B: 70.6B"),
+    ("llama3-405b", "total", 405.9e9, 5e-3, "HF meta-llama/Llama-3.1-405B: 405.9B (406B)"),
+    ("llama2-7b", "total", 6.74e9, 5e-3, "HF meta-llama/Llama-2-7b: 6.74B"),
+    ("llama2-13b", "total", 13.0e9, 5e-3, "HF meta-llama/Llama-2-13b: 13.0B"),
+    ("mixtral-8x7b", "total", 46.7e9, 1e-2, "Mistral AI 'Mixtral of experts' (2023-12): 46.7B total"),
+    ("mixtral-8x7b", "active", 12.9e9, 1e-2, "Mistral AI: 'only uses 12.9B parameters per token'"),
+    # The HF README's 685B = 671B main + 14B MTP module is not asserted: that 14B includes the checkpoint's own
+    # copies of the embedding and output head (~1.9B), which training shares with the main model.
+    pytest.param("deepseek-v3-no-mtp", "total", 671e9, 1e-2, "DeepSeek-V3 report abstract: 671B total (MTP excluded)",
+                 marks=MLA),
+    pytest.param("deepseek-v3", "active", 37e9, 2e-2, "DeepSeek-V3 report abstract: 37B activated per token "
+                 "(main model)", marks=MLA),
+    ("qwen3-30b-a3b", "total", 30.5e9, 1e-2, "Qwen3-30B-A3B model card: 30.5B in total"),
+    ("qwen3-30b-a3b", "active", 3.3e9, 2e-2, "Qwen3-30B-A3B model card: 3.3B activated"),
+    ("qwen3-235b-a22b", "total", 235e9, 1e-2, "Qwen3-235B-A22B model card: 235B in total"),
+    ("qwen3-235b-a22b", "active", 22e9, 2e-2, "Qwen3-235B-A22B model card: 22B activated"),
+    ("gpt-oss-120b", "total", 116.8e9, 1e-2, "OpenAI gpt-oss model card: 116.8B total"),
+    ("gpt-oss-20b", "total", 20.9e9, 1e-2, "OpenAI gpt-oss model card: 20.9B total"),
+    ("llama4-scout", "active", 17e9, 3e-2, "Meta Llama 4 Scout: 17B active parameters"),
+    ("grok1-314b", "total", 314e9, 1e-2, "xAI grok-1 release: 314B parameters"),
+    ("nemotron4-15b", "total", 15.7e9, 1e-2, "Nemotron-4 15B report §2: 3.2B embedding + 12.5B non-embedding"),
+    ("mcore-gpt-177b", "total", 177e9, 1e-2, "Megatron-LM README: 'GPT 177B' (slightly more than 175B: larger vocab)"),
+    ("mcore-gpt-462b", "total", 462e9, 1e-2, "Megatron-LM README: 'GPT 462B'"),
+]
+
+
+def _pid(p):
+    values = p.values if hasattr(p, "values") else p
+    return f"{values[0]}-{values[1]}"
+
+
+@pytest.mark.parametrize("name,kind,count,rel,source", PUBLISHED, ids=[_pid(p) for p in PUBLISHED])
+def test_published_parameter_counts(name, kind, count, rel, source):
+    llm = load_model(name)
+    got = total_params(llm) if kind == "total" else active_params(llm)
+    assert got == pytest.approx(count, rel=rel), source
