@@ -103,3 +103,15 @@ def test_network_reads_the_network_section_of_a_full_study(tmp_path):
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert [d["n_gpus"] for d in data["designs"]] == [256, 512, 1024, 2048]
+
+
+def test_evaluate_lists_every_defaulted_field():
+    # the Selene scenario sets the attention kernel but not the fp8 recipe, the rank order, CP or
+    # gpus_per_domain: those are listed with the value they took
+    out = run_cli("evaluate", str(SCENARIO), "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    d = data["defaulted"]
+    assert d["training.fp8_recipe"] == "delayed" and d["strategy.rank_order"] == "tp-cp-dp-pp"
+    assert d["strategy.cp"] == 1 and d["system.gpus_per_domain"] is None
+    assert "strategy.attention_kernel" not in d and "strategy.tp" not in d

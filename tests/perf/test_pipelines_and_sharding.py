@@ -1,0 +1,137 @@
+"""Uneven pipeline stages, ZB-H1 and DualPipe bubbles, ZeRO-3/FSDP with pipelines, HSDP, MoE tokens
+under sequence parallelism, and jobs on part of an HB domain: hand-computed cases."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from designer.perf import compute as cmp
+from designer.perf.iteration import iteration_arrays, stage_layout
+from designer.perf.model import evaluate_system, load_perf_calibration
+from designer.perf.records import Metrics, StrategyArrays
+from designer.spec.llm import Strategy, TrainingSpec
+from designer.spec.models import load_model
+from tests.perf.systems import cluster
+
+CAL = load_perf_calibration()
+# no host overheads and no optimizer step: iteration = pipeline (+ DP) exactly
+BARE = dataclasses.replace(CAL, compute=dataclasses.replace(
+    CAL.compute, optimizer_bytes_per_param=0.0, framework_per_iteration_s=0.0, framework_per_layer_s=0.0))
+
+
+def _layout(llm, **kw):
+    return stage_layout(llm, StrategyArrays.from_strategies([Strategy(**kw)]))
+
+
+def test_uneven_stages_of_llama_405b():
+    # 126 layers on 16 stages: 126 = 16·7 + 14, so 14 non-last stages hold 8 layers and the last 7
+    # (the output layer and loss sit there); Megatron's first/last 7 leave 112 = 14·8 in the middle.
+    llm = load_model("llama3-405b")
+    a = _layout(llm, pp=16, dp=1)
+    assert (int(a.first[0]), int(a.mid_max[0]), int(a.last[0])) == (8, 8, 7)
+    b = _layout(llm, pp=16, dp=1, pp_first_stage_layers=7, pp_last_stage_layers=7)
+    assert (int(b.first[0]), int(b.mid_max[0]), int(b.last[0]), bool(b.valid[0])) == (7, 8, 7, True)
+    bad = _layout(llm, pp=2, dp=1, pp_first_stage_layers=100, pp_last_stage_layers=30)
+    assert not bool(bad.valid[0])
+    # DeepSeek-V3: 61 layers on 16 stages, the 3 dense layers on the first stage
+    ds = load_model("deepseek-v3")
+    c = _layout(ds, pp=16, dp=1)
+    assert (int(c.first[0]), int(c.first_moe[0]), int(c.last[0]), int(c.last_moe[0])) == (4, 1, 3, 3)
+
+
+def test_pp_need_not_divide_the_layers():
+    llm = load_model("llama3-405b")
+    tr = TrainingSpec(sequence_length=8192, global_batch_sequences=64, precision="fp8", total_tokens=1e12)
+    r = evaluate_system(llm, tr, Strategy(tp=8, pp=16, dp=1, sequence_parallel=True, recompute="full",
+                                          zero_stage=3), cluster("h100_sxm", 128), calib=CAL)
+    assert isinstance(r, Metrics), r
+
+
+@pytest.mark.parametrize("schedule", ["zero_bubble", "dualpipe"])
+def test_zero_bubble_and_dualpipe_bubbles(schedule):
+    # Per layer: forward F, backward B + W with W the weight-gradient GEMMs (= the forward GEMM
+    # time). 1F1B's fill is (p−1)(F+B+W); ZB-H1 moves W into it: (p−1)(F+B−W) (Qi et al. 2023 §3);
+    # DualPipe: (p/2−1)(F&B+B−3W) with F&B = F+B+W (DeepSeek-V3 Table 2). For pure GEMM layers
+    # (B = W = F) these are a third and (p/2−1)/(3(p−1)) of 1F1B's; here from the layer's own parts.
+    from designer.perf import iteration as it
+
+    # llama3-8b, 32 layers on 8 stages of 4, no TP (so no exposed TP traffic in the stage times), a
+    # vocabulary of 8 (so the last stage is not slower)
+    llm = load_model("llama3-8b").model_copy(update={"vocab_size": 8})
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=64, total_tokens=1e9)
+    sy = cluster("h100_sxm", 8)
+    base = dict(tp=1, pp=8, dp=1, microbatch_size=1, zero_stage=1, recompute="full")
+    one = evaluate_system(llm, tr, Strategy(**base), sy, calib=BARE)
+    other = evaluate_system(llm, tr, Strategy(**base, schedule=schedule), sy, calib=BARE)
+    assert isinstance(one, Metrics) and isinstance(other, Metrics), other
+    ctx = it._context(llm, tr, StrategyArrays.from_strategies([Strategy(**base)]), sy, BARE)
+    lt = it.compute_term(ctx, ctx.dense, False)
+    f, w = float(lt.fwd_s[0]), float(lt.w_s[0])
+    b = float(lt.bwd_s[0]) - w
+    p = 8
+    want = (f + b - w) / (f + b + w) if schedule == "zero_bubble" else (p / 2 - 1) * (f + 2 * b - 2 * w) / ((p - 1) * (f + b + w))
+    # (the stage-boundary send/recv, exposed, counts with B)
+    assert other.breakdown.bubble_s / one.breakdown.bubble_s == pytest.approx(want, rel=0.03)
+    # (full recompute puts a forward without W into the backward, so less moves than a third)
+    assert want < 1.0
+
+
+def test_zero3_with_pipelines_gathers_once_when_not_resharded():
+    # FSDP under PP (torchtitan: reshard_after_forward off): one gather and one reduce-scatter of the
+    # stage per iteration, instead of a gather forward and backward per microbatch.
+    llm = load_model("llama3-8b")
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=64, total_tokens=1e9)
+    sy = cluster("h100_sxm", 64)
+    kw = dict(tp=1, pp=4, dp=16, microbatch_size=1, zero_stage=3, recompute="full")
+    per_mb = evaluate_system(llm, tr, Strategy(**kw), sy, calib=CAL)
+    once = evaluate_system(llm, tr, Strategy(**kw, fsdp_reshard_after_forward=False), sy, calib=CAL)
+    m = 64 // 16
+    # the stage's weights, gathered forward + backward per microbatch (2m) vs once, gradients once
+    assert per_mb.type_bytes.total_bytes("dp") / once.type_bytes.total_bytes("dp") == pytest.approx((2 * m + 1) / 2, rel=1e-6)
+    assert once.memory.other_bytes > per_mb.memory.other_bytes  # the gathered stage stays resident
+
+
+def test_hsdp_shards_inside_the_node_and_all_reduces_across():
+    # HSDP of 8 on 64 GPUs: weights and gradients shard over the 8 GPUs of a node (optimizer state
+    # 1/8), and each 1/8 shard of the gradients is all-reduced across the 8 nodes.
+    llm = load_model("llama3-8b")
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=64, total_tokens=1e9)
+    sy = cluster("h100_sxm", 64)
+    full = evaluate_system(llm, tr, Strategy(dp=64, zero_stage=3, recompute="full"), sy, calib=CAL)
+    hsdp = evaluate_system(llm, tr, Strategy(dp=64, zero_stage=3, recompute="full", shard_group_size=8), sy, calib=CAL)
+    assert hsdp.memory.optimizer_bytes == pytest.approx(full.memory.optimizer_bytes * 8, rel=1e-9)
+    # the full shard rings over all 64 ranks across the rails; HSDP's gathers stay in the node and only
+    # the 1/8 gradient shards cross: fewer rail bytes
+    assert hsdp.type_bytes.dp_rail_bytes < full.type_bytes.dp_rail_bytes
+
+
+def test_moe_tokens_are_split_over_tp_under_sp():
+    # Mixtral layer, tp 4, etp 1, sp: each rank dispatches its s/4 tokens, so the expert FLOPs per GPU
+    # are a quarter of the unsplit count, and the all-to-all bytes too.
+    llm = load_model("mixtral-8x7b")
+    one = np.ones(1)
+    prec = cmp.Precisions(gemm_peak_flops=989e12, gemm_max_eff=0.7, hi_peak_flops=989e12, hi_max_eff=0.7,
+                          cast_bytes_per_element=0.0, attn_fwd_eff=np.ones(5) * 0.5, attn_bwd_eff=np.ones(5) * 0.4)
+    kw = dict(moe_layer=True, b=one, s=4096, cp=one, ep=one * 8, sp=np.ones(1, bool), kernel=np.zeros(1, int),
+              prec=prec, hbm_bytes_per_s=3.35e12, calib=CAL.compute)
+    w1 = cmp.layer_forward(llm, tp=one, etp=one, **kw)
+    w4 = cmp.layer_forward(llm, tp=one * 4, etp=one, **kw)
+    expert = lambda w, t: float(w.dense_flops[0]) - 2 * 4096 * (6144 + 4096) * 4096 / t - 2 * 4096 * 8 * 4096  # noqa: E731
+    assert expert(w4, 4) == pytest.approx(expert(w1, 1) / 4, rel=1e-9)
+
+
+def test_part_of_an_nvl72_rack_can_be_stated(tmp_path):
+    # 8 GPUs of a GB200 NVL72 rack: one NVLink domain of 8, no scale-out traffic needed
+    from designer.evaluate import Scenario, evaluate_scenario
+
+    sc = Scenario.model_validate({
+        "model": "llama3-8b",
+        "training": {"sequence_length": 8192, "global_batch_sequences": 128, "precision": "fp8", "total_tokens": 1e12},
+        "strategy": {"dp": 8, "microbatch_size": 2},
+        "system": {"platform": "gb200_nvl72", "n_gpus": 8, "gpus_per_domain": 8, "nic": "cx7_400g", "switch": "qm9790"}})
+    r = evaluate_scenario(sc)
+    assert isinstance(r, Metrics) and r.n_gpus == 8
+    assert r.tier_bytes.rail_bytes == 0 and r.tier_bytes.spine_bytes == 0 and r.tier_bytes.hb_bytes > 0
