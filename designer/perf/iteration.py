@@ -94,6 +94,8 @@ REASONS = {
     13: ("divisibility", "first/last pipeline-stage layers exceed the model's layers"),
     14: ("divisibility", "shard_group_size does not divide dp x cp"),
     15: ("compatibility", "DualPipe needs an even pp >= 2 and an even microbatch count >= pp"),
+    16: ("compatibility", "optimizer offload needs the GPU's host memory and host link figures"),
+    17: ("memory", "offloaded optimizer states do not fit in host memory"),
 }
 
 
@@ -671,13 +673,24 @@ def _merge_groups(a: GroupArrays, b: GroupArrays, use_b) -> GroupArrays:
 
 
 def optimizer_term(ctx: _Context, sp_: StageParams):
-    """The Adam step on the local shard of the most loaded stage (ZeRO >= 1 shards it)."""
+    """The Adam step on the local shard of the most loaded stage (ZeRO >= 1 shards it). Offloaded
+    (ZeRO-Offload, Ren et al. 2021 §4): the 16-bit gradients go to host memory and the updated
+    16-bit weights come back over the GPU-host link, and the CPU runs the same memory-bound step on
+    host memory bandwidth; the step does not overlap the next iteration (its weights are needed)."""
     S = ctx.S
+    gpu = ctx.system.gpu
     dpcp = (S.dp * S.cp).astype(float)
     sg = np.where(S.shard_group > 0, np.minimum(S.shard_group, dpcp), dpcp)
     esg = np.maximum(sg / np.maximum(S.ep * ctx.etp / ctx.tp, 1.0), 1.0)
     local = np.where(S.zero >= 1, sp_.peak_dense / sg + sp_.peak_expert / esg, sp_.peak_dense + sp_.peak_expert)
-    return cmp.optimizer_step_s(local, ctx.system.gpu.hbm_bandwidth_bytes_per_s, ctx.calib.compute)
+    on_gpu = cmp.optimizer_step_s(local, gpu.hbm_bandwidth_bytes_per_s, ctx.calib.compute)
+    if not np.any(S.offload_opt):
+        return on_gpu
+    link = max(gpu.host_link_bytes_per_s, 1.0)
+    host = max(gpu.host_memory_bandwidth_bytes_per_s, 1.0)
+    offloaded = (local * (mem.GRAD_BYTES + mem.WEIGHT_BYTES) / link
+                 + local * ctx.calib.compute.optimizer_bytes_per_param / host)
+    return np.where(S.offload_opt, offloaded, on_gpu)
 
 
 def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams) -> dict[str, np.ndarray]:
@@ -731,9 +744,12 @@ def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams) -> dict[str, n
     z3_extra = np.where(S.reshard, (S.prefetch + 1) * gathered_layer,
                         (sp_.peak_dense + sp_.peak_expert) * (mem.WEIGHT_BYTES + fp8_copy))
     other = mcal.framework_reserved_bytes + np.where(S.zero == 3, z3_extra, 0.0)
+    # offload: master weights and moments live in host memory
+    host_b = np.where(S.offload_opt, o_b, 0.0)
+    o_b = np.where(S.offload_opt, 0.0, o_b)
     total = w_b + g_b + o_b + activations + other
     return dict(weights_bytes=w_b, gradients_bytes=g_b, optimizer_bytes=o_b, activations_bytes=activations,
-                other_bytes=other + np.zeros(shape), memory_per_gpu_bytes=total)
+                other_bytes=other + np.zeros(shape), memory_per_gpu_bytes=total, host_memory_bytes=host_b)
 
 
 def feasibility_codes(llm: LLMSpec, training: TrainingSpec, S: StrategyArrays, system: ClusterSystem,
@@ -767,6 +783,8 @@ def feasibility_codes(llm: LLMSpec, training: TrainingSpec, S: StrategyArrays, s
     if calib is not None:
         fwd, _ = calib.compute.attention_table(system.gpu.architecture)
         flag(np.isnan(fwd[S.kernel]), 8)
+    no_host = system.gpu.host_link_bytes_per_s <= 0 or system.gpu.host_memory_bandwidth_bytes_per_s <= 0
+    flag(S.offload_opt & no_host, 16)
     flag((S.schedule == mem.SCHEDULE_INTERLEAVED) & ((S.pp < 2) | (S.v < 2)), 11)
     flag((S.qwz | S.qgz | S.hpz) & (S.zero < 3), 12)
     flag((S.shard_group > 0) & (((S.dp * S.cp) % np.maximum(S.shard_group, 1)) != 0), 14)
@@ -813,6 +831,7 @@ def _iteration_arrays(llm, training, S, system, calib):
 
     mem_out = memory_term(ctx, stt, sp_)
     code = np.where((code == 0) & (mem_out["memory_per_gpu_bytes"] > system.gpu.hbm_bytes), 9, code)
+    code = np.where((code == 0) & (mem_out["host_memory_bytes"] > system.gpu.host_memory_bytes), 17, code)
 
     # ---- FLOPs, MFU, traffic ----
     n_gpus = (S.tp * S.pp * S.dp * S.cp).astype(float)

@@ -134,6 +134,9 @@ def _reason(code: int, llm: LLMSpec, training: TrainingSpec, st: Strategy, syste
         13: (f"pipeline end stages of {st.pp_first_stage_layers} and {st.pp_last_stage_layers} layers do not fit "
              f"{llm.layers} layers over pp {st.pp}"),
         14: f"shard_group_size {st.shard_group_size} does not divide dp x cp {st.dp * st.cp}",
+        16: f"offload_optimizer needs host memory and host link figures for GPU {system.gpu.name} in the catalog",
+        17: (f"offloaded optimizer states need {mem_bytes / 1e9:.1f} GB of host memory per GPU, "
+             f"{system.gpu.name} hosts have {system.gpu.host_memory_bytes / 1e9:.0f} GB"),
         15: f"DualPipe needs an even pp >= 2 and an even microbatch count >= pp (pp {st.pp}, microbatches {B // (st.dp * st.microbatch_size)})",
     }
     return text.get(code, REASONS[code][1])
@@ -173,6 +176,8 @@ def _evaluate_full(llm: LLMSpec, training: TrainingSpec, strategy: Strategy, sys
     code = int(r["code"])
     mem_total = float(r["memory_per_gpu_bytes"])
     if code:
+        if code == 17:
+            mem_total = float(r["host_memory_bytes"])
         return Infeasible(reason=_reason(code, llm, training, strategy, system, mem_total), kind=REASONS[code][0],
                           memory_per_gpu_bytes=mem_total if code == 9 else None)
     hb, rail, spine = float(r["hb_bytes"]), float(r["rail_bytes"]), float(r["spine_bytes"])

@@ -41,6 +41,7 @@ class Gpu(Entry):
     nvfp4_tflops: float | None = Field(default=None, gt=0, description="dense NVFP4 (Blackwell); None means not supported")
     host_memory_gb: float = Field(default=0.0, ge=0, description="host (CPU) memory per GPU that offload may use")
     host_link_gb_per_s_per_direction: float = Field(default=0.0, ge=0, description="GPU<->host bandwidth per GPU, one direction (PCIe or NVLink-C2C)")
+    host_memory_gb_per_s: float = Field(default=0.0, ge=0, description="host memory bandwidth per GPU (the CPU optimizer step of offload)")
     hbm_gb: float = Field(gt=0)
     hbm_tb_per_s: float = Field(gt=0)
     hb_gb_per_s_per_direction: float = Field(gt=0, description="scale-up (NVLink) bandwidth per GPU, one direction")
@@ -54,7 +55,8 @@ class Gpu(Entry):
         return GpuPerf(name=self.id, architecture=self.architecture, peak_flops=peak, hbm_bytes=self.hbm_gb * units.GB_TO_BYTES,
                        hbm_bandwidth_bytes_per_s=self.hbm_tb_per_s * units.TB_PER_S_TO_BYTES_PER_S,
                        host_memory_bytes=self.host_memory_gb * units.GB_TO_BYTES,
-                       host_link_bytes_per_s=self.host_link_gb_per_s_per_direction * units.GB_PER_S_TO_BYTES_PER_S)
+                       host_link_bytes_per_s=self.host_link_gb_per_s_per_direction * units.GB_PER_S_TO_BYTES_PER_S,
+                       host_memory_bandwidth_bytes_per_s=self.host_memory_gb_per_s * units.GB_PER_S_TO_BYTES_PER_S)
 
 
 class Platform(Entry):

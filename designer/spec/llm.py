@@ -210,6 +210,7 @@ class Strategy(Record):
     overlap_dp_comm: bool = True
     overlap_tp_comm: bool = False
     overlap_ep_comm: bool = Field(default=False, description="hide the MoE all-to-alls behind another microbatch's compute (Megatron 1F1B A2A overlap, DualPipe)")
+    offload_optimizer: bool = Field(default=False, description="fp32 master weights and Adam states in host memory, the step on the CPU (ZeRO-Offload, Megatron --optimizer-cpu-offload)")
 
     @property
     def n_gpus(self) -> int:

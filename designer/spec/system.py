@@ -71,6 +71,7 @@ class GpuPerf(Record):
     hbm_bandwidth_bytes_per_s: float = Field(gt=0)
     host_memory_bytes: float = Field(default=0.0, ge=0, description="host memory per GPU available to offload")
     host_link_bytes_per_s: float = Field(default=0.0, ge=0, description="GPU<->host, per direction")
+    host_memory_bandwidth_bytes_per_s: float = Field(default=0.0, ge=0, description="host memory bandwidth per GPU")
 
 
 class ClusterSystem(Record):

@@ -135,3 +135,34 @@ def test_part_of_an_nvl72_rack_can_be_stated(tmp_path):
     r = evaluate_scenario(sc)
     assert isinstance(r, Metrics) and r.n_gpus == 8
     assert r.tier_bytes.rail_bytes == 0 and r.tier_bytes.spine_bytes == 0 and r.tier_bytes.hb_bytes > 0
+
+
+def test_optimizer_offload_by_hand():
+    # Llama-3 8B on 8 H100s, DP 8 with ZeRO-1: the 12 B/param of fp32 master + Adam leave HBM; the
+    # step streams 2 + 2 B/param over PCIe Gen5 (64 GB/s) and runs 30 B/param on the host's DDR5
+    # (77 GB/s per GPU, catalog) for the 1/8 shard.
+    from designer.perf.compute import total_params
+
+    llm = load_model("llama3-8b")
+    tr = TrainingSpec(sequence_length=8192, global_batch_sequences=8, total_tokens=1e9)
+    sy = cluster("h100_sxm", 8)
+    kw = dict(dp=8, zero_stage=1, recompute="full")
+    on = evaluate_system(llm, tr, Strategy(**kw), sy, calib=CAL)
+    off = evaluate_system(llm, tr, Strategy(**kw, offload_optimizer=True), sy, calib=CAL)
+    assert isinstance(off, Metrics) and off.memory.optimizer_bytes == 0.0
+    assert on.memory.optimizer_bytes == pytest.approx(12 * total_params(llm) / 8, rel=1e-5)  # (final norm)
+    local = total_params(llm) / 8
+    step_on = local * 30 / (3.35e12 * CAL.compute.hbm_efficiency)
+    step_off = local * 4 / 64e9 + local * 30 / 77e9
+    assert off.iteration_time_s - on.iteration_time_s == pytest.approx(step_off - step_on, rel=1e-4)
+
+
+def test_optimizer_offload_beyond_host_memory_is_explained():
+    # Llama-3 70B on one 8-GPU node with TP 8: 105 GB of optimizer state per GPU, hosts of 64 GB
+    llm = load_model("llama3-70b")
+    tr = TrainingSpec(sequence_length=8192, global_batch_sequences=8, total_tokens=1e9)
+    sy = cluster("h100_sxm", 8)
+    sy = sy.model_copy(update={"gpu": sy.gpu.model_copy(update={"host_memory_bytes": 64e9})})
+    r = evaluate_system(llm, tr, Strategy(tp=8, dp=1, zero_stage=1, recompute="full", offload_optimizer=True,
+                                          sequence_parallel=True), sy, calib=BARE)
+    assert not isinstance(r, Metrics) and r.kind == "memory" and "host memory" in r.reason
