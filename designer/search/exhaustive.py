@@ -157,7 +157,7 @@ def to_strategy_arrays(table: StrategyTable) -> StrategyArrays:
         mbs=c["microbatch_size"], schedule=c["schedule"], v=c["virtual_stages"], zero=c["zero_stage"],
         qwz=c["zeropp_quantized_weights"], qgz=c["zeropp_quantized_gradients"],
         hpz=c["zeropp_hierarchical_partition"], recompute=c["recompute"], overlap_dp=c["overlap_dp_comm"],
-        overlap_tp=c["overlap_tp_comm"])
+        overlap_tp=c["overlap_tp_comm"], offload_opt=c["offload_optimizer"])
 
 
 @dataclass(frozen=True)

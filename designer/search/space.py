@@ -49,14 +49,14 @@ _DUALPIPE = SCHEDULES.index(Schedule.dualpipe)
 COLUMNS: tuple[str, ...] = (
     "tp", "pp", "dp", "ep", "cp", "sequence_parallel", "microbatch_size", "schedule", "virtual_stages",
     "zero_stage", "zeropp_quantized_weights", "zeropp_quantized_gradients", "zeropp_hierarchical_partition",
-    "recompute", "overlap_dp_comm", "overlap_tp_comm",
+    "recompute", "overlap_dp_comm", "overlap_tp_comm", "offload_optimizer",
 )
 LAYOUT_DIMS: tuple[str, ...] = ("tp", "pp", "cp", "ep")
 # The free grid's dimensions; "schedule" is a (schedule, virtual stages) option.
 FREE_DIMS: tuple[str, ...] = (
     "sequence_parallel", "microbatch_size", "schedule", "zero_stage", "zeropp_quantized_weights",
     "zeropp_quantized_gradients", "zeropp_hierarchical_partition", "recompute", "overlap_dp_comm",
-    "overlap_tp_comm",
+    "overlap_tp_comm", "offload_optimizer",
 )
 
 
@@ -73,7 +73,7 @@ def strategy_key(s: Strategy) -> tuple:
     return (s.tp, s.pp, s.dp, s.ep, s.cp, bool(s.sequence_parallel), s.microbatch_size, SCHEDULES.index(s.schedule),
             s.virtual_stages, s.zero_stage, bool(s.zeropp_quantized_weights), bool(s.zeropp_quantized_gradients),
             bool(s.zeropp_hierarchical_partition), RECOMPUTES.index(s.recompute), bool(s.overlap_dp_comm),
-            bool(s.overlap_tp_comm))
+            bool(s.overlap_tp_comm), bool(s.offload_optimizer))
 
 
 def strategy_from_key(key: tuple) -> Strategy:
@@ -176,7 +176,7 @@ class StrategyTable:
 
 
 _BOOL_COLS = {"sequence_parallel", "zeropp_quantized_weights", "zeropp_quantized_gradients",
-              "zeropp_hierarchical_partition", "overlap_dp_comm", "overlap_tp_comm"}
+              "zeropp_hierarchical_partition", "overlap_dp_comm", "overlap_tp_comm", "offload_optimizer"}
 
 
 def _typed(col: str, values: np.ndarray) -> np.ndarray:
@@ -237,6 +237,7 @@ class DesignSpace:
             "recompute": tuple(RECOMPUTES.index(r) for r in space.recompute),
             "overlap_dp_comm": tuple(space.overlap_dp_comm),
             "overlap_tp_comm": tuple(space.overlap_tp_comm),
+            "offload_optimizer": tuple(space.offload_optimizer),
         }
         shape = tuple(len(free_values[d]) for d in FREE_DIMS)
         grid = np.indices(shape).reshape(len(shape), -1).T.astype(np.int64)

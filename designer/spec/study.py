@@ -71,6 +71,8 @@ class StrategySpace(Record):
     recompute: tuple[Recompute, ...] = (Recompute.none, Recompute.selective, Recompute.full)
     overlap_dp_comm: tuple[bool, ...] = (True,)
     overlap_tp_comm: tuple[bool, ...] = (False,)
+    # optimizer states in host memory (ZeRO-Offload): lets designs short of HBM train, slower
+    offload_optimizer: tuple[bool, ...] = (False,)
     # Largest pipeline depth tried when `pp` is omitted (every divisor of the layer count up to it).
     max_pp: int = Field(default=64, ge=1)
 
@@ -99,7 +101,7 @@ class StrategySpace(Record):
         return tuple(sorted(set(v)))
 
     @field_validator("sequence_parallel", "zeropp_quantized_weights", "zeropp_quantized_gradients",
-                     "zeropp_hierarchical_partition", "overlap_dp_comm", "overlap_tp_comm")
+                     "zeropp_hierarchical_partition", "overlap_dp_comm", "overlap_tp_comm", "offload_optimizer")
     @classmethod
     def _bools(cls, v: tuple[bool, ...], info) -> tuple[bool, ...]:  # noqa: ANN001
         if not v:

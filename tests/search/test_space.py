@@ -38,13 +38,14 @@ def _brute_force(llm, training, space, n_gpus, hb):
         if n_gpus % (tp * pp * cp):
             continue
         dp = n_gpus // (tp * pp * cp)
-        for sp, mbs, (sc, v), z, qw, qg, hp, rc, odp, otp in itertools.product(
+        for sp, mbs, (sc, v), z, qw, qg, hp, rc, odp, otp, off in itertools.product(
                 space.sequence_parallel, space.microbatch_sizes, scheds, space.zero_stages,
                 space.zeropp_quantized_weights, space.zeropp_quantized_gradients, space.zeropp_hierarchical_partition,
-                space.recompute, space.overlap_dp_comm, space.overlap_tp_comm):
+                space.recompute, space.overlap_dp_comm, space.overlap_tp_comm, space.offload_optimizer):
             s = Strategy(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, sequence_parallel=sp, microbatch_size=mbs, schedule=sc,
                          virtual_stages=v, zero_stage=z, zeropp_quantized_weights=qw, zeropp_quantized_gradients=qg,
-                         zeropp_hierarchical_partition=hp, recompute=rc, overlap_dp_comm=odp, overlap_tp_comm=otp)
+                         zeropp_hierarchical_partition=hp, recompute=rc, overlap_dp_comm=odp, overlap_tp_comm=otp,
+                         offload_optimizer=off)
             if invalid_reason(s, llm, training, n_gpus, hb) is None:
                 out.add(strategy_key(s))
     return out
@@ -54,7 +55,8 @@ CASES = [
     (TINY, TINY_TRAIN, StrategySpace(), 8, 4),
     (TINY, TINY_TRAIN, StrategySpace(zero_stages=(0, 1, 2, 3), zeropp_quantized_weights=(False, True),
                                      zeropp_hierarchical_partition=(False, True), schedules=tuple(Schedule),
-                                     virtual_stages=(2, 4), overlap_tp_comm=(False, True)), 16, 4),
+                                     virtual_stages=(2, 4), overlap_tp_comm=(False, True),
+                                     offload_optimizer=(False, True)), 16, 4),
     (LLMSpec(name="gqa", layers=12, hidden_size=96, ffn_size=48, heads=12, kv_heads=2, vocab_size=10),
      TrainingSpec(sequence_length=4096, global_batch_sequences=24, total_tokens=1e9),
      StrategySpace(cp=(1, 2, 4, 8), microbatch_sizes=(1, 2, 3, 4)), 24, 6),
@@ -95,7 +97,8 @@ def test_nearest_is_valid_and_fixes_valid_points(llm, training, space, n_gpus, h
                   "zeropp_quantized_weights": s.zeropp_quantized_weights,
                   "zeropp_quantized_gradients": s.zeropp_quantized_gradients,
                   "zeropp_hierarchical_partition": s.zeropp_hierarchical_partition,
-                  "overlap_dp_comm": s.overlap_dp_comm, "overlap_tp_comm": s.overlap_tp_comm}
+                  "overlap_dp_comm": s.overlap_dp_comm, "overlap_tp_comm": s.overlap_tp_comm,
+                  "offload_optimizer": s.offload_optimizer}
         assert strategy_key(ds.nearest(params)) == strategy_key(s)
 
 
@@ -128,3 +131,25 @@ def test_study_spec_errors_are_one_line():
     with pytest.raises(SpecError) as e:
         validate(StudySpec, {**base, "constraints": ["not a hook"]})
     assert "\n" not in str(e.value) and "package.module:function" in str(e.value)
+
+
+def test_offload_is_a_strategy_dimension_that_rescues_short_hbm():
+    # Llama-2 13B on 8 A100-40GB, TP 4 x DP 2: 3.25e9 parameters per GPU hold 6 B each (16-bit
+    # weight, fp32 gradient) = 19.5 GB plus 12/2 B of ZeRO-1 optimizer state = 19.5 GB: with the
+    # reserve and activations over 40 GB; with the states in host memory it fits.
+    import numpy as np
+
+    from designer.perf.model import evaluate_many
+    from designer.search.exhaustive import to_strategy_arrays
+    from designer.spec.models import load_model
+    from tests.perf.systems import cluster
+
+    llm = load_model("llama2-13b")
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=16, total_tokens=1e9)
+    space = StrategySpace(tp=(4,), pp=(1,), recompute=(Recompute.full,), offload_optimizer=(False, True),
+                          zero_stages=(1,))
+    ds = design_space(llm, tr, space, n_gpus=8, hb_domain_size=8)
+    t = ds.table()
+    vm = evaluate_many(llm, tr, to_strategy_arrays(t), cluster("a100_40gb", 8, nic_gbps=200))
+    off = t.columns["offload_optimizer"]
+    assert not np.any(vm.feasible & ~off) and np.any(vm.feasible & off)
