@@ -78,10 +78,14 @@ def test_moe_flops_top_k_shared_and_router():
     w = _fwd(llm, s=T, moe=True)
     want = 2 * T * 4096 * (6144 + 4096) + 2 * T * 2 * 3 * 4096 * 14336 + 2 * T * 4096 * 8
     assert float(w.dense_flops[0]) == pytest.approx(want)
-    # deepseek-v3-like: top-8 of FFN 2048 plus 1 shared expert of 2048 -> 9 expert FFNs per token
+    # deepseek-v3-like (= DeepSeek-V3): top-8 of FFN 2048 plus 1 shared expert of 2048 -> 9 expert
+    # FFNs per token. MLA (DeepSeek-V2 §2.1): down-projections h -> 1536 (q) + 512 (kv) + 64 (rope
+    # key); up-projections 1536 -> 128 heads x (128 + 64) and 512 -> 128 x (128 key + 128 value);
+    # output 128 x 128 -> h.
     ds = load_model("deepseek-v3-like")
     wd = _fwd(ds, s=T, moe=True)
-    attn = 2 * T * 7168 * (3 * 128 * 128) + 2 * T * 128 * 128 * 7168
+    attn = (2 * T * 7168 * (1536 + 512 + 64) + 2 * T * 128 * (1536 * 192 + 512 * 256)
+            + 2 * T * 128 * 128 * 7168)
     want = attn + 2 * T * 9 * 3 * 7168 * 2048 + 2 * T * 7168 * 256
     assert float(wd.dense_flops[0]) == pytest.approx(want)
 
