@@ -414,12 +414,30 @@ def ep_term(ctx: _Context, moe: LayerTimes | None) -> Term:
     S = ctx.S
     tokens = ctx.b * (ctx.training.sequence_length / ctx.cp) / np.where(S.sp, ctx.tp, 1.0)
     a2a_bytes = tokens * llm.moe.top_k * llm.moe.capacity_factor * llm.hidden_size * cmp.ACT_BYTES
+    a2a_bytes = a2a_bytes * np.where(S.dedup, dispatch_dedup_factor(llm, ctx.pl.ep.domain_span), 1.0)
     a2a = _ct("all_to_all", a2a_bytes, ctx.pl.ep, ctx.system, ctx.calib.collectives)
     redo = ctx.full | ((ctx.rc_modules & mem.RC_MOE) > 0)
     n = np.where(redo, 6, 4)
     total = n * a2a.time_s
     budget = np.where(S.overlap_ep | (S.schedule == mem.SCHEDULE_DUALPIPE), moe.compute_s, 0.0)
     return Term(z, z, rows=((a2a, n, "ep"),), moe_total_s=total, moe_exposed_s=hidden_cost(total, budget, ctx))
+
+
+def dispatch_dedup_factor(llm: LLMSpec, nodes):
+    """Network copies per token of a node-deduplicated dispatch over those of a per-expert one:
+    D/k, with D the expected number of distinct nodes among a token's k experts (uniform routing
+    over E experts spread evenly on `nodes` nodes: D = n·(1 − Π_i (E − E/n − i)/(E − i))), capped
+    by node-limited routing (at most M nodes per token, DeepSeek-V3 §2.1.2)."""
+    moe = llm.moe
+    n = np.maximum(np.asarray(nodes, float), 1.0)
+    E, k = float(moe.experts), moe.top_k
+    none = np.ones_like(n)
+    for i in range(k):
+        none = none * np.maximum(E - E / n - i, 0.0) / (E - i)
+    distinct = n * (1.0 - none)
+    if moe.max_nodes_per_token:
+        distinct = np.minimum(distinct, moe.max_nodes_per_token)
+    return np.where(n > 1, np.minimum(distinct / k, 1.0), 1.0)
 
 
 def pp_term(ctx: _Context) -> Term:

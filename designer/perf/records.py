@@ -258,10 +258,11 @@ class StrategyArrays:
     prefetch: np.ndarray = 1
     overlap_ep: np.ndarray = False
     offload_opt: np.ndarray = False
+    dedup: np.ndarray = False
 
     _INT = ("tp", "pp", "dp", "ep", "cp", "mbs", "schedule", "v", "zero", "recompute", "etp", "rc_modules",
             "kernel", "order", "pp_first", "pp_last", "shard_group", "prefetch")
-    _BOOL = ("sp", "qwz", "qgz", "hpz", "overlap_dp", "overlap_tp", "reshard", "overlap_ep", "offload_opt")
+    _BOOL = ("sp", "qwz", "qgz", "hpz", "overlap_dp", "overlap_tp", "reshard", "overlap_ep", "offload_opt", "dedup")
     _FLOAT = ("bucket_bytes",)
 
     def __post_init__(self) -> None:
@@ -297,7 +298,8 @@ class StrategyArrays:
             reshard=[s.fsdp_reshard_after_forward for s in ss],
             shard_group=[s.shard_group_size or 0 for s in ss],
             bucket_bytes=[s.dp_bucket_bytes or 0.0 for s in ss], prefetch=[s.prefetch_layers for s in ss],
-            overlap_ep=[s.overlap_ep_comm for s in ss], offload_opt=[s.offload_optimizer for s in ss])
+            overlap_ep=[s.overlap_ep_comm for s in ss], offload_opt=[s.offload_optimizer for s in ss],
+            dedup=[s.moe_dispatcher == "deepep" for s in ss])
 
     def to_strategy(self, i: int):
         from designer.spec.llm import AttentionKernel, RankOrder, Recompute, RecomputeModule, Schedule, Strategy
@@ -323,7 +325,8 @@ class StrategyArrays:
             attention_kernel=AttentionKernel(_ATTENTION_KERNELS[int(self.kernel[i])]),
             rank_order=RankOrder(_RANK_ORDERS[int(self.order[i])]),
             overlap_dp_comm=bool(self.overlap_dp[i]), overlap_tp_comm=bool(self.overlap_tp[i]),
-            overlap_ep_comm=bool(self.overlap_ep[i]), offload_optimizer=bool(self.offload_opt[i]))
+            overlap_ep_comm=bool(self.overlap_ep[i]), offload_optimizer=bool(self.offload_opt[i]),
+            moe_dispatcher="deepep" if bool(self.dedup[i]) else "alltoall")
 
     def take(self, idx) -> "StrategyArrays":
         return StrategyArrays(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})

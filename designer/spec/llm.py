@@ -210,6 +210,7 @@ class Strategy(Record):
     overlap_dp_comm: bool = True
     overlap_tp_comm: bool = False
     overlap_ep_comm: bool = Field(default=False, description="hide the MoE all-to-alls behind another microbatch's compute (Megatron 1F1B A2A overlap, DualPipe)")
+    moe_dispatcher: Literal["alltoall", "deepep"] = Field(default="alltoall", description="alltoall: every (token, expert) pair crosses the network (Megatron's alltoall dispatcher); deepep: one copy per destination node, forwarded over NVLink there (DeepEP, HybridEP, Megatron's flex dispatcher)")
     offload_optimizer: bool = Field(default=False, description="fp32 master weights and Adam states in host memory, the step on the CPU (ZeRO-Offload, Megatron --optimizer-cpu-offload)")
 
     @property

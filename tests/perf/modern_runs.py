@@ -95,7 +95,11 @@ def strategy_for(row: dict) -> Strategy:
         fsdp_reshard_after_forward=fw["reshard_under_pp"] or row["pp"] == 1, shard_group_size=shard_group,
         recompute=recompute, recompute_modules=modules, attention_kernel=fw["attention_kernel"],
         overlap_tp_comm=overlap_tp and row["tp"] > 1,
-        overlap_ep_comm=row["framework"] == "deepseek" or "1f1b overlap" in overlap)
+        overlap_ep_comm=row["framework"] == "deepseek" or "1f1b overlap" in overlap,
+        # the source names a node-deduplicating dispatcher (DeepEP, HybridEP; DeepSeek's own kernels)
+        moe_dispatcher="deepep" if (row["framework"] == "deepseek" or any(
+            k in text for text in (overlap, (row.get("notes") or "").lower()) for k in ("deepep", "hybridep")))
+        else "alltoall")
 
 
 def training_for(row: dict) -> TrainingSpec:

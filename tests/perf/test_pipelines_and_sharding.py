@@ -166,3 +166,27 @@ def test_optimizer_offload_beyond_host_memory_is_explained():
     r = evaluate_system(llm, tr, Strategy(tp=8, dp=1, zero_stage=1, recompute="full", offload_optimizer=True,
                                           sequence_parallel=True), sy, calib=BARE)
     assert not isinstance(r, Metrics) and r.kind == "memory" and "host memory" in r.reason
+
+
+def test_deduplicated_dispatch_by_hand():
+    # DeepSeek-V3 (256 experts, top-8, at most 4 nodes per token) on 8 nodes: D = min(8·(1 −
+    # C(224, 8)/C(256, 8)), 4) = 4 distinct nodes per token, so a node-deduplicated dispatch sends
+    # 4/8 of the per-expert copies; without the node limit (Qwen3-235B: 128 experts, top-8, 4 nodes)
+    # D = 4·(1 − C(96, 8)/C(128, 8)).
+    from math import comb
+
+    from designer.perf.iteration import dispatch_dedup_factor
+
+    ds, qw = load_model("deepseek-v3"), load_model("qwen3-235b-a22b")
+    assert 8 * (1 - comb(224, 8) / comb(256, 8)) > 4
+    assert float(dispatch_dedup_factor(ds, np.array([8]))[0]) == pytest.approx(4 / 8)
+    want = 4 * (1 - comb(96, 8) / comb(128, 8)) / 8
+    assert float(dispatch_dedup_factor(qw, np.array([4]))[0]) == pytest.approx(want)
+    assert float(dispatch_dedup_factor(qw, np.array([1]))[0]) == 1.0  # inside one node: nothing to save
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=256, total_tokens=1e12)
+    st = Strategy(tp=1, pp=8, dp=32, ep=32, zero_stage=1, recompute="full")
+    sy = cluster("h100_sxm", 256)
+    a = evaluate_system(qw, tr, st, sy, calib=CAL)
+    b = evaluate_system(qw, tr, st.model_copy(update={"moe_dispatcher": "deepep"}), sy, calib=CAL)
+    assert b.type_bytes.total_bytes("ep") == pytest.approx(a.type_bytes.total_bytes("ep") * want, rel=1e-9)
+    assert b.iteration_time_s < a.iteration_time_s
