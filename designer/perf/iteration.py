@@ -53,7 +53,8 @@ import numpy as np
 from designer.perf import collectives as coll
 from designer.perf import compute as cmp
 from designer.perf import memory as mem
-from designer.perf.placement import TIER_HB, TIER_NAMES, TIER_RAIL, TIER_SPINE, GroupArrays, group_shape, place
+from designer.perf.placement import (TIER_HB, TIER_NAMES, TIER_RAIL, TIER_SPINE, GroupArrays, group_shape,
+                                     merge_groups, place)
 from designer.perf.records import StrategyArrays
 from designer.spec.llm import LLMSpec, TrainingSpec
 from designer.spec.system import ClusterSystem
@@ -117,6 +118,7 @@ class _Coll:
     rail_bytes: np.ndarray
     spine_bytes: np.ndarray
     peers: np.ndarray
+    live: bool = True  # false when no strategy runs this collective (all zeros)
 
 
 TRAFFIC_TYPES = ("tp", "cp", "pp", "dp", "ep")
@@ -134,6 +136,8 @@ class _Ledger:
         self.time = [np.zeros(shape) for _ in TIER_NAMES]
 
     def add(self, c: _Coll, count, kind: str):
+        if not c.live:
+            return
         count = np.asarray(count, float)
         acc = self.by_type[kind]
         acc[TIER_HB] += c.hb_bytes * count
@@ -165,7 +169,7 @@ def _ct(op: str, nbytes, g: GroupArrays, system: ClusterSystem, ccal, on=True) -
     out = [np.zeros(shape) for _ in range(5)]
     idx = np.flatnonzero(live)
     if idx.size == 0:
-        return _Coll(*out)
+        return _Coll(*out, live=False)
     nb = nbytes.ravel()[idx]
     # one integer key per group shape (each field < 2**20), then one per (bytes, shape) pair
     skey = (g.size.ravel()[idx] + (g.ranks_per_domain.ravel()[idx] << 20) + (g.extent_domains.ravel()[idx] << 40)
@@ -618,7 +622,7 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, layer_exposed_fwd_
             # HSDP: shards over the first shard_group_size ranks of the (contiguous, stride tp) group
             shard_n = sg
             if np.any(S.shard_group > 0):
-                g_shard = _merge_groups(group_shape(shard_n, S.tp, system), g_full, shard_n >= g_full.size)
+                g_shard = merge_groups(group_shape(shard_n, S.tp, system), g_full, shard_n >= g_full.size)
                 g_rep = group_shape(np.maximum(g_full.size // np.maximum(shard_n, 1), 1), S.tp * shard_n, system)
             else:  # no HSDP: one shard group, no replicas
                 g_shard, g_rep = g_full, _single(shape)
@@ -684,10 +688,6 @@ def _single(shape) -> GroupArrays:
     one = np.ones(shape, np.int64)
     return GroupArrays(size=one, ranks_per_domain=one, domain_span=one, same_rail=np.ones(shape, bool),
                        extent_domains=one, tier=np.full(shape, TIER_HB))
-
-
-def _merge_groups(a: GroupArrays, b: GroupArrays, use_b) -> GroupArrays:
-    return GroupArrays(**{f: np.where(use_b, getattr(b, f), getattr(a, f)) for f in GroupArrays.__dataclass_fields__})
 
 
 def optimizer_term(ctx: _Context, sp_: StageParams):
@@ -916,21 +916,20 @@ def _pair_fraction(S: StrategyArrays, n_gpus):
 # ---------------------------------------------------------------------------------------------
 
 
-def layer_flops_per_token(llm: LLMSpec, moe_layer: bool, s: int) -> tuple[float, float]:
-    """(linear-layer FLOPs, non-causal attention-core FLOPs) of one layer's forward, per token."""
+def layer_flops_per_token(llm: LLMSpec, moe_layer: bool, s: int) -> tuple[float, float, float]:
+    """(attention linear-layer FLOPs, MLP FLOPs, non-causal attention-core FLOPs) of one layer's
+    forward, per token; the MoE MLP counts the top-k experts, the shared experts and the router."""
     h = llm.hidden_size
-    f_qkv, f_up, f_out, dqk, dv = attention_dims = cmp.attention_projection_flops_per_token(llm, np.ones(1))
-    del attention_dims
-    lin = float(f_qkv[0] if np.ndim(f_qkv) else f_qkv) + float(np.asarray(f_out).ravel()[0])
+    f_qkv, _, f_out, dqk, dv = cmp.attention_projection_flops_per_token(llm, np.ones(1))
+    attn_lin = float(np.ravel(f_qkv)[0] + np.ravel(f_out)[0])
     gate = 2.0 if llm.gated_mlp else 1.0
     if moe_layer and llm.moe is not None:
         moe = llm.moe
-        lin += 2 * moe.top_k * moe.capacity_factor * (gate + 1) * moe.expert_ffn_size * h + 2 * moe.experts * h
-        lin += 2 * (gate + 1) * moe.shared_experts * moe.shared_ffn_size * h
+        mlp = (2 * moe.top_k * moe.capacity_factor * (gate + 1) * moe.expert_ffn_size * h + 2 * moe.experts * h
+               + 2 * (gate + 1) * moe.shared_experts * moe.shared_ffn_size * h)
     else:
-        lin += 2 * (gate + 1) * llm.ffn_size * h
-    attn = 2.0 * s * llm.heads * (dqk + dv)
-    return lin, attn
+        mlp = 2 * (gate + 1) * llm.ffn_size * h
+    return attn_lin, mlp, 2.0 * s * llm.heads * (dqk + dv)
 
 
 def flop_counts(llm: LLMSpec, training: TrainingSpec, recompute, rc_modules, fused, shape) -> dict:
@@ -939,35 +938,31 @@ def flop_counts(llm: LLMSpec, training: TrainingSpec, recompute, rc_modules, fus
     recompute (Megatron ≤ 2024, NeMo ≤ 25.07, PaLM/MPT/torchtitan); "model_causal" halves the attention
     core (Megatron-Core since 2025-03, Megatron-Bridge, AutoModel); "hardware" counts what executes:
     causal skipping in fused kernels (the lower triangle plus the diagonal tiles), and the recomputed
-    forward."""
+    forward (all of it under full recompute, the selected modules under selective)."""
     s, B = training.sequence_length, training.global_batch_sequences
     tokens = float(B * s)
+    h = llm.hidden_size
     n_dense, n_moe = cmp.layer_kinds(llm)
-    lin = attn = 0.0
-    lin_d, attn_d = layer_flops_per_token(llm, False, s)
-    lin += n_dense * lin_d
-    attn += n_dense * attn_d
-    mlp_moe = 0.0
-    if n_moe:
-        lin_m, attn_m = layer_flops_per_token(llm, True, s)
-        lin += n_moe * lin_m
-        attn += n_moe * attn_m
-        mlp_moe = n_moe * (lin_m - layer_flops_per_token(llm, False, s)[0] + 2 * (3 if llm.gated_mlp else 2) * llm.ffn_size * llm.hidden_size)
-    mtp_lin = mtp_attn = 0.0
+    a_d, mlp_d, core_d = layer_flops_per_token(llm, False, s)
+    a_m, mlp_m, core_m = layer_flops_per_token(llm, True, s) if n_moe else (0.0, 0.0, 0.0)
+    mlp_dense, mlp_moe = n_dense * mlp_d, n_moe * mlp_m
+    lin = n_dense * a_d + n_moe * a_m + mlp_dense + mlp_moe
+    core = n_dense * core_d + n_moe * core_m
+    # DeepSeek-V3 MTP modules (§2.2): a layer of the last kind, the 2h -> h projection and the
+    # shared output head each
     if llm.mtp_layers:
-        lm, am = layer_flops_per_token(llm, llm.moe is not None, s)
-        mtp_lin = llm.mtp_layers * (lm + 2 * 2 * llm.hidden_size * llm.hidden_size + 2 * llm.hidden_size * llm.vocab_size)
-        mtp_attn = llm.mtp_layers * am
-    logits = 2.0 * llm.hidden_size * llm.vocab_size
-    model = 3.0 * tokens * (lin + attn + logits + mtp_lin + mtp_attn)
-    model_causal = 3.0 * tokens * (lin + 0.5 * attn + logits + mtp_lin + 0.5 * mtp_attn)
-    exec_attn = np.where(fused, float(cmp.causal_fraction(s, s)) * attn, attn)
-    base = 3.0 * tokens * (lin + logits + mtp_lin) + 3.0 * tokens * exec_attn * (1 + mtp_attn / max(attn, 1e-30))
+        last = (a_m, mlp_m, core_m) if n_moe else (a_d, mlp_d, core_d)
+        lin += llm.mtp_layers * (last[0] + last[1] + 2 * 2 * h * h + 2 * h * llm.vocab_size)
+        core += llm.mtp_layers * last[2]
+    logits = 2.0 * h * llm.vocab_size
+    model = 3.0 * tokens * (lin + core + logits)
+    model_causal = 3.0 * tokens * (lin + 0.5 * core + logits)
+    exec_core = np.where(fused, float(cmp.causal_fraction(s, s)) * core, core)
+    base = 3.0 * tokens * (lin + logits + exec_core)
     rc = np.asarray(rc_modules)
-    sel = tokens * exec_attn * ((rc & mem.RC_CORE_ATTN) > 0)
-    mlp_dense = n_dense * 2 * (3 if llm.gated_mlp else 2) * llm.ffn_size * llm.hidden_size
-    sel = sel + tokens * mlp_dense * ((rc & mem.RC_MLP) > 0) + tokens * mlp_moe * ((rc & mem.RC_MOE) > 0)
-    extra = np.where(np.asarray(recompute) == mem.RECOMPUTE_FULL, tokens * (lin + exec_attn),
+    sel = tokens * (exec_core * ((rc & mem.RC_CORE_ATTN) > 0) + mlp_dense * ((rc & mem.RC_MLP) > 0)
+                    + mlp_moe * ((rc & mem.RC_MOE) > 0))
+    extra = np.where(np.asarray(recompute) == mem.RECOMPUTE_FULL, tokens * (lin + exec_core),
                      np.where(np.asarray(recompute) == mem.RECOMPUTE_SELECTIVE, sel, 0.0))
     return dict(model=model, model_causal=model_causal, hardware=base + extra + np.zeros(shape))
 

@@ -116,7 +116,8 @@ def strides(tp, cp, dp, pp, order=DEFAULT_ORDER) -> dict[str, np.ndarray]:
 ORDERS = (("tp", "cp", "dp", "pp"), ("tp", "cp", "pp", "dp"))  # StrategyArrays.order codes
 
 
-def _merge(a: GroupArrays, b: GroupArrays, use_b) -> GroupArrays:
+def merge_groups(a: GroupArrays, b: GroupArrays, use_b) -> GroupArrays:
+    """Per strategy, b's shape where use_b, else a's."""
     return GroupArrays(**{f: np.where(use_b, getattr(b, f), getattr(a, f)) for f in GroupArrays.__dataclass_fields__})
 
 
@@ -133,7 +134,7 @@ def place(tp, cp, dp, pp, ep, system: ClusterSystem, order=DEFAULT_ORDER, etp=1,
         if not np.any(oc == 1):
             return a
         b = place(tp, cp, dp, pp, ep, system, ORDERS[1], etp)
-        return Placement(**{f: _merge(getattr(a, f), getattr(b, f), oc == 1) for f in Placement.__dataclass_fields__})
+        return Placement(**{f: merge_groups(getattr(a, f), getattr(b, f), oc == 1) for f in Placement.__dataclass_fields__})
     st = strides(tp, cp, dp, pp, order)
     tp = np.asarray(tp, np.int64)
     cp = np.asarray(cp, np.int64)
