@@ -25,7 +25,8 @@ from designer.spec.llm import LLMSpec, Precision, Recompute, Schedule, Strategy,
 STRATEGY_COLUMNS: tuple[str, ...] = (
     "tp", "pp", "dp", "ep", "cp", "sequence_parallel", "microbatch_size", "schedule", "virtual_stages",
     "zero_stage", "zeropp_quantized_weights", "zeropp_quantized_gradients", "zeropp_hierarchical_partition",
-    "recompute", "overlap_dp_comm", "overlap_tp_comm", "offload_optimizer",
+    "recompute", "overlap_dp_comm", "overlap_tp_comm", "offload_optimizer", "offload_weights",
+    "offload_activation_layers", "cp_comm", "overlap_ep_comm", "moe_dispatcher",
 )
 DESIGN_COLUMNS: tuple[str, ...] = (
     "design_id", "design_source", "label", "family", "platform", "gpu", "n_gpus", "n_domains", "hb_domain_size",
@@ -88,9 +89,15 @@ def megatron_args(s: Strategy, llm: LLMSpec, training: TrainingSpec) -> str:
     if s.sequence_parallel:
         a.append("--sequence-parallel")
     if s.cp > 1:
-        a.append(f"--context-parallel-size {s.cp}")
+        a.append(f"--context-parallel-size {s.cp} --cp-comm-type {'allgather' if s.cp_comm == 'all_gather' else s.cp_comm}")
+        if not s.cp_load_balance:
+            notes.append("CP without causal load balancing: Megatron-LM always balances")
     if s.ep > 1:
         a.append(f"--expert-model-parallel-size {s.ep}")
+        if s.moe_dispatcher == "deepep":
+            a.append("--moe-token-dispatcher-type flex --moe-enable-deepep")
+        if s.overlap_ep_comm:
+            a.append("--overlap-moe-expert-parallel-comm")
     a += [f"--micro-batch-size {s.microbatch_size}", f"--global-batch-size {training.global_batch_sequences}",
           f"--seq-length {training.sequence_length}"]
     if s.recompute == Recompute.selective:
@@ -112,6 +119,10 @@ def megatron_args(s: Strategy, llm: LLMSpec, training: TrainingSpec) -> str:
         a.append("--tp-comm-overlap")
     if s.offload_optimizer:
         a.append("--optimizer-cpu-offload --optimizer-offload-fraction 1.0")
+    if s.offload_activation_layers:
+        a.append(f"--cpu-offloading --cpu-offloading-num-layers {s.offload_activation_layers}")
+    if s.offload_weights:
+        notes.append("weight offload: FSDP2 CPUOffloadPolicy (no Megatron-LM flag)")
     if training.precision == Precision.bf16:
         a.append("--bf16")
     elif training.precision == Precision.fp16:

@@ -27,7 +27,7 @@ from designer.export import (STRATEGY_COLUMNS, J_PER_MWH, megatron_args, metrics
                              strategy_columns, write_outputs)
 from designer.pareto import Point, pareto_front
 from designer.search.exhaustive import Candidate, Problem, ScoredTable, load_trial_constraint, run_exhaustive
-from designer.search.space import RECOMPUTES, SCHEDULES
+from designer.search.space import CODED, RECOMPUTES, SCHEDULES
 from designer.spec.llm import LLMSpec
 from designer.spec.study import StudySpec, load_study
 
@@ -286,6 +286,8 @@ def _trials_frame(problem: Problem, cands: list[Candidate], tables: list[ScoredT
         df = pd.DataFrame({k: cols[k] for k in STRATEGY_COLUMNS})
         df["schedule"] = [SCHEDULES[int(x)].value for x in cols["schedule"]]
         df["recompute"] = [RECOMPUTES[int(x)].value for x in cols["recompute"]]
+        for name, options in CODED.items():
+            df[name] = [options[int(x)] for x in cols[name]]
         df.insert(0, "trial_number", t.trial_number)
         df.insert(0, "search_method", t.method)
         df.insert(0, "design_id", c.design_id)

@@ -199,15 +199,24 @@ def causal_fraction(s_q, s_kv):
     return 0.5 + 0.5 / n
 
 
+def cp_causal_fraction(s, cp, balanced=True):
+    """Share of its s/cp × s score blocks the busiest CP rank computes under a causal mask. Load
+    balanced (Megatron and torchtitan give rank i chunks i and 2cp−1−i) every rank sees the average;
+    otherwise rank cp−1 holds the last chunk: cp−1 full blocks of keys and its own diagonal block."""
+    cp = np.asarray(cp, float)
+    last = ((cp - 1) + causal_fraction(s / cp, s / cp)) / cp
+    return np.where(np.asarray(balanced, bool) | (cp <= 1), causal_fraction(s / cp, s), last)
+
+
 def layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kernel, prec: Precisions,
-                  hbm_bytes_per_s: float, calib: ComputeCalibration, etp=1) -> LayerWork:
+                  hbm_bytes_per_s: float, calib: ComputeCalibration, etp=1, cp_balanced=True) -> LayerWork:
     """Forward work of one transformer layer per microbatch per GPU (see _layer_forward).
 
     Under a low-precision recipe a layer whose GEMMs are too small to repay their casts runs in
     16-bit, as recipes keep such layers in BF16 (NVIDIA's NVFP4 and FP8 recipes leave the first and
     last layers and small projections in BF16): so low precision is never slower than 16-bit."""
     kw = dict(moe_layer=moe_layer, b=b, s=s, tp=tp, cp=cp, ep=ep, sp=sp, kernel=kernel,
-              hbm_bytes_per_s=hbm_bytes_per_s, calib=calib, etp=etp)
+              hbm_bytes_per_s=hbm_bytes_per_s, calib=calib, etp=etp, cp_balanced=cp_balanced)
     low = _layer_forward(llm, prec=prec, **kw)
     if prec.cast_bytes_per_element == 0.0 and prec.gemm_peak_flops == prec.hi_peak_flops:
         return low
@@ -220,7 +229,7 @@ def layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kernel
 
 
 def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kernel, prec: Precisions,
-                   hbm_bytes_per_s: float, calib: ComputeCalibration, etp=1) -> LayerWork:
+                   hbm_bytes_per_s: float, calib: ComputeCalibration, etp=1, cp_balanced=True) -> LayerWork:
     """Forward work of one transformer layer per microbatch per GPU.
 
     b: microbatch sequences; s: sequence length; tp/cp/ep/etp: group sizes; sp: sequence parallelism;
@@ -302,7 +311,7 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
     # against all s keys (ring attention). Non-causal FLOPs = 2·b·(s/cp)·s·a/tp·(d_qk + d_v).
     attn_model = 2 * b * a_local * (s / cp) * s * (dqk + dv)
     unfused = kernel == KERNEL_UNFUSED
-    causal = causal_fraction(s / cp, s)
+    causal = cp_causal_fraction(s, cp, cp_balanced)
     attn_exec = np.where(unfused, attn_model, causal * attn_model)
     eff_f = prec.attn_fwd_eff[kernel]
     eff_b = prec.attn_bwd_eff[kernel]

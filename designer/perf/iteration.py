@@ -11,9 +11,9 @@ tp_term       Megatron TP (Shoeybi et al. 2019 §3; collectives.md §6.4): per l
               with sequence parallelism each becomes a reduce-scatter + all-gather of the same bytes
               (Korthikanti et al. 2022 §4.2.2). Exposed unless overlap_tp_comm, then hidden behind
               the layer's GEMMs.
-cp_term       context parallelism (Megatron-core): the K,V of the full sequence gathered per layer
-              forward, again backward with the reduce-scatter of their gradients; hidden behind the
-              attention core.
+cp_term       context parallelism by Strategy.cp_comm: ring attention (K,V blocks round the CP
+              ring, each step behind one block of attention), all-gathered K,V (hidden behind the
+              attention core) or Ulysses all-to-alls (exposed); causal load balancing in compute.
 ep_term       MoE dispatch + combine all-to-all forward and their mirrors backward (collectives.md
               §6.5), each rank sending its tokens (s/cp, and /tp under SP: Megatron-Core dispatches
               the SP-local tokens)·top_k·h; +2 when the MoE block is recomputed. Exposed unless
@@ -31,7 +31,9 @@ dp_term       data parallelism and ZeRO (Rajbhandari et al. SC20 §7; collective
               shard_group_size and all-reduces the shards across them. ZeRO++: qwZ halves the
               forward gather, hpZ keeps the backward gather inside the node, qgZ sends int4
               gradients.
-optimizer_term the memory-bound Adam step on the local shard.
+optimizer_term the memory-bound Adam step on the local shard (on the CPU when offloaded).
+activation_offload_term  offloaded layers' activations to host memory and back, behind the stage's
+              compute; weight offload streams each layer's shard up before its gathers (dp_term).
 
 Pipeline: stages may be uneven (pp need not divide the layers; Megatron's first/last-stage layer
 counts); the slowest stage paces the steady state and the fill/drain costs (p−1) mean stage times:
@@ -95,8 +97,10 @@ REASONS = {
     13: ("divisibility", "first/last pipeline-stage layers exceed the model's layers"),
     14: ("divisibility", "shard_group_size does not divide dp x cp"),
     15: ("compatibility", "DualPipe needs an even pp >= 2 and an even microbatch count >= pp"),
-    16: ("compatibility", "optimizer offload needs the GPU's host memory and host link figures"),
-    17: ("memory", "offloaded optimizer states do not fit in host memory"),
+    16: ("compatibility", "offload needs the GPU's host memory and host link figures"),
+    17: ("memory", "offloaded states and activations do not fit in host memory"),
+    18: ("divisibility", "cp_comm a2a needs tp x cp to divide the attention heads"),
+    19: ("compatibility", "weight offload needs ZeRO stage 3 (FSDP)"),
 }
 
 
@@ -164,12 +168,17 @@ def _ct(op: str, nbytes, g: GroupArrays, system: ClusterSystem, ccal, on=True) -
     A search space repeats few distinct (bytes, group shape) pairs, so the collectives model runs once
     per distinct live pair and the results are scattered back (same numbers, far fewer evaluations)."""
     shape = g.size.shape
+    on = np.asarray(on, bool)
+    if on.ndim == 0 and not on or on.ndim and not on.any():
+        z = np.zeros(shape)  # one shared, never-written zero array for every field
+        return _Coll(z, z, z, z, z, live=False)
     nbytes = np.broadcast_to(np.asarray(nbytes, float), shape)
-    live = (g.size > 1) & (nbytes > 0) & np.broadcast_to(np.asarray(on, bool), shape)
-    out = [np.zeros(shape) for _ in range(5)]
+    live = (g.size > 1) & (nbytes > 0) & np.broadcast_to(on, shape)
     idx = np.flatnonzero(live)
     if idx.size == 0:
-        return _Coll(*out, live=False)
+        z = np.zeros(shape)
+        return _Coll(z, z, z, z, z, live=False)
+    out = [np.zeros(shape) for _ in range(5)]
     nb = nbytes.ravel()[idx]
     # one integer key per group shape (each field < 2**20), then one per (bytes, shape) pair
     skey = (g.size.ravel()[idx] + (g.ranks_per_domain.ravel()[idx] << 20) + (g.extent_domains.ravel()[idx] << 40)
@@ -296,7 +305,7 @@ def _context(llm, training, S, system, calib) -> _Context:
     b, tp, cp, pp, v = (x.astype(float) for x in (S.mbs, S.tp, S.cp, S.pp, S.v))
     etp = np.where(S.etp > 0, S.etp, S.tp).astype(float)
     kw = dict(b=b, s=s, tp=tp, cp=cp, ep=S.ep.astype(float), etp=etp, sp=S.sp, kernel=S.kernel, prec=prec,
-              hbm_bytes_per_s=system.gpu.hbm_bandwidth_bytes_per_s, calib=calib.compute)
+              hbm_bytes_per_s=system.gpu.hbm_bandwidth_bytes_per_s, calib=calib.compute, cp_balanced=S.cp_lb)
     n_dense, n_moe = cmp.layer_kinds(llm)
     dense = cmp.layer_forward(llm, moe_layer=False, **kw)
     moe = cmp.layer_forward(llm, moe_layer=True, **kw) if n_moe else None
@@ -392,21 +401,68 @@ def tp_term(ctx: _Context, dense: LayerTimes) -> Term:
     return Term(total, e_f + e_b, rows=((ar, n, "tp"), (rs, n, "tp"), (ag, n, "tp")), exposed_fwd_s=e_f)
 
 
+CP_P2P, CP_ALL_GATHER, CP_A2A = 0, 1, 2  # StrategyArrays.cp_comm (records.CP_COMMS)
+
+
 def cp_term(ctx: _Context, dense: LayerTimes) -> Term:
-    """K,V of the full sequence per layer: gathered forward (and for a recomputed forward), again
-    backward with the reduce-scatter of their gradients; hidden behind the attention core."""
-    llm, ccol = ctx.llm, ctx.calib.collectives
+    """Context parallelism per layer per microbatch, by Strategy.cp_comm (Megatron-Core's
+    --cp-comm-type):
+
+    p2p      ring attention (Liu et al. 2023; Megatron AttnFuncWithCPAndKVP2P): cp steps of block
+             attention, the K,V block of the next step sent to the ring neighbour behind each of the
+             first cp−1; backward the K,V and their gradients travel together (twice the bytes). Each
+             step hides behind one block of the attention core, so a step whose transfer outlasts
+             its block exposes the difference.
+    all_gather the whole sequence's K,V gathered before the attention (and again for the backward,
+             with a reduce-scatter of their gradients), hidden behind the attention core (Llama 3).
+    a2a      DeepSpeed-Ulysses (Jacobs et al. 2023): all-to-alls re-shard Q, K, V from sequence to
+             heads before the attention and the output back after it; backward the mirrors. They sit
+             on the critical path (nothing to hide behind).
+    A recomputed forward repeats the forward's traffic."""
+    llm, ccol, S = ctx.llm, ctx.calib.collectives, ctx.S
     s = ctx.training.sequence_length
+    a_local = llm.heads / ctx.tp
     if llm.mla is not None:
-        kv_width = llm.heads / ctx.tp * (llm.mla.qk_nope_head_dim + llm.mla.qk_rope_head_dim + llm.mla.v_head_dim)
+        q_width = a_local * (llm.mla.qk_nope_head_dim + llm.mla.qk_rope_head_dim)
+        kv_width = a_local * (llm.mla.qk_nope_head_dim + llm.mla.qk_rope_head_dim + llm.mla.v_head_dim)
+        o_width = a_local * llm.mla.v_head_dim
     else:
+        q_width = o_width = a_local * llm.head_dim_effective
         kv_width = 2 * np.maximum(llm.kv_heads_effective / ctx.tp, 1.0) * llm.head_dim_effective
+    n_fwd = np.where(ctx.full, 2, 1)  # forward passes (a recomputed forward repeats it)
+    # all_gather: the full sequence's K,V (all_gather's n is the gathered total)
     kv_bytes = ctx.b * s * kv_width * cmp.ACT_BYTES
-    ag = _ct("all_gather", kv_bytes, ctx.pl.cp, ctx.system, ccol)
-    rs = _ct("reduce_scatter", kv_bytes, ctx.pl.cp, ctx.system, ccol)
-    n_ag = np.where(ctx.full, 3, 2)
-    total = n_ag * ag.time_s + rs.time_s
-    return Term(total, hidden_cost(total, dense.attn_s, ctx), rows=((ag, n_ag, "cp"), (rs, 1.0, "cp")))
+    ag = _ct("all_gather", kv_bytes, ctx.pl.cp, ctx.system, ccol, S.cp_comm == CP_ALL_GATHER)
+    rs = _ct("reduce_scatter", kv_bytes, ctx.pl.cp, ctx.system, ccol, S.cp_comm == CP_ALL_GATHER)
+    t_ag = (n_fwd + 1) * ag.time_s + rs.time_s
+    # p2p: one K,V block of s/cp tokens per ring step
+    block = kv_bytes / ctx.cp
+    p2p = S.cp_comm == CP_P2P
+    ring_f = _ct("send_recv", block, ctx.pl.cp, ctx.system, ccol, p2p)
+    ring_b = _ct("send_recv", 2 * block, ctx.pl.cp, ctx.system, ccol, p2p)
+    steps = ctx.cp - 1
+    attn_f = ctx.dense.attn_fwd_s
+    attn_b = ctx.dense.attn_bwd_s
+    e_ring_f = steps * hidden_cost(ring_f.time_s, attn_f / ctx.cp, ctx)
+    e_ring = n_fwd * e_ring_f + steps * hidden_cost(ring_b.time_s, attn_b / ctx.cp, ctx)
+    t_ring = steps * (n_fwd * ring_f.time_s + ring_b.time_s)
+    # a2a: Q, K, V in and the output out (each rank's local tensors), per pass
+    tok = ctx.b * s / ctx.cp * cmp.ACT_BYTES
+    ulysses = S.cp_comm == CP_A2A
+    a2a_qo = _ct("all_to_all", tok * q_width, ctx.pl.cp, ctx.system, ccol, ulysses)
+    a2a_kv = _ct("all_to_all", tok * kv_width, ctx.pl.cp, ctx.system, ccol, ulysses)
+    a2a_o = _ct("all_to_all", tok * o_width, ctx.pl.cp, ctx.system, ccol, ulysses)
+    t_a2a = (n_fwd + 1) * (a2a_qo.time_s + a2a_kv.time_s + a2a_o.time_s)
+    e_ag = hidden_cost(t_ag, dense.attn_s, ctx)
+    total = np.select([p2p, ulysses], [t_ring, t_a2a], t_ag)
+    exposed = np.select([p2p, ulysses], [e_ring, t_a2a], e_ag)
+    # the forward pass's share (the recomputed forward runs inside the backward)
+    e_fwd = np.select([p2p, ulysses], [e_ring_f, t_a2a / (n_fwd + 1)], e_ag / (n_fwd + 2))
+    n_pass = n_fwd + 1
+    return Term(total, exposed, rows=((ag, n_pass, "cp"), (rs, 1.0, "cp"), (ring_f, steps * n_fwd, "cp"),
+                                      (ring_b, steps, "cp"), (a2a_qo, n_pass, "cp"), (a2a_kv, n_pass, "cp"),
+                                      (a2a_o, n_pass, "cp")),
+                exposed_fwd_s=e_fwd)
 
 
 def ep_term(ctx: _Context, moe: LayerTimes | None) -> Term:
@@ -660,11 +716,16 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, layer_exposed_fwd_
         agb_flat = _ct("all_gather", layer_p * gather_bytes, g_shard, system, ccol, z3 & S.reshard & ~S.hpz)
         rs3 = _ct("reduce_scatter", np.where(S.qgz, 0.25, 1.0) * layer_p * mem.GRAD_BYTES, g_shard, system, ccol, z3)
         agb = agb_node.time_s + agb_flat.time_s
+        # weight offload: each gather waits for its shard to come up from host memory and each
+        # reduced gradient shard goes down; the copies pipeline with the collectives layer by layer
+        link = max(system.gpu.host_link_bytes_per_s, 1.0)
+        up = np.where(S.offload_w, layer_p * gather_bytes / np.maximum(shard_n, 1) / link, 0.0)
+        down = np.where(S.offload_w, layer_p * mem.GRAD_BYTES / np.maximum(shard_n, 1) / link, 0.0)
         # per-layer seconds summed over the stage's layers (dense and expert gathers share the layers'
         # compute as their hiding budget, so they are priced together below)
-        z3_f = z3_f + np.where(z3, n_l * agf.time_s, 0.0)
-        z3_b = z3_b + np.where(z3, n_l * agb, 0.0)
-        z3_r = z3_r + np.where(z3, n_l * rs3.time_s, 0.0)
+        z3_f = z3_f + np.where(z3, n_l * np.maximum(agf.time_s, up), 0.0)
+        z3_b = z3_b + np.where(z3, n_l * np.maximum(agb, np.where(S.reshard, up, 0.0)), 0.0)
+        z3_r = z3_r + np.where(z3, n_l * np.maximum(rs3.time_s, down), 0.0)
         rows += [(agf, n_l * n_fwd, "dp"), (agb_node, n_l * m, "dp"), (agb_flat, n_l * m, "dp"),
                  (rs3, n_l * n_red, "dp")]
     hide = ov & (S.prefetch > 0)
@@ -702,13 +763,50 @@ def optimizer_term(ctx: _Context, sp_: StageParams):
     esg = np.maximum(sg / np.maximum(S.ep * ctx.etp / ctx.tp, 1.0), 1.0)
     local = np.where(S.zero >= 1, sp_.peak_dense / sg + sp_.peak_expert / esg, sp_.peak_dense + sp_.peak_expert)
     on_gpu = cmp.optimizer_step_s(local, gpu.hbm_bandwidth_bytes_per_s, ctx.calib.compute)
-    if not np.any(S.offload_opt):
+    if not np.any(S.offload_opt | S.offload_w):
         return on_gpu
     link = max(gpu.host_link_bytes_per_s, 1.0)
     host = max(gpu.host_memory_bandwidth_bytes_per_s, 1.0)
-    offloaded = (local * (mem.GRAD_BYTES + mem.WEIGHT_BYTES) / link
-                 + local * ctx.calib.compute.optimizer_bytes_per_param / host)
-    return np.where(S.offload_opt, offloaded, on_gpu)
+    # under weight offload the gradients went down and the weights come up layer by layer (dp_term)
+    transfer = np.where(S.offload_w, 0.0, local * (mem.GRAD_BYTES + mem.WEIGHT_BYTES) / link)
+    offloaded = transfer + local * ctx.calib.compute.optimizer_bytes_per_param / host
+    return np.where(S.offload_opt | S.offload_w, offloaded, on_gpu)
+
+
+def layer_activation_bytes(ctx: _Context):
+    """Saved activations of one layer per microbatch, dense and MoE, as recomputed and without
+    recompute (the working set of a layer being rematerialised)."""
+    llm, S, shape = ctx.llm, ctx.S, ctx.shape
+    flash = S.kernel != cmp.KERNEL_UNFUSED
+    kw = dict(b=ctx.b, s=ctx.training.sequence_length, tp=ctx.tp, cp=ctx.cp, sp=S.sp, flash=flash,
+              rc_modules=ctx.rc_modules, etp=ctx.etp)
+    act_d = mem.activation_bytes_per_layer(llm, moe_layer=False, recompute=S.recompute, **kw)
+    full_d = mem.activation_bytes_per_layer(llm, moe_layer=False, recompute=np.zeros(shape, int), **kw)
+    if llm.moe is None:
+        return act_d, np.zeros(shape), full_d, np.zeros(shape)
+    act_m = mem.activation_bytes_per_layer(llm, moe_layer=True, recompute=S.recompute, **kw)
+    full_m = mem.activation_bytes_per_layer(llm, moe_layer=True, recompute=np.zeros(shape, int), **kw)
+    return act_d, act_m, full_d, full_m
+
+
+def activation_offload_term(ctx: _Context, dense: LayerTimes, moe: LayerTimes | None):
+    """Per microbatch per stage: the offloaded layers' activations go to host memory during the
+    forward and come back during the backward over the GPU's host link (one direction each),
+    overlapped with the stage's compute in that pass (Megatron's CPU offloading runs the copies on
+    their own streams, a layer ahead). Zero without activation offload."""
+    S = ctx.S
+    if not np.any(S.offload_act > 0):
+        return np.zeros(ctx.shape)
+    n_dense, n_moe = cmp.layer_kinds(ctx.llm)
+    n = n_dense + n_moe
+    per_stage = n / ctx.pp
+    act_d, act_m, _, _ = layer_activation_bytes(ctx)
+    act = (n_dense * act_d + n_moe * act_m) / n
+    fwd = (n_dense * dense.fwd_s + (n_moe * moe.fwd_s if moe is not None else 0.0)) / n
+    bwd = (n_dense * dense.bwd_s + (n_moe * moe.bwd_s if moe is not None else 0.0)) / n
+    layers = np.minimum(S.offload_act, np.maximum(np.floor(per_stage) - 1, 0))
+    t = layers * act / max(ctx.system.gpu.host_link_bytes_per_s, 1.0)
+    return hidden_cost(t, per_stage * fwd, ctx) + hidden_cost(t, per_stage * bwd, ctx)
 
 
 def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams) -> dict[str, np.ndarray]:
@@ -718,18 +816,16 @@ def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams) -> dict[str, n
     st = ctx.stages
     s = ctx.training.sequence_length
     mcal = ctx.calib.memory
-    flash = S.kernel != cmp.KERNEL_UNFUSED
-    kw = dict(b=ctx.b, s=s, tp=ctx.tp, cp=ctx.cp, sp=S.sp, flash=flash, rc_modules=ctx.rc_modules, etp=ctx.etp)
-    act_d = mem.activation_bytes_per_layer(llm, moe_layer=False, recompute=S.recompute, **kw)
-    full_d = mem.activation_bytes_per_layer(llm, moe_layer=False, recompute=np.zeros(shape, int), **kw)
-    if llm.moe is not None:
-        act_m = mem.activation_bytes_per_layer(llm, moe_layer=True, recompute=S.recompute, **kw)
-        full_m = mem.activation_bytes_per_layer(llm, moe_layer=True, recompute=np.zeros(shape, int), **kw)
-    else:
-        act_m = full_m = np.zeros(shape)
+    act_d, act_m, full_d, full_m = layer_activation_bytes(ctx)
 
     def stage_act(n, n_moe):
-        return (n - n_moe) * act_d + n_moe * act_m
+        # activation offload: the offloaded layers' saved tensors leave HBM once written (the last
+        # layer's stay: the backward starts on them)
+        kept = 1.0 - np.minimum(S.offload_act, np.maximum(n - 1, 0)) / np.maximum(n, 1)
+        return ((n - n_moe) * act_d + n_moe * act_m) * kept
+
+    def offloaded_act(n, n_moe):
+        return (n - n_moe) * act_d + n_moe * act_m - stage_act(n, n_moe)
 
     inflight = mem.in_flight_factor(S.schedule, ctx.pp, ctx.m, ctx.v)
     # working set of the layer being recomputed / back-propagated (Korthikanti §5: full recompute
@@ -762,9 +858,14 @@ def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams) -> dict[str, n
     z3_extra = np.where(S.reshard, (S.prefetch + 1) * gathered_layer,
                         (sp_.peak_dense + sp_.peak_expert) * (mem.WEIGHT_BYTES + fp8_copy))
     other = mcal.framework_reserved_bytes + np.where(S.zero == 3, z3_extra, 0.0)
-    # offload: master weights and moments live in host memory
-    host_b = np.where(S.offload_opt, o_b, 0.0)
-    o_b = np.where(S.offload_opt, 0.0, o_b)
+    # offload: master weights and moments live in host memory (with the weights and gradients too
+    # under weight offload), and the offloaded activations of the first stage's microbatches in flight
+    opt_off = S.offload_opt | S.offload_w
+    host_b = (np.where(opt_off, o_b, 0.0) + np.where(S.offload_w, w_b + g_b, 0.0)
+              + inflight * offloaded_act(st.first, st.first_moe))
+    o_b = np.where(opt_off, 0.0, o_b)
+    w_b = np.where(S.offload_w, 0.0, w_b)
+    g_b = np.where(S.offload_w, 0.0, g_b)
     total = w_b + g_b + o_b + activations + other
     return dict(weights_bytes=w_b, gradients_bytes=g_b, optimizer_bytes=o_b, activations_bytes=activations,
                 other_bytes=other + np.zeros(shape), memory_per_gpu_bytes=total, host_memory_bytes=host_b)
@@ -802,7 +903,9 @@ def feasibility_codes(llm: LLMSpec, training: TrainingSpec, S: StrategyArrays, s
         fwd, _ = calib.compute.attention_table(system.gpu.architecture)
         flag(np.isnan(fwd[S.kernel]), 8)
     no_host = system.gpu.host_link_bytes_per_s <= 0 or system.gpu.host_memory_bandwidth_bytes_per_s <= 0
-    flag(S.offload_opt & no_host, 16)
+    flag((S.offload_opt | S.offload_w | (S.offload_act > 0)) & no_host, 16)
+    flag((S.cp_comm == CP_A2A) & (S.cp > 1) & (llm.heads % (S.tp * S.cp) != 0), 18)
+    flag(S.offload_w & (S.zero < 3), 19)
     flag((S.schedule == mem.SCHEDULE_INTERLEAVED) & ((S.pp < 2) | (S.v < 2)), 11)
     flag((S.qwz | S.qgz | S.hpz) & (S.zero < 3), 12)
     flag((S.shard_group > 0) & (((S.dp * S.cp) % np.maximum(S.shard_group, 1)) != 0), 14)
@@ -827,15 +930,15 @@ def _iteration_arrays(llm, training, S, system, calib):
     moe = compute_term(ctx, ctx.moe, True) if ctx.moe is not None else None
     tp, cp, pp, ep = tp_term(ctx, dense), cp_term(ctx, dense), pp_term(ctx), ep_term(ctx, moe)
     layer_exposed = tp.exposed_s + cp.exposed_s
-    stt = stage_times(ctx, dense, moe, layer_exposed, layer_exposed + ep.moe_exposed_s, pp.exposed_s)
+    offload_act_s = activation_offload_term(ctx, dense, moe)
+    stt = stage_times(ctx, dense, moe, layer_exposed, layer_exposed + ep.moe_exposed_s, pp.exposed_s + offload_act_s)
     bubble = bubble_s(ctx, stt)
     t_pipe = m * stt.pace_s + bubble
     # the same work split evenly over the stages (every stage at the mean): the ideal of uneven stages
     even = dataclasses.replace(stt, pace_s=stt.mean_s)
     even_pipe = m * stt.mean_s + bubble_s(ctx, even)
     sp_ = stage_params(ctx, stt)
-    # CP's exposed traffic: a third in the forward pass (one of its three K,V transfers)
-    exp_f = tp.exposed_fwd_s + cp.exposed_s / 3
+    exp_f = tp.exposed_fwd_s + cp.exposed_fwd_s
     dp = dp_term(ctx, stt, sp_, layer_exposed_fwd_s=exp_f, layer_exposed_bwd_s=tp.exposed_s + cp.exposed_s - exp_f)
     t_opt = optimizer_term(ctx, sp_)
     t_iter = t_pipe + dp.exposed_s + t_opt + calib.compute.framework_per_iteration_s

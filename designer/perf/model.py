@@ -134,9 +134,11 @@ def _reason(code: int, llm: LLMSpec, training: TrainingSpec, st: Strategy, syste
         13: (f"pipeline end stages of {st.pp_first_stage_layers} and {st.pp_last_stage_layers} layers do not fit "
              f"{llm.layers} layers over pp {st.pp}"),
         14: f"shard_group_size {st.shard_group_size} does not divide dp x cp {st.dp * st.cp}",
-        16: f"offload_optimizer needs host memory and host link figures for GPU {system.gpu.name} in the catalog",
-        17: (f"offloaded optimizer states need {mem_bytes / 1e9:.1f} GB of host memory per GPU, "
+        16: f"offload needs host memory and host link figures for GPU {system.gpu.name} in the catalog",
+        17: (f"offloaded states and activations need {mem_bytes / 1e9:.1f} GB of host memory per GPU, "
              f"{system.gpu.name} hosts have {system.gpu.host_memory_bytes / 1e9:.0f} GB"),
+        18: f"cp_comm a2a needs tp x cp = {st.tp * st.cp} to divide the {llm.heads} attention heads",
+        19: f"offload_weights needs zero_stage 3 (FSDP), not {st.zero_stage}",
         15: f"DualPipe needs an even pp >= 2 and an even microbatch count >= pp (pp {st.pp}, microbatches {B // (st.dp * st.microbatch_size)})",
     }
     return text.get(code, REASONS[code][1])

@@ -212,6 +212,7 @@ _RECOMPUTES = ("none", "selective", "full")  # codes 0, 1, 2 (perf.memory.RECOMP
 _RECOMPUTE_MODULES = ("core_attn", "layernorm", "mlp", "moe", "moe_act", "mla_up_proj")
 _ATTENTION_KERNELS = ("flash", "flash2", "flash3", "cudnn", "unfused")  # codes 0-4
 _RANK_ORDERS = ("tp-cp-dp-pp", "tp-cp-pp-dp")  # codes 0, 1
+CP_COMMS = ("p2p", "all_gather", "a2a")  # codes 0-2 (Strategy.cp_comm)
 
 
 def recompute_module_mask(modules) -> int:
@@ -228,7 +229,9 @@ class StrategyArrays:
     1 selective, 2 full; rc_modules: bitmask of _RECOMPUTE_MODULES (used when selective);
     etp: expert tensor parallelism, 0 = tp; kernel: index into _ATTENTION_KERNELS; order: index into _RANK_ORDERS; pp_first / pp_last: layers
     of the end stages, -1 for the even split; shard_group: HSDP shard group, 0 = the whole DP x CP
-    group; bucket_bytes: 0 = the calibration default. Columns not given take the Strategy defaults."""
+    group; bucket_bytes: 0 = the calibration default; offload_w / offload_act: weight offload and the
+    activation-offloaded layers per stage; cp_comm: index into CP_COMMS; cp_lb: causal load balancing.
+    Columns not given take the Strategy defaults."""
 
     tp: np.ndarray
     pp: np.ndarray
@@ -259,10 +262,15 @@ class StrategyArrays:
     overlap_ep: np.ndarray = False
     offload_opt: np.ndarray = False
     dedup: np.ndarray = False
+    offload_w: np.ndarray = False
+    offload_act: np.ndarray = 0
+    cp_comm: np.ndarray = 0
+    cp_lb: np.ndarray = True
 
     _INT = ("tp", "pp", "dp", "ep", "cp", "mbs", "schedule", "v", "zero", "recompute", "etp", "rc_modules",
-            "kernel", "order", "pp_first", "pp_last", "shard_group", "prefetch")
-    _BOOL = ("sp", "qwz", "qgz", "hpz", "overlap_dp", "overlap_tp", "reshard", "overlap_ep", "offload_opt", "dedup")
+            "kernel", "order", "pp_first", "pp_last", "shard_group", "prefetch", "offload_act", "cp_comm")
+    _BOOL = ("sp", "qwz", "qgz", "hpz", "overlap_dp", "overlap_tp", "reshard", "overlap_ep", "offload_opt", "dedup",
+             "offload_w", "cp_lb")
     _FLOAT = ("bucket_bytes",)
 
     def __post_init__(self) -> None:
@@ -299,7 +307,9 @@ class StrategyArrays:
             shard_group=[s.shard_group_size or 0 for s in ss],
             bucket_bytes=[s.dp_bucket_bytes or 0.0 for s in ss], prefetch=[s.prefetch_layers for s in ss],
             overlap_ep=[s.overlap_ep_comm for s in ss], offload_opt=[s.offload_optimizer for s in ss],
-            dedup=[s.moe_dispatcher == "deepep" for s in ss])
+            dedup=[s.moe_dispatcher == "deepep" for s in ss], offload_w=[s.offload_weights for s in ss],
+            offload_act=[s.offload_activation_layers for s in ss], cp_comm=[CP_COMMS.index(s.cp_comm) for s in ss],
+            cp_lb=[s.cp_load_balance for s in ss])
 
     def to_strategy(self, i: int):
         from designer.spec.llm import AttentionKernel, RankOrder, Recompute, RecomputeModule, Schedule, Strategy
@@ -326,7 +336,9 @@ class StrategyArrays:
             rank_order=RankOrder(_RANK_ORDERS[int(self.order[i])]),
             overlap_dp_comm=bool(self.overlap_dp[i]), overlap_tp_comm=bool(self.overlap_tp[i]),
             overlap_ep_comm=bool(self.overlap_ep[i]), offload_optimizer=bool(self.offload_opt[i]),
-            moe_dispatcher="deepep" if bool(self.dedup[i]) else "alltoall")
+            moe_dispatcher="deepep" if bool(self.dedup[i]) else "alltoall",
+            offload_weights=bool(self.offload_w[i]), offload_activation_layers=int(self.offload_act[i]),
+            cp_comm=CP_COMMS[int(self.cp_comm[i])], cp_load_balance=bool(self.cp_lb[i]))
 
     def take(self, idx) -> "StrategyArrays":
         return StrategyArrays(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})

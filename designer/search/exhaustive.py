@@ -21,7 +21,7 @@ import numpy as np
 from designer.errors import HookError, SpecError
 from designer.perf.model import evaluate_many, evaluate_system
 from designer.perf.records import Metrics, StrategyArrays, VectorMetrics
-from designer.search.space import COLUMNS, DesignSpace, StrategyTable, strategy_key
+from designer.search.space import CODED, COLUMNS, DesignSpace, StrategyTable, strategy_key
 from designer.spec.llm import LLMSpec, Strategy, TrainingSpec
 from designer.spec.study import StrategySpace
 from designer.spec.system import ClusterSystem
@@ -157,7 +157,9 @@ def to_strategy_arrays(table: StrategyTable) -> StrategyArrays:
         mbs=c["microbatch_size"], schedule=c["schedule"], v=c["virtual_stages"], zero=c["zero_stage"],
         qwz=c["zeropp_quantized_weights"], qgz=c["zeropp_quantized_gradients"],
         hpz=c["zeropp_hierarchical_partition"], recompute=c["recompute"], overlap_dp=c["overlap_dp_comm"],
-        overlap_tp=c["overlap_tp_comm"], offload_opt=c["offload_optimizer"])
+        overlap_tp=c["overlap_tp_comm"], offload_opt=c["offload_optimizer"], offload_w=c["offload_weights"],
+        offload_act=c["offload_activation_layers"], cp_comm=c["cp_comm"], overlap_ep=c["overlap_ep_comm"],
+        dedup=c["moe_dispatcher"] == CODED["moe_dispatcher"].index("deepep"))
 
 
 @dataclass(frozen=True)

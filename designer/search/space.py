@@ -49,14 +49,18 @@ _DUALPIPE = SCHEDULES.index(Schedule.dualpipe)
 COLUMNS: tuple[str, ...] = (
     "tp", "pp", "dp", "ep", "cp", "sequence_parallel", "microbatch_size", "schedule", "virtual_stages",
     "zero_stage", "zeropp_quantized_weights", "zeropp_quantized_gradients", "zeropp_hierarchical_partition",
-    "recompute", "overlap_dp_comm", "overlap_tp_comm", "offload_optimizer",
+    "recompute", "overlap_dp_comm", "overlap_tp_comm", "offload_optimizer", "offload_weights",
+    "offload_activation_layers", "cp_comm", "overlap_ep_comm", "moe_dispatcher",
 )
+# Columns holding an index into a tuple of option names (like schedule and recompute).
+CODED: dict[str, tuple[str, ...]] = {"cp_comm": ("p2p", "all_gather", "a2a"), "moe_dispatcher": ("alltoall", "deepep")}
 LAYOUT_DIMS: tuple[str, ...] = ("tp", "pp", "cp", "ep")
 # The free grid's dimensions; "schedule" is a (schedule, virtual stages) option.
 FREE_DIMS: tuple[str, ...] = (
     "sequence_parallel", "microbatch_size", "schedule", "zero_stage", "zeropp_quantized_weights",
     "zeropp_quantized_gradients", "zeropp_hierarchical_partition", "recompute", "overlap_dp_comm",
-    "overlap_tp_comm", "offload_optimizer",
+    "overlap_tp_comm", "offload_optimizer", "offload_weights", "offload_activation_layers", "cp_comm",
+    "overlap_ep_comm", "moe_dispatcher",
 )
 
 
@@ -73,13 +77,16 @@ def strategy_key(s: Strategy) -> tuple:
     return (s.tp, s.pp, s.dp, s.ep, s.cp, bool(s.sequence_parallel), s.microbatch_size, SCHEDULES.index(s.schedule),
             s.virtual_stages, s.zero_stage, bool(s.zeropp_quantized_weights), bool(s.zeropp_quantized_gradients),
             bool(s.zeropp_hierarchical_partition), RECOMPUTES.index(s.recompute), bool(s.overlap_dp_comm),
-            bool(s.overlap_tp_comm), bool(s.offload_optimizer))
+            bool(s.overlap_tp_comm), bool(s.offload_optimizer), bool(s.offload_weights), s.offload_activation_layers,
+            CODED["cp_comm"].index(s.cp_comm), bool(s.overlap_ep_comm), CODED["moe_dispatcher"].index(s.moe_dispatcher))
 
 
 def strategy_from_key(key: tuple) -> Strategy:
     d = dict(zip(COLUMNS, key))
     d["schedule"] = SCHEDULES[int(d["schedule"])]
     d["recompute"] = RECOMPUTES[int(d["recompute"])]
+    for c, names in CODED.items():
+        d[c] = names[int(d[c])]
     return Strategy(**{k: (v.item() if isinstance(v, np.generic) else v) for k, v in d.items()})
 
 
@@ -131,6 +138,10 @@ def invalid_reason(s: Strategy, llm: LLMSpec, training: TrainingSpec, n_gpus: in
             return f"DualPipe needs an even pp >= 2 and an even microbatch count >= pp (pp {s.pp}, {n_micro})"
     if (s.zeropp_quantized_weights or s.zeropp_quantized_gradients or s.zeropp_hierarchical_partition) and s.zero_stage != 3:
         return "ZeRO++ (qwZ/qgZ/hpZ) needs ZeRO stage 3"
+    if s.offload_weights and s.zero_stage != 3:
+        return "weight offload needs ZeRO stage 3 (FSDP)"
+    if s.cp > 1 and s.cp_comm == "a2a" and llm.heads % (s.tp * s.cp):
+        return f"cp_comm a2a needs tp*cp = {s.tp * s.cp} to divide heads {llm.heads}"
     return None
 
 
@@ -176,7 +187,8 @@ class StrategyTable:
 
 
 _BOOL_COLS = {"sequence_parallel", "zeropp_quantized_weights", "zeropp_quantized_gradients",
-              "zeropp_hierarchical_partition", "overlap_dp_comm", "overlap_tp_comm", "offload_optimizer"}
+              "zeropp_hierarchical_partition", "overlap_dp_comm", "overlap_tp_comm", "offload_optimizer",
+              "offload_weights", "overlap_ep_comm"}
 
 
 def _typed(col: str, values: np.ndarray) -> np.ndarray:
@@ -238,6 +250,11 @@ class DesignSpace:
             "overlap_dp_comm": tuple(space.overlap_dp_comm),
             "overlap_tp_comm": tuple(space.overlap_tp_comm),
             "offload_optimizer": tuple(space.offload_optimizer),
+            "offload_weights": tuple(space.offload_weights),
+            "offload_activation_layers": tuple(space.offload_activation_layers),
+            "cp_comm": tuple(CODED["cp_comm"].index(c) for c in space.cp_comm),
+            "overlap_ep_comm": tuple(space.overlap_ep_comm),
+            "moe_dispatcher": tuple(CODED["moe_dispatcher"].index(c) for c in space.moe_dispatcher),
         }
         shape = tuple(len(free_values[d]) for d in FREE_DIMS)
         grid = np.indices(shape).reshape(len(shape), -1).T.astype(np.int64)
@@ -276,6 +293,9 @@ class DesignSpace:
         ok &= ~dual | ((pp >= 2) & (pp % 2 == 0) & (n_micro % 2 == 0) & (n_micro >= pp))
         zpp = c["zeropp_quantized_weights"] | c["zeropp_quantized_gradients"] | c["zeropp_hierarchical_partition"]
         ok &= ~(zpp & (c["zero_stage"] != 3))
+        ok &= ~(c["offload_weights"] & (c["zero_stage"] != 3))
+        if cp > 1 and self.llm.heads % (tp * cp):
+            ok &= c["cp_comm"] != CODED["cp_comm"].index("a2a")
         return ok
 
     @cached_property
@@ -350,6 +370,8 @@ class DesignSpace:
             return schedule_label(SCHEDULES[value[0]], value[1])
         if dim == "recompute":
             return RECOMPUTES[value].value
+        if dim in CODED:
+            return CODED[dim][int(value)]
         return value.item() if isinstance(value, np.generic) else value
 
     def nearest(self, params: dict[str, Any]) -> Strategy:
@@ -381,8 +403,10 @@ class DesignSpace:
                 fd += cols["recompute"][rows] != RECOMPUTES.index(Recompute(want))
             elif d == "microbatch_size":
                 fd += np.abs(np.log2(cols[d][rows]) - math.log2(int(want)))
-            elif d == "zero_stage":
+            elif d in ("zero_stage", "offload_activation_layers"):
                 fd += np.abs(cols[d][rows] - int(want))
+            elif d in CODED:
+                fd += cols[d][rows] != CODED[d].index(str(want))
             else:
                 fd += cols[d][rows] != bool(want)
         r = int(rows[int(np.argmin(fd))])

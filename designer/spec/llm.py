@@ -212,6 +212,10 @@ class Strategy(Record):
     overlap_ep_comm: bool = Field(default=False, description="hide the MoE all-to-alls behind another microbatch's compute (Megatron 1F1B A2A overlap, DualPipe)")
     moe_dispatcher: Literal["alltoall", "deepep"] = Field(default="alltoall", description="alltoall: every (token, expert) pair crosses the network (Megatron's alltoall dispatcher); deepep: one copy per destination node, forwarded over NVLink there (DeepEP, HybridEP, Megatron's flex dispatcher)")
     offload_optimizer: bool = Field(default=False, description="fp32 master weights and Adam states in host memory, the step on the CPU (ZeRO-Offload, Megatron --optimizer-cpu-offload)")
+    offload_weights: bool = Field(default=False, description="16-bit weights and gradients in host memory too, streamed over the host link layer by layer (FSDP2 CPUOffloadPolicy, ZeRO-Infinity offload_param); implies the optimizer offload")
+    offload_activation_layers: int = Field(default=0, ge=0, description="layers per stage whose saved activations go to host memory in the forward pass and come back for the backward (Megatron --cpu-offloading-num-layers)")
+    cp_comm: Literal["p2p", "all_gather", "a2a"] = Field(default="p2p", description="context-parallel attention (Megatron --cp-comm-type): p2p passes K,V blocks round a ring behind the block attention; all_gather gathers the whole K,V first (Llama 3); a2a re-shards Q,K,V and the output by heads (DeepSpeed-Ulysses)")
+    cp_load_balance: bool = Field(default=True, description="causal load balancing of context parallelism: each rank holds chunks i and 2cp-1-i (Megatron, torchtitan); off, the last rank does most of the causal attention")
 
     @property
     def n_gpus(self) -> int:

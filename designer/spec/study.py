@@ -73,6 +73,15 @@ class StrategySpace(Record):
     overlap_tp_comm: tuple[bool, ...] = (False,)
     # optimizer states in host memory (ZeRO-Offload): lets designs short of HBM train, slower
     offload_optimizer: tuple[bool, ...] = (False,)
+    # 16-bit weights and gradients in host memory too (FSDP2 CPUOffloadPolicy; needs ZeRO stage 3)
+    offload_weights: tuple[bool, ...] = (False,)
+    # layers per stage whose activations go to host memory (Megatron --cpu-offloading-num-layers)
+    offload_activation_layers: tuple[int, ...] = (0,)
+    # context-parallel attention: ring (p2p), all-gathered K,V, or Ulysses all-to-all (a2a)
+    cp_comm: tuple[Literal["p2p", "all_gather", "a2a"], ...] = ("p2p",)
+    # MoE: hide the all-to-alls behind another microbatch (1F1B A2A overlap); the dispatcher
+    overlap_ep_comm: tuple[bool, ...] = (False,)
+    moe_dispatcher: tuple[Literal["alltoall", "deepep"], ...] = ("alltoall",)
     # Largest pipeline depth tried when `pp` is omitted (every divisor of the layer count up to it).
     max_pp: int = Field(default=64, ge=1)
 
@@ -85,6 +94,20 @@ class StrategySpace(Record):
     @classmethod
     def _ints(cls, v, info):  # noqa: ANN001
         return _positive_unique(info.field_name, v)
+
+    @field_validator("offload_activation_layers")
+    @classmethod
+    def _offload_layers(cls, v: tuple[int, ...]) -> tuple[int, ...]:
+        if not v or any(x < 0 for x in v):
+            raise ValueError(f"offload_activation_layers = {list(v)}: give layer counts >= 0")
+        return tuple(sorted(set(v)))
+
+    @field_validator("cp_comm", "moe_dispatcher")
+    @classmethod
+    def _options(cls, v, info):  # noqa: ANN001
+        if not v:
+            raise ValueError(f"{info.field_name}: give at least one option")
+        return tuple(dict.fromkeys(v))
 
     @field_validator("virtual_stages")
     @classmethod
@@ -101,7 +124,8 @@ class StrategySpace(Record):
         return tuple(sorted(set(v)))
 
     @field_validator("sequence_parallel", "zeropp_quantized_weights", "zeropp_quantized_gradients",
-                     "zeropp_hierarchical_partition", "overlap_dp_comm", "overlap_tp_comm", "offload_optimizer")
+                     "zeropp_hierarchical_partition", "overlap_dp_comm", "overlap_tp_comm", "offload_optimizer",
+                     "offload_weights", "overlap_ep_comm")
     @classmethod
     def _bools(cls, v: tuple[bool, ...], info) -> tuple[bool, ...]:  # noqa: ANN001
         if not v:

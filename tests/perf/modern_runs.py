@@ -94,7 +94,7 @@ def strategy_for(row: dict) -> Strategy:
         schedule=schedule, virtual_stages=row["vp"] if interleaved else 1, zero_stage=zero,
         fsdp_reshard_after_forward=fw["reshard_under_pp"] or row["pp"] == 1, shard_group_size=shard_group,
         recompute=recompute, recompute_modules=modules, attention_kernel=fw["attention_kernel"],
-        overlap_tp_comm=overlap_tp and row["tp"] > 1,
+        overlap_tp_comm=overlap_tp and row["tp"] > 1, cp_comm=fw.get("cp_comm", "p2p"),
         overlap_ep_comm=row["framework"] == "deepseek" or "1f1b overlap" in overlap,
         # the source names a node-deduplicating dispatcher (DeepEP, HybridEP; DeepSeek's own kernels)
         moe_dispatcher="deepep" if (row["framework"] == "deepseek" or any(

@@ -38,14 +38,17 @@ def _brute_force(llm, training, space, n_gpus, hb):
         if n_gpus % (tp * pp * cp):
             continue
         dp = n_gpus // (tp * pp * cp)
-        for sp, mbs, (sc, v), z, qw, qg, hp, rc, odp, otp, off in itertools.product(
+        for sp, mbs, (sc, v), z, qw, qg, hp, rc, odp, otp, off, offw, offa, cpc, oep, disp in itertools.product(
                 space.sequence_parallel, space.microbatch_sizes, scheds, space.zero_stages,
                 space.zeropp_quantized_weights, space.zeropp_quantized_gradients, space.zeropp_hierarchical_partition,
-                space.recompute, space.overlap_dp_comm, space.overlap_tp_comm, space.offload_optimizer):
+                space.recompute, space.overlap_dp_comm, space.overlap_tp_comm, space.offload_optimizer,
+                space.offload_weights, space.offload_activation_layers, space.cp_comm, space.overlap_ep_comm,
+                space.moe_dispatcher):
             s = Strategy(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, sequence_parallel=sp, microbatch_size=mbs, schedule=sc,
                          virtual_stages=v, zero_stage=z, zeropp_quantized_weights=qw, zeropp_quantized_gradients=qg,
                          zeropp_hierarchical_partition=hp, recompute=rc, overlap_dp_comm=odp, overlap_tp_comm=otp,
-                         offload_optimizer=off)
+                         offload_optimizer=off, offload_weights=offw, offload_activation_layers=offa, cp_comm=cpc,
+                         overlap_ep_comm=oep, moe_dispatcher=disp)
             if invalid_reason(s, llm, training, n_gpus, hb) is None:
                 out.add(strategy_key(s))
     return out
@@ -59,11 +62,17 @@ CASES = [
                                      offload_optimizer=(False, True)), 16, 4),
     (LLMSpec(name="gqa", layers=12, hidden_size=96, ffn_size=48, heads=12, kv_heads=2, vocab_size=10),
      TrainingSpec(sequence_length=4096, global_batch_sequences=24, total_tokens=1e9),
-     StrategySpace(cp=(1, 2, 4, 8), microbatch_sizes=(1, 2, 3, 4)), 24, 6),
+     StrategySpace(cp=(1, 2, 4, 8), microbatch_sizes=(1, 2, 3, 4), cp_comm=("p2p", "a2a")), 24, 6),
     (LLMSpec(name="moe", layers=8, hidden_size=64, ffn_size=32, heads=8, kv_heads=4, vocab_size=10,
              moe=MoESpec(experts=8, top_k=2, expert_ffn_size=32)),
      TrainingSpec(sequence_length=2048, global_batch_sequences=32, total_tokens=1e9),
      StrategySpace(cp=(1, 2)), 32, 8),
+    (LLMSpec(name="moe", layers=8, hidden_size=64, ffn_size=32, heads=8, kv_heads=4, vocab_size=10,
+             moe=MoESpec(experts=8, top_k=2, expert_ffn_size=32)),
+     TrainingSpec(sequence_length=2048, global_batch_sequences=32, total_tokens=1e9),
+     StrategySpace(cp=(1, 2), zero_stages=(1, 3), recompute=("full",), sequence_parallel=(False,),
+                   offload_weights=(False, True), offload_activation_layers=(0, 2), overlap_ep_comm=(False, True),
+                   moe_dispatcher=("alltoall", "deepep")), 32, 8),
 ]
 
 
@@ -98,13 +107,19 @@ def test_nearest_is_valid_and_fixes_valid_points(llm, training, space, n_gpus, h
                   "zeropp_quantized_gradients": s.zeropp_quantized_gradients,
                   "zeropp_hierarchical_partition": s.zeropp_hierarchical_partition,
                   "overlap_dp_comm": s.overlap_dp_comm, "overlap_tp_comm": s.overlap_tp_comm,
-                  "offload_optimizer": s.offload_optimizer}
+                  "offload_optimizer": s.offload_optimizer, "offload_weights": s.offload_weights,
+                  "offload_activation_layers": s.offload_activation_layers, "cp_comm": s.cp_comm,
+                  "overlap_ep_comm": s.overlap_ep_comm, "moe_dispatcher": s.moe_dispatcher}
         assert strategy_key(ds.nearest(params)) == strategy_key(s)
 
 
 def test_rules_by_example():
     moe = CASES[3][0]
     tr = CASES[3][1]
+    assert "ZeRO stage 3" in invalid_reason(Strategy(dp=32, zero_stage=1, offload_weights=True), moe, tr, 32, 8)
+    # 8 heads cannot split over tp 4 x cp 4 for Ulysses; the ring needs no such split
+    assert "a2a" in invalid_reason(Strategy(tp=4, cp=4, dp=2, cp_comm="a2a"), moe, tr, 32, 8)
+    assert invalid_reason(Strategy(tp=4, cp=4, dp=2, cp_comm="p2p"), moe, tr, 32, 8) is None
     assert "HB domain" in invalid_reason(Strategy(tp=16, dp=2), moe, tr, 32, 8)
     assert "divide experts" in invalid_reason(Strategy(tp=1, dp=32, ep=16), moe, tr, 32, 8)
     assert "sequence parallelism" in invalid_reason(Strategy(tp=1, dp=32, sequence_parallel=True), moe, tr, 32, 8)
