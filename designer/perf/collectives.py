@@ -75,7 +75,8 @@ and broadcast over the byte counts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -574,7 +575,8 @@ def _dense_rank(col: np.ndarray):
 
 
 def _candidates(op, p, g, span, rail, conc, system, calib, allowed, protos) -> _Candidates:
-    """Coefficients of every valid (algorithm, protocol) pair for each distinct group shape.
+    """Coefficients of every valid (algorithm, protocol) pair for each distinct group shape: the one
+    generic step over the ENTRIES table.
 
     Cross-rail traffic (members of different domains on different local ranks) has two routes when
     the system has a cross-rail tier: up through that tier, or PXN-style forwarding over the HB
@@ -582,42 +584,131 @@ def _candidates(op, p, g, span, rail, conc, system, calib, allowed, protos) -> _
     (NCCL's PXN relays through the GPU that owns the rail when that is better): a thin
     (oversubscribed) spine added on top of rails can never make a collective slower than rail-only."""
     cand = _Candidates(p.shape, protos)
-    _add_candidates(cand, op, p, g, span, rail, conc, system, calib, allowed, pxn=False)
+    routings = [False]
     if any(t.cross_rail for t in system.tiers) and np.any(~rail & (p > g)):
-        _add_candidates(cand, op, p, g, span, rail, conc, system, calib, allowed, pxn=True)
-    keep = [i for i, a in enumerate(cand.algo) if ALGORITHMS[a] in allowed]
-    for name in ("algo", "proto", "a", "b", "c", "corr", "hb", "net", "spine_fraction"):
-        setattr(cand, name, [getattr(cand, name)[i] for i in keep])
+        routings.append(True)
+    for pxn in routings:
+        env = _environment(op, p, g, span, rail, conc, system, calib, pxn=pxn)
+        for entry in ENTRIES:
+            if entry.algorithm not in allowed or op not in entry.ops or (pxn and not entry.forwarded_route):
+                continue
+            if not entry.applies(env):
+                continue
+            for proto in entry.protocols:
+                cand.add(entry.algorithm, proto, *entry.cost(env, proto), corr=proto if entry.corrected else None)
     return cand
 
 
-def _add_candidates(cand: _Candidates, op, p, g, span, rail, conc, system, calib, allowed, *, pxn: bool) -> None:
-    """Add the candidates of one routing of cross-rail traffic to `cand`.
+@dataclass(frozen=True)
+class AlgorithmEntry:
+    """One algorithm of the repertoire: where it is valid and what it costs.
+
+    `ops`: the collectives it implements; `protocols`: the protocols it runs (indices into
+    PROTOCOLS); `applies(env)`: whether it exists at all on this system (a cheap structural gate;
+    per-shape validity is the `valid` mask the cost returns); `cost(env, proto)`: the coefficients
+    (a, b, c, valid, hb, net, spine_fraction) of t = a + b·n + c·sqrt(n), vectorized over the
+    distinct group shapes of `env`, with hb·n and net·n the bytes per GPU on the HB fabric and the
+    scale-out network. `forwarded_route`: the entry is also a candidate on the PXN route of
+    cross-rail traffic where a cross-rail tier exists. `corrected`: NCCL's tree correction factor
+    applies to its bandwidth term (see _select)."""
+
+    algorithm: str
+    ops: frozenset
+    protocols: tuple
+    cost: Callable
+    applies: Callable = lambda env: True
+    forwarded_route: bool = True
+    corrected: bool = False
+
+
+@dataclass(frozen=True)
+class _Env:
+    """What the entries' costs share for one routing of the distinct group shapes of one call."""
+
+    op: str
+    p: np.ndarray
+    g: np.ndarray
+    rail: np.ndarray
+    system: ClusterSystem
+    c: CollectiveCalibration
+    pxn: bool
+    shape: tuple
+    n_dom: np.ndarray
+    span: np.ndarray
+    conc: np.ndarray
+    multi: np.ndarray
+    arch: ArchitectureConstants
+    eta_hb: float
+    b_hb: float
+    bw_hb_ring: np.ndarray
+    nic: float
+    a2a_rail: _Path
+    a2a_cross: _Path
+    ring_ok: np.ndarray
+    bw_net_ring: np.ndarray
+    lat_net_ring: np.ndarray
+    sf_ring: np.ndarray
+    fwd_ring: np.ndarray
+    step_ok: np.ndarray
+    bw_net_step: np.ndarray
+    lat_net_step: np.ndarray
+    sf_step: np.ndarray
+    fwd_step: np.ndarray
+    net_ok_ring: np.ndarray
+    net_ok_step: np.ndarray
+    bus_simple: np.ndarray
+    ll_max: np.ndarray
+    n_ch: np.ndarray
+    scale: np.ndarray
+    phi: np.ndarray
+    bus: dict
+    proto_ok: dict
+    # MPI-style steps: alpha per step from the Simple protocol, beta from the links the step uses
+    ai: float
+    ae_ring: np.ndarray
+    ae_step: np.ndarray
+    bi: np.ndarray
+    be_ring: np.ndarray
+    be_step: np.ndarray
+    si: np.ndarray  # steps whose partner is in the same domain (ranks numbered domain-major)
+    se: np.ndarray  # steps whose partner is in another domain
+    pow2: np.ndarray
+    a_w: np.ndarray  # the slowest link a non-power-of-two fold uses
+    b_w: np.ndarray
+    memo: dict = field(default_factory=dict)  # an entry's protocol-independent work, computed once
+
+    def once(self, key: str, fn: Callable):
+        if key not in self.memo:
+            self.memo[key] = fn(self)
+        return self.memo[key]
+
+    def a_hb(self, algo: str, proto: int) -> float:
+        # the NCCL per-hop cost is a floor; a slower physical link raises it
+        return max(self.system.hb.latency_s, self.c.hop_latency_s[algo].hb[proto])
+
+    def a_net(self, algo: str, proto: int, lat_path, fwd):
+        hop = np.maximum(lat_path, self.c.hop_latency_s[algo].net[proto])
+        return hop + np.where(fwd, self.a_hb(algo, proto), 0.0)  # forwarding adds one HB hop
+
+
+def _environment(op, p, g, span, rail, conc, system, calib, *, pxn: bool) -> _Env:
+    """Paths, bandwidths and latencies of one routing of cross-rail traffic.
 
     pxn=False: cross-rail traffic climbs to the lowest cross-rail tier spanning the group, or is
     forwarded over the HB domain where there is none (Rail-only). pxn=True: the alternative where a
-    cross-rail tier exists -- forwarded over the HB domain anyway; only the algorithms whose traffic
-    crosses rails are added, valid only on the shapes that have cross-rail traffic and such a tier."""
+    cross-rail tier exists -- forwarded over the HB domain anyway; only the entries with
+    forwarded_route are candidates then, valid only on the shapes that have cross-rail traffic and
+    such a tier."""
     n_dom = np.maximum(np.floor(p / g + 1e-9), 1.0)
     span = np.maximum(span, n_dom)
     multi = n_dom > 1
-    shape = p.shape
     hb = system.hb
     c = calib
-    want = allowed.__contains__  # skip the arithmetic of algorithms outside the repertoire
-
-    # ---- HB side
     b_hb = hb.bandwidth_per_gpu_bytes_per_s
     arch = _architecture(system, c)
     eta_hb = hb_link_efficiency(system, c)
     bw_hb_ring = eta_hb * _hb_ring_bandwidth(system, g)
-    hb_nvls_ok = hb.in_network_reduction and hb.topology == HBTopology.switched
 
-    def a_hb(algo: str, proto: int) -> float:
-        # the NCCL per-hop cost is a floor; a slower physical link raises it
-        return max(hb.latency_s, c.hop_latency_s[algo].hb[proto])
-
-    # ---- scale-out side
     nic = system.nic_bandwidth_per_gpu_bytes_per_s
     ring_rail = _scaleout_path(system, c, n_dom, span, conc, cross=False, a2a=False, nic_bw=nic)
     ring_cross = _scaleout_path(system, c, n_dom, span, conc, cross=True, a2a=False, nic_bw=nic)
@@ -646,10 +737,6 @@ def _add_candidates(cand: _Candidates, op, p, g, span, rail, conc, system, calib
     net_ok_ring = ring_ok if pxn else ~multi | ring_ok
     net_ok_step = step_ok if pxn else ~multi | step_ok
 
-    def a_net(algo: str, proto: int, lat_path, fwd):
-        hop = np.maximum(lat_path, c.hop_latency_s[algo].net[proto])
-        return hop + np.where(fwd, a_hb(algo, proto), 0.0)  # forwarding adds one HB hop
-
     # NCCL ring busBw: min of the intra-domain share (§3.5: B_hb g/(g-1)) and the domain's g NICs
     g_intra = np.where(g > 1, g / np.maximum(g - 1, 1), np.inf)
     bus_simple = np.where(multi, np.minimum(bw_hb_ring * g_intra, g * np.where(ring_ok, bw_net_ring, 1.0)), bw_hb_ring)
@@ -670,197 +757,298 @@ def _add_candidates(cand: _Candidates, op, p, g, span, rail, conc, system, calib
         _SIMPLE: bus_simple,
     }
     ll128_ok = ~multi | c.ll128_over_network
-    proto_ok = {_LL: True, _LL128: ll128_ok, _SIMPLE: True}
-
-    # ---- NCCL ring (AR, RS, AG, broadcast)
-    if want("ring") and op in ("all_reduce", "reduce_scatter", "all_gather", "broadcast"):
-        if op == "all_reduce":
-            coef, nsteps, ninter = 2 * (p - 1) / p, 2 * (p - 1), 2 * (n_dom - 1)
-        elif op == "broadcast":
-            coef, nsteps, ninter = np.ones(shape), p - 1, n_dom - 1
-        else:
-            coef, nsteps, ninter = (p - 1) / p, p - 1, n_dom - 1
-        net = coef / g * multi
-        hbb = coef - net + np.where(fwd_ring, net, 0.0)
-        for proto in (_LL, _LL128, _SIMPLE):
-            overhead = c.net_overhead_s * (c.net_overhead_simple_factor if proto == _SIMPLE else 1.0)
-            intra = np.where(multi, max(a_hb("ring", proto), overhead), a_hb("ring", proto))
-            # with one GPU per domain NCCL uses the Tree NET latency for the inter hops (§4.2)
-            inter = np.where(g == 1, a_net("tree", proto, lat_net_ring, fwd_ring), a_net("ring", proto, lat_net_ring, fwd_ring))
-            lat = (nsteps - ninter) * intra + ninter * inter
-            base = c.base_latency_s["ring"][proto]
-            if proto == _SIMPLE:
-                f = np.where(multi, c.ring_simple_multidomain_latency_factor, 1.0)
-                lat, base = lat * f, base * f
-            cand.add("ring", proto, *_pipelined(base, lat, coef / bus[proto], phi), net_ok_ring & proto_ok[proto],
-                     hbb, net, sf_ring)
-
-    # ---- NCCL double binary tree (AR)
-    if want("tree") and op == "all_reduce":
-        # NCCL's correction table (§4.1) multiplies the bandwidth by corr(n); see _select
-        net = 2.0 / g * multi
-        hbb = 2.0 * (g - 1) / g + np.where(fwd_ring, net, 0.0)
-        for proto in (_LL, _LL128, _SIMPLE):
-            if proto == _LL:
-                bw = np.minimum(bus_simple / c.tree_ll_divisor, ll_max)
-            elif proto == _LL128:
-                bw = np.minimum(bus_simple * np.where(multi, c.tree_ll128_fraction_many_domains, c.tree_ll128_fraction_one_domain),
-                                n_ch * np.take(arch.tree_ll128_per_channel_bytes_per_s, scale))
-            else:
-                bw = np.minimum(c.tree_simple_fraction * bus_simple, n_ch * np.take(arch.tree_per_channel_bytes_per_s, scale))
-            lat = 2.0 * ((g - 1) * a_hb("tree", proto) + _lg(n_dom) * a_net("tree", proto, lat_net_ring, fwd_ring))
-            cand.add("tree", proto, *_pipelined(c.base_latency_s["tree"][proto], lat, 1.0 / (0.5 * bw), phi),
-                     net_ok_ring & proto_ok[proto], hbb, net, sf_ring, corr=proto)
-
-    # ---- NVLS / NVLSTree (in-network reduction in the NVSwitch, §2.6, §4.3)
-    if hb_nvls_ok and (want("nvls") or want("nvls_tree")) and op in ("all_reduce", "reduce_scatter", "all_gather"):
-        bw_nvls = c.hb_in_network_efficiency * b_hb
-        frac = np.ones(shape) if op == "all_reduce" else (g - 1) / g
-        k_intra = frac / bw_nvls
-        if not pxn:
-            cand.add("nvls", _SIMPLE, *_pipelined(c.base_latency_s["nvls"][_SIMPLE], c.hop_latency_s["nvls"].hb[_SIMPLE],
-                                                  k_intra, phi), ~multi & (g >= 2), frac, 0.0, 0.0)
-        if op == "all_reduce":
-            # NVLS reduce inside each domain, then a tree across domains on each GPU's n/g shard
-            k = np.maximum(k_intra, 2.0 / (g * np.where(ring_ok, bw_net_ring, 1.0)))
-            lat = c.hop_latency_s["nvls_tree"].hb[_SIMPLE] + 2.0 * _lg(n_dom) * a_net("nvls_tree", _SIMPLE, lat_net_ring, fwd_ring)
-            net = 2.0 / g
-            cand.add("nvls_tree", _SIMPLE, *_pipelined(c.base_latency_s["nvls_tree"][_SIMPLE], lat, k, phi),
-                     multi & ring_ok & (g >= 2), 1.0 + np.where(fwd_ring, net, 0.0), net, sf_ring)
-
-    # ---- CollNet / SHARP on the tier connecting the domains (AR)
-    if want("collnet") and op == "all_reduce" and system.tiers and not pxn:  # same-rail groups only
-        sharp = np.zeros(shape, bool)
-        for t_i, tier in enumerate(system.tiers):
-            # lowest tier spanning the group's domains on its rail path; SHARP must be there
-            lower = system.tiers[:t_i]
-            below = np.zeros(shape, bool)
-            for lt in lower:
-                below |= lt.span_domains >= span
-            if tier.in_network_reduction:
-                sharp |= (tier.span_domains >= span) & ~below
-        k = np.maximum(2.0 * (g - 1) / g / bw_hb_ring,
-                       (1.0 / g) / (c.net_in_network_efficiency * np.where(ring_ok, bw_net_ring, 1.0)))
-        lat = (2.0 * (np.minimum(1.0, g - 1) * a_hb("collnet", _SIMPLE) + (g - 1) * c.collnet_per_rank_latency_s)
-               + a_net("collnet", _SIMPLE, lat_net_ring, fwd_ring))
-        cand.add("collnet", _SIMPLE, *_pipelined(c.base_latency_s["collnet"][_SIMPLE], lat, k, phi),
-                 multi & ring_ok & rail & sharp, 2.0 * (g - 1) / g, 1.0 / g, sf_ring)
-
-    # MPI-style steps: alpha per step from the Simple protocol, beta from the links the step uses
-    # (a + b*n, no fill term)
-    ai = a_hb("ring", _SIMPLE)
-    ae_ring = a_net("ring", _SIMPLE, lat_net_ring, fwd_ring)
-    ae_step = a_net("ring", _SIMPLE, lat_net_step, fwd_step)
+    env = dict(op=op, p=p, g=g, rail=rail, system=system, c=c, pxn=pxn, shape=p.shape, n_dom=n_dom, span=span,
+               conc=conc, multi=multi, arch=arch, eta_hb=eta_hb, b_hb=b_hb, bw_hb_ring=bw_hb_ring, nic=nic,
+               a2a_rail=a2a_rail, a2a_cross=a2a_cross, ring_ok=ring_ok, bw_net_ring=bw_net_ring,
+               lat_net_ring=lat_net_ring, sf_ring=sf_ring, fwd_ring=fwd_ring, step_ok=step_ok,
+               bw_net_step=bw_net_step, lat_net_step=lat_net_step, sf_step=sf_step, fwd_step=fwd_step,
+               net_ok_ring=net_ok_ring, net_ok_step=net_ok_step, bus_simple=bus_simple, ll_max=ll_max, n_ch=n_ch,
+               scale=scale, phi=phi, bus=bus, proto_ok={_LL: True, _LL128: ll128_ok, _SIMPLE: True})
+    ai = max(hb.latency_s, c.hop_latency_s["ring"].hb[_SIMPLE])
+    lat_floor = c.hop_latency_s["ring"].net[_SIMPLE]
+    ae_ring = np.maximum(lat_net_ring, lat_floor) + np.where(fwd_ring, ai, 0.0)
+    ae_step = np.maximum(lat_net_step, lat_floor) + np.where(fwd_step, ai, 0.0)
     bi = 1.0 / bw_hb_ring
-    be_ring = 1.0 / np.where(ring_ok, bw_net_ring, np.inf)
     be_step = 1.0 / np.where(step_ok, bw_net_step, np.inf)
-    si = _ceil_lg(g)  # steps whose partner is in the same domain (ranks numbered domain-major)
-    se = np.maximum(_ceil_lg(p) - si, 0.0) * multi  # steps whose partner is in another domain
-    pow2 = _is_pow2(p)
-    a_w = np.where(multi, ae_step, ai)  # the slowest link a non-power-of-two fold uses
-    b_w = np.where(multi, be_step, bi)
+    si = _ceil_lg(g)
+    return _Env(**env, ai=ai, ae_ring=ae_ring, ae_step=ae_step, bi=bi,
+                be_ring=1.0 / np.where(ring_ok, bw_net_ring, np.inf), be_step=be_step, si=si,
+                se=np.maximum(_ceil_lg(p) - si, 0.0) * multi, pow2=_is_pow2(p),
+                a_w=np.where(multi, ae_step, ai), b_w=np.where(multi, be_step, bi))
 
-    # ---- hierarchical two-level (§2.6): RS inside the domain, rings across domains per rail, AG
-    if want("hierarchical") and op in ("all_reduce", "reduce_scatter", "all_gather"):
-        k = 2.0 if op == "all_reduce" else 1.0
-        # the phases stream chunk by chunk, like NCCL's rings, so they pay the same pipeline fill
-        coef = _pipelined(0.0, k * ((g - 1) * ai + (n_dom - 1) * ae_ring),
-                          k * ((g - 1) / g * bi + (n_dom - 1) / n_dom * (1.0 / g) * be_ring), phi)
-        net = k * (n_dom - 1) / n_dom / g
-        cand.add("hierarchical", _SIMPLE, *coef, multi & ring_ok & (g >= 2), k * (g - 1) / g + np.where(fwd_ring, net, 0.0),
-                 net, sf_ring)
 
-    # ---- dimension-ordered torus / ring HB (§3.1, §3.2)
-    if want("torus") and not pxn and _hb_dims(system) is not None and op in ("all_reduce", "reduce_scatter", "all_gather"):
-        x, hops = _hb_torus_allreduce(system, np.ones(shape), g)  # seconds per byte at line rate
-        k = 1.0 if op == "all_reduce" else 0.5
-        cand.add("torus", _SIMPLE, *_pipelined(0.0, k * hops * ai, k * x / eta_hb, phi), ~multi & (g >= 2),
-                 k * 2.0 * (g - 1) / g, 0.0, 0.0)
+# ---- NCCL's algorithms ---------------------------------------------------------------------------
 
-    if (want("recursive_doubling") or want("rabenseifner")) and op == "all_reduce":
-        fold_a, fold_b = np.where(pow2, 0.0, 2.0 * a_w), np.where(pow2, 0.0, 2.0 * b_w)
-        # recursive doubling: lg p steps of the whole vector
-        cand.add("recursive_doubling", _SIMPLE, si * ai + se * ae_step + fold_a, si * bi + se * be_step + fold_b, 0.0,
-                 net_ok_step, si, se, sf_step)
-        # Rabenseifner: halving RS then doubling AG, the intra-domain steps first (large data on HB)
-        net = 2.0 * (n_dom - 1) / n_dom / g
-        cand.add("rabenseifner", _SIMPLE, 2.0 * (si * ai + se * ae_step) + fold_a,
-                 2.0 * ((g - 1) / g * bi + (n_dom - 1) / n_dom / g * be_step) + fold_b, 0.0,
-                 net_ok_step, 2.0 * (g - 1) / g + np.where(fwd_step, net, 0.0), net, sf_step)
 
-    if (want("recursive_halving") or want("recursive_doubling") or want("bruck")) and op in ("reduce_scatter", "all_gather"):
-        a = si * ai + se * ae_step
-        b = (g - 1) / g * bi + (n_dom - 1) / n_dom / g * be_step
-        net = (n_dom - 1) / n_dom / g
-        hbb = (g - 1) / g + np.where(fwd_step, net, 0.0)
-        if op == "reduce_scatter":
-            # Thakur: p not a power of two costs (lg p' + 2) steps and ~2n of traffic
-            cand.add("recursive_halving", _SIMPLE, a + np.where(pow2, 0.0, 2.0 * a_w), b + np.where(pow2, 0.0, b_w), 0.0,
-                     net_ok_step, hbb, net, sf_step)
-        else:
-            cand.add("recursive_doubling", _SIMPLE, a, b, 0.0, net_ok_step & pow2, hbb, net, sf_step)
-            # Bruck: ceil(lg p) steps, (p-1)/p n in total, the first (short-distance) steps on HB
-            sb = _ceil_lg(p)
-            sbi = np.minimum(si, sb)
-            net = (p - g) / p
-            cand.add("bruck", _SIMPLE, sbi * ai + (sb - sbi) * ae_step, (g - 1) / p * bi + (p - g) / p * be_step, 0.0,
-                     net_ok_step, (g - 1) / p + np.where(fwd_step, net, 0.0), net, sf_step)
+def _ring(e: _Env, proto: int):
+    """NCCL ring (AR, RS, AG, broadcast): nsteps hops, the inter-domain ones on the network (§4.2)."""
+    p, g, c = e.p, e.g, e.c
+    if e.op == "all_reduce":
+        coef, nsteps, ninter = 2 * (p - 1) / p, 2 * (p - 1), 2 * (e.n_dom - 1)
+    elif e.op == "broadcast":
+        coef, nsteps, ninter = np.ones(e.shape), p - 1, e.n_dom - 1
+    else:
+        coef, nsteps, ninter = (p - 1) / p, p - 1, e.n_dom - 1
+    net = coef / g * e.multi
+    hbb = coef - net + np.where(e.fwd_ring, net, 0.0)
+    overhead = c.net_overhead_s * (c.net_overhead_simple_factor if proto == _SIMPLE else 1.0)
+    intra = np.where(e.multi, max(e.a_hb("ring", proto), overhead), e.a_hb("ring", proto))
+    # with one GPU per domain NCCL uses the Tree NET latency for the inter hops (§4.2)
+    inter = np.where(g == 1, e.a_net("tree", proto, e.lat_net_ring, e.fwd_ring),
+                     e.a_net("ring", proto, e.lat_net_ring, e.fwd_ring))
+    lat = (nsteps - ninter) * intra + ninter * inter
+    base = c.base_latency_s["ring"][proto]
+    if proto == _SIMPLE:
+        f = np.where(e.multi, c.ring_simple_multidomain_latency_factor, 1.0)
+        lat, base = lat * f, base * f
+    return (*_pipelined(base, lat, coef / e.bus[proto], e.phi), e.net_ok_ring & e.proto_ok[proto], hbb, net, e.sf_ring)
 
-    if (want("binomial") or want("scatter_allgather")) and op == "broadcast":
-        cand.add("binomial", _SIMPLE, si * ai + se * ae_step, si * bi + se * be_step, 0.0, net_ok_step, si, se, sf_step)
-        net = 2.0 * (p - g) / p
-        cand.add("scatter_allgather", _SIMPLE, 2.0 * (si * ai + se * ae_step), 2.0 * ((g - 1) / p * bi + (p - g) / p * be_step),
-                 0.0, net_ok_step & pow2, 2.0 * (g - 1) / p + np.where(fwd_step, net, 0.0), net, sf_step)
 
-    if op == "all_to_all":
-        bi_a2a = _hb_alltoall_inverse_bw(system, g) / eta_hb  # s per byte of n
-        # pairwise / posted: intra-domain and remote peers served concurrently (§2.7)
-        direct_rail = (g == 1) & rail  # only then is every remote peer on the own rail
-        bw_d = np.where(direct_rail, a2a_rail.bw, a2a_cross.bw)
-        ok_d = ~multi | np.where(direct_rail, a2a_rail.exists, a2a_cross.exists)
-        sf_d = np.where(direct_rail, a2a_rail.spine_fraction, a2a_cross.spine_fraction)
-        lat_d = np.where(direct_rail, a2a_rail.latency_s, a2a_cross.latency_s)
-        ae_d = np.maximum(lat_d, c.hop_latency_s["ring"].net[_SIMPLE])
-        # all sends are posted at once (NCCL grouped p2p), so peers overlap; each extra remote peer
-        # costs one proxy operation, NCCL's netOverhead (§4.2), not a full hop latency
-        per_peer = c.net_overhead_s
-        net = (p - g) / p
-        # the intra-domain share is an all-to-all among the g members of n*g/p bytes each
-        b = np.maximum(g / p * bi_a2a, np.where(multi, net / np.where(ok_d, bw_d, np.inf), 0.0))
-        a = ai + np.where(multi, ae_d + np.maximum(p - g - 1, 0) * per_peer, 0.0)
-        if not pxn:  # pairwise with forwarding is two_phase
-            cand.add("pairwise", _SIMPLE, a, b, 0.0, ok_d, (g - 1) / p, net, sf_d)
-        # two-phase (PXN / Rail-only forwarding, §2.7, §3.4): HB shuffle to the rail owner, then rails;
-        # the phases do not overlap
-        a = ai + a_net("ring", _SIMPLE, a2a_rail.latency_s, False) + np.maximum(n_dom - 2, 0) * per_peer
-        b = bi_a2a + (n_dom - 1) / n_dom / np.where(a2a_rail.exists, a2a_rail.bw, np.inf)
-        if not pxn:
-            cand.add("two_phase", _SIMPLE, a, b, 0.0, multi & a2a_rail.exists, (g - 1) / g, (n_dom - 1) / n_dom,
-                     a2a_rail.spine_fraction)
-        # Bruck: lg p steps of n/2
-        cand.add("bruck", _SIMPLE, si * ai + se * ae_step, 0.5 * (si * bi + se * be_step), 0.0, net_ok_step,
-                 0.5 * si + np.where(fwd_step, 0.5 * se, 0.0), 0.5 * se, sf_step)
+def _tree(e: _Env, proto: int):
+    """NCCL double binary tree (AR); the correction table of §4.1 multiplies its bandwidth (_select)."""
+    g, c, multi = e.g, e.c, e.multi
+    net = 2.0 / g * multi
+    hbb = 2.0 * (g - 1) / g + np.where(e.fwd_ring, net, 0.0)
+    if proto == _LL:
+        bw = np.minimum(e.bus_simple / c.tree_ll_divisor, e.ll_max)
+    elif proto == _LL128:
+        bw = np.minimum(e.bus_simple * np.where(multi, c.tree_ll128_fraction_many_domains, c.tree_ll128_fraction_one_domain),
+                        e.n_ch * np.take(e.arch.tree_ll128_per_channel_bytes_per_s, e.scale))
+    else:
+        bw = np.minimum(c.tree_simple_fraction * e.bus_simple, e.n_ch * np.take(e.arch.tree_per_channel_bytes_per_s, e.scale))
+    lat = 2.0 * ((g - 1) * e.a_hb("tree", proto) + _lg(e.n_dom) * e.a_net("tree", proto, e.lat_net_ring, e.fwd_ring))
+    return (*_pipelined(c.base_latency_s["tree"][proto], lat, 1.0 / (0.5 * bw), e.phi),
+            e.net_ok_ring & e.proto_ok[proto], hbb, net, e.sf_ring)
 
-    if op == "send_recv":
-        # one flow: one link inside the domain; one NIC (of nics_per_gpu) across (§3.5)
-        b_flow_hb = eta_hb * _hb_p2p_bandwidth(system)
-        nic_flow = nic / system.nics_per_gpu
-        r1 = _scaleout_path(system, c, n_dom, span, conc, cross=False, a2a=False, nic_bw=nic_flow)
-        x1 = _scaleout_path(system, c, n_dom, span, conc, cross=True, a2a=False, nic_bw=nic_flow)
-        forwarded = ~rail & (x1.exists if pxn else ~x1.exists)
-        use_x = ~rail & ~forwarded
-        bw_e = np.where(use_x, x1.bw, np.where(forwarded, np.minimum(r1.bw, b_flow_hb), r1.bw))
-        lat_e = np.where(use_x, x1.latency_s, r1.latency_s)
-        sf = np.where(use_x, x1.spine_fraction, r1.spine_fraction)
-        net = 1.0 * multi
-        hbb = 1.0 * ~multi + np.where(forwarded, net, 0.0)
-        for proto in (_LL, _LL128, _SIMPLE):
-            frac = {_LL: c.ll_bandwidth_fraction, _LL128: c.ll128_bandwidth_fraction, _SIMPLE: 1.0}[proto]
-            bw = np.where(multi, bw_e, b_flow_hb) * frac
-            alpha = np.where(multi, np.maximum(lat_e, c.hop_latency_s["ring"].net[proto]) + np.where(forwarded, a_hb("ring", proto), 0.0),
-                             a_hb("ring", proto))
-            ok = (multi & forwarded & r1.exists) if pxn else (~multi | r1.exists)
-            cand.add("p2p", proto, alpha, 1.0 / bw, 0.0, ok & np.where(multi, proto_ok[proto], True), hbb, net, sf)
+
+def _nvls_ok(e: _Env) -> bool:
+    return e.system.hb.in_network_reduction and e.system.hb.topology == HBTopology.switched
+
+
+def _nvls_fraction(e: _Env):
+    return np.ones(e.shape) if e.op == "all_reduce" else (e.g - 1) / e.g
+
+
+def _nvls(e: _Env, proto: int):
+    """NVLink SHARP inside one NVSwitch domain (§2.6, §4.3)."""
+    c = e.c
+    k_intra = _nvls_fraction(e) / (c.hb_in_network_efficiency * e.b_hb)
+    return (*_pipelined(c.base_latency_s["nvls"][_SIMPLE], c.hop_latency_s["nvls"].hb[_SIMPLE], k_intra, e.phi),
+            ~e.multi & (e.g >= 2), _nvls_fraction(e), 0.0, 0.0)
+
+
+def _nvls_tree(e: _Env, proto: int):
+    """NVLS reduce inside each domain, then a tree across domains on each GPU's n/g shard (AR)."""
+    c, g = e.c, e.g
+    k_intra = _nvls_fraction(e) / (c.hb_in_network_efficiency * e.b_hb)
+    k = np.maximum(k_intra, 2.0 / (g * np.where(e.ring_ok, e.bw_net_ring, 1.0)))
+    lat = c.hop_latency_s["nvls_tree"].hb[_SIMPLE] + 2.0 * _lg(e.n_dom) * e.a_net("nvls_tree", _SIMPLE, e.lat_net_ring, e.fwd_ring)
+    net = 2.0 / g
+    return (*_pipelined(c.base_latency_s["nvls_tree"][_SIMPLE], lat, k, e.phi),
+            e.multi & e.ring_ok & (g >= 2), 1.0 + np.where(e.fwd_ring, net, 0.0), net, e.sf_ring)
+
+
+def _collnet(e: _Env, proto: int):
+    """CollNet / SHARP on the tier connecting the domains (AR), same-rail groups only."""
+    c, g, system = e.c, e.g, e.system
+    sharp = np.zeros(e.shape, bool)
+    for t_i, tier in enumerate(system.tiers):
+        # lowest tier spanning the group's domains on its rail path; SHARP must be there
+        below = np.zeros(e.shape, bool)
+        for lt in system.tiers[:t_i]:
+            below |= lt.span_domains >= e.span
+        if tier.in_network_reduction:
+            sharp |= (tier.span_domains >= e.span) & ~below
+    k = np.maximum(2.0 * (g - 1) / g / e.bw_hb_ring,
+                   (1.0 / g) / (c.net_in_network_efficiency * np.where(e.ring_ok, e.bw_net_ring, 1.0)))
+    lat = (2.0 * (np.minimum(1.0, g - 1) * e.a_hb("collnet", _SIMPLE) + (g - 1) * c.collnet_per_rank_latency_s)
+           + e.a_net("collnet", _SIMPLE, e.lat_net_ring, e.fwd_ring))
+    return (*_pipelined(c.base_latency_s["collnet"][_SIMPLE], lat, k, e.phi),
+            e.multi & e.ring_ok & e.rail & sharp, 2.0 * (g - 1) / g, 1.0 / g, e.sf_ring)
+
+
+# ---- two-level and topology-specific algorithms ------------------------------------------------
+
+
+def _hierarchical(e: _Env, proto: int):
+    """Two-level (§2.6): RS inside the domain, rings across domains per rail, AG; the phases stream
+    chunk by chunk, like NCCL's rings, so they pay the same pipeline fill."""
+    g, n_dom = e.g, e.n_dom
+    k = 2.0 if e.op == "all_reduce" else 1.0
+    coef = _pipelined(0.0, k * ((g - 1) * e.ai + (n_dom - 1) * e.ae_ring),
+                      k * ((g - 1) / g * e.bi + (n_dom - 1) / n_dom * (1.0 / g) * e.be_ring), e.phi)
+    net = k * (n_dom - 1) / n_dom / g
+    return (*coef, e.multi & e.ring_ok & (g >= 2), k * (g - 1) / g + np.where(e.fwd_ring, net, 0.0), net, e.sf_ring)
+
+
+def _torus(e: _Env, proto: int):
+    """Dimension-ordered rings on a ring/torus HB domain (§3.1, §3.2)."""
+    g = e.g
+    x, hops = _hb_torus_allreduce(e.system, np.ones(e.shape), g)  # seconds per byte at line rate
+    k = 1.0 if e.op == "all_reduce" else 0.5
+    return (*_pipelined(0.0, k * hops * e.ai, k * x / e.eta_hb, e.phi), ~e.multi & (g >= 2),
+            k * 2.0 * (g - 1) / g, 0.0, 0.0)
+
+
+# ---- MPI-style algorithms (§2): alpha-beta step by step, no fill term -----------------------------
+
+
+def _recursive_doubling_ar(e: _Env, proto: int):
+    fold_a, fold_b = np.where(e.pow2, 0.0, 2.0 * e.a_w), np.where(e.pow2, 0.0, 2.0 * e.b_w)
+    # lg p steps of the whole vector
+    return (e.si * e.ai + e.se * e.ae_step + fold_a, e.si * e.bi + e.se * e.be_step + fold_b, 0.0,
+            e.net_ok_step, e.si, e.se, e.sf_step)
+
+
+def _rabenseifner(e: _Env, proto: int):
+    """Halving RS then doubling AG, the intra-domain steps first (large data on HB)."""
+    g, n_dom = e.g, e.n_dom
+    fold_a, fold_b = np.where(e.pow2, 0.0, 2.0 * e.a_w), np.where(e.pow2, 0.0, 2.0 * e.b_w)
+    net = 2.0 * (n_dom - 1) / n_dom / g
+    return (2.0 * (e.si * e.ai + e.se * e.ae_step) + fold_a,
+            2.0 * ((g - 1) / g * e.bi + (n_dom - 1) / n_dom / g * e.be_step) + fold_b, 0.0,
+            e.net_ok_step, 2.0 * (g - 1) / g + np.where(e.fwd_step, net, 0.0), net, e.sf_step)
+
+
+def _halving_doubling_terms(e: _Env):
+    g, n_dom = e.g, e.n_dom
+    a = e.si * e.ai + e.se * e.ae_step
+    b = (g - 1) / g * e.bi + (n_dom - 1) / n_dom / g * e.be_step
+    net = (n_dom - 1) / n_dom / g
+    return a, b, (g - 1) / g + np.where(e.fwd_step, net, 0.0), net
+
+
+def _recursive_halving(e: _Env, proto: int):
+    """Reduce-scatter; Thakur: p not a power of two costs (lg p' + 2) steps and ~2n of traffic."""
+    a, b, hbb, net = _halving_doubling_terms(e)
+    return (a + np.where(e.pow2, 0.0, 2.0 * e.a_w), b + np.where(e.pow2, 0.0, e.b_w), 0.0, e.net_ok_step, hbb, net,
+            e.sf_step)
+
+
+def _recursive_doubling_ag(e: _Env, proto: int):
+    a, b, hbb, net = _halving_doubling_terms(e)
+    return a, b, 0.0, e.net_ok_step & e.pow2, hbb, net, e.sf_step
+
+
+def _bruck_ag(e: _Env, proto: int):
+    """ceil(lg p) steps, (p-1)/p n in total, the first (short-distance) steps on HB."""
+    p, g = e.p, e.g
+    sb = _ceil_lg(p)
+    sbi = np.minimum(e.si, sb)
+    net = (p - g) / p
+    return (sbi * e.ai + (sb - sbi) * e.ae_step, (g - 1) / p * e.bi + (p - g) / p * e.be_step, 0.0, e.net_ok_step,
+            (g - 1) / p + np.where(e.fwd_step, net, 0.0), net, e.sf_step)
+
+
+def _binomial(e: _Env, proto: int):
+    return (e.si * e.ai + e.se * e.ae_step, e.si * e.bi + e.se * e.be_step, 0.0, e.net_ok_step, e.si, e.se, e.sf_step)
+
+
+def _scatter_allgather(e: _Env, proto: int):
+    p, g = e.p, e.g
+    net = 2.0 * (p - g) / p
+    return (2.0 * (e.si * e.ai + e.se * e.ae_step), 2.0 * ((g - 1) / p * e.bi + (p - g) / p * e.be_step), 0.0,
+            e.net_ok_step & e.pow2, 2.0 * (g - 1) / p + np.where(e.fwd_step, net, 0.0), net, e.sf_step)
+
+
+# ---- all-to-all ------------------------------------------------------------------------------------
+
+
+def _a2a_intra_inverse_bw(e: _Env):
+    return _hb_alltoall_inverse_bw(e.system, e.g) / e.eta_hb  # s per byte of n
+
+
+def _pairwise(e: _Env, proto: int):
+    """Direct all-to-all: intra-domain and remote peers served concurrently (§2.7); all sends are
+    posted at once (NCCL grouped p2p), so peers overlap, and each extra remote peer costs one proxy
+    operation, NCCL's netOverhead (§4.2), not a full hop latency."""
+    p, g, multi, c = e.p, e.g, e.multi, e.c
+    direct_rail = (g == 1) & e.rail  # only then is every remote peer on the own rail
+    bw_d = np.where(direct_rail, e.a2a_rail.bw, e.a2a_cross.bw)
+    ok_d = ~multi | np.where(direct_rail, e.a2a_rail.exists, e.a2a_cross.exists)
+    sf_d = np.where(direct_rail, e.a2a_rail.spine_fraction, e.a2a_cross.spine_fraction)
+    lat_d = np.where(direct_rail, e.a2a_rail.latency_s, e.a2a_cross.latency_s)
+    ae_d = np.maximum(lat_d, c.hop_latency_s["ring"].net[_SIMPLE])
+    net = (p - g) / p
+    # the intra-domain share is an all-to-all among the g members of n*g/p bytes each
+    b = np.maximum(g / p * _a2a_intra_inverse_bw(e), np.where(multi, net / np.where(ok_d, bw_d, np.inf), 0.0))
+    a = e.ai + np.where(multi, ae_d + np.maximum(p - g - 1, 0) * c.net_overhead_s, 0.0)
+    return a, b, 0.0, ok_d, (g - 1) / p, net, sf_d
+
+
+def _two_phase(e: _Env, proto: int):
+    """PXN / Rail-only forwarding (§2.7, §3.4): HB shuffle to the rail owner, then rails; the phases
+    do not overlap."""
+    n_dom, r = e.n_dom, e.a2a_rail
+    a = e.ai + e.a_net("ring", _SIMPLE, r.latency_s, False) + np.maximum(n_dom - 2, 0) * e.c.net_overhead_s
+    b = _a2a_intra_inverse_bw(e) + (n_dom - 1) / n_dom / np.where(r.exists, r.bw, np.inf)
+    return a, b, 0.0, e.multi & r.exists, (e.g - 1) / e.g, (n_dom - 1) / n_dom, r.spine_fraction
+
+
+def _bruck_a2a(e: _Env, proto: int):
+    """lg p steps of n/2."""
+    return (e.si * e.ai + e.se * e.ae_step, 0.5 * (e.si * e.bi + e.se * e.be_step), 0.0, e.net_ok_step,
+            0.5 * e.si + np.where(e.fwd_step, 0.5 * e.se, 0.0), 0.5 * e.se, e.sf_step)
+
+
+# ---- point to point ------------------------------------------------------------------------------
+
+
+def _p2p_route(e: _Env):
+    """One flow: one link inside the domain; one NIC (of nics_per_gpu) across (§3.5)."""
+    system, c, rail = e.system, e.c, e.rail
+    b_flow_hb = e.eta_hb * _hb_p2p_bandwidth(system)
+    nic_flow = e.nic / system.nics_per_gpu
+    r1 = _scaleout_path(system, c, e.n_dom, e.span, e.conc, cross=False, a2a=False, nic_bw=nic_flow)
+    x1 = _scaleout_path(system, c, e.n_dom, e.span, e.conc, cross=True, a2a=False, nic_bw=nic_flow)
+    forwarded = ~rail & (x1.exists if e.pxn else ~x1.exists)
+    use_x = ~rail & ~forwarded
+    bw_e = np.where(use_x, x1.bw, np.where(forwarded, np.minimum(r1.bw, b_flow_hb), r1.bw))
+    lat_e = np.where(use_x, x1.latency_s, r1.latency_s)
+    sf = np.where(use_x, x1.spine_fraction, r1.spine_fraction)
+    return b_flow_hb, r1, forwarded, bw_e, lat_e, sf
+
+
+def _p2p(e: _Env, proto: int):
+    c, multi = e.c, e.multi
+    b_flow_hb, r1, forwarded, bw_e, lat_e, sf = e.once("p2p", _p2p_route)
+    net = 1.0 * multi
+    hbb = 1.0 * ~multi + np.where(forwarded, net, 0.0)
+    frac = {_LL: c.ll_bandwidth_fraction, _LL128: c.ll128_bandwidth_fraction, _SIMPLE: 1.0}[proto]
+    bw = np.where(multi, bw_e, b_flow_hb) * frac
+    alpha = np.where(multi, np.maximum(lat_e, c.hop_latency_s["ring"].net[proto])
+                     + np.where(forwarded, e.a_hb("ring", proto), 0.0), e.a_hb("ring", proto))
+    ok = (multi & forwarded & r1.exists) if e.pxn else (~multi | r1.exists)
+    return alpha, 1.0 / bw, 0.0, ok & np.where(multi, e.proto_ok[proto], True), hbb, net, sf
+
+
+_ALL_PROTOCOLS = (_LL, _LL128, _SIMPLE)
+_SIMPLE_ONLY = (_SIMPLE,)
+_REDUCTIONS = frozenset({"all_reduce", "reduce_scatter", "all_gather"})
+
+# The repertoire, in the order ties are broken (the earlier entry wins).
+ENTRIES: tuple[AlgorithmEntry, ...] = (
+    AlgorithmEntry("ring", frozenset({"all_reduce", "reduce_scatter", "all_gather", "broadcast"}), _ALL_PROTOCOLS, _ring),
+    AlgorithmEntry("tree", frozenset({"all_reduce"}), _ALL_PROTOCOLS, _tree, corrected=True),
+    AlgorithmEntry("nvls", _REDUCTIONS, _SIMPLE_ONLY, _nvls, applies=_nvls_ok, forwarded_route=False),
+    AlgorithmEntry("nvls_tree", frozenset({"all_reduce"}), _SIMPLE_ONLY, _nvls_tree, applies=_nvls_ok),
+    AlgorithmEntry("collnet", frozenset({"all_reduce"}), _SIMPLE_ONLY, _collnet,
+                   applies=lambda e: bool(e.system.tiers), forwarded_route=False),
+    AlgorithmEntry("hierarchical", _REDUCTIONS, _SIMPLE_ONLY, _hierarchical),
+    AlgorithmEntry("torus", _REDUCTIONS, _SIMPLE_ONLY, _torus, applies=lambda e: _hb_dims(e.system) is not None,
+                   forwarded_route=False),
+    AlgorithmEntry("recursive_doubling", frozenset({"all_reduce"}), _SIMPLE_ONLY, _recursive_doubling_ar),
+    AlgorithmEntry("rabenseifner", frozenset({"all_reduce"}), _SIMPLE_ONLY, _rabenseifner),
+    AlgorithmEntry("recursive_halving", frozenset({"reduce_scatter"}), _SIMPLE_ONLY, _recursive_halving),
+    AlgorithmEntry("recursive_doubling", frozenset({"all_gather"}), _SIMPLE_ONLY, _recursive_doubling_ag),
+    AlgorithmEntry("bruck", frozenset({"all_gather"}), _SIMPLE_ONLY, _bruck_ag),
+    AlgorithmEntry("binomial", frozenset({"broadcast"}), _SIMPLE_ONLY, _binomial),
+    AlgorithmEntry("scatter_allgather", frozenset({"broadcast"}), _SIMPLE_ONLY, _scatter_allgather),
+    AlgorithmEntry("pairwise", frozenset({"all_to_all"}), _SIMPLE_ONLY, _pairwise, forwarded_route=False),
+    AlgorithmEntry("two_phase", frozenset({"all_to_all"}), _SIMPLE_ONLY, _two_phase, forwarded_route=False),
+    AlgorithmEntry("bruck", frozenset({"all_to_all"}), _SIMPLE_ONLY, _bruck_a2a),
+    AlgorithmEntry("p2p", frozenset({"send_recv"}), _ALL_PROTOCOLS, _p2p),
+)
 
 
 def _select(cand: _Candidates, n: np.ndarray, inv: np.ndarray, p_u: np.ndarray, shape,
