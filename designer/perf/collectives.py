@@ -75,6 +75,7 @@ and broadcast over the byte counts.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,7 +87,7 @@ from pydantic import Field, model_validator
 from designer.spec.base import Record
 from designer.spec.system import ClusterSystem, HBTopology
 
-OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "send_recv")
+OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce", "send_recv")
 PROTOCOLS = ("LL", "LL128", "Simple")
 ALGORITHMS = (
     "ring",  # NCCL ring (flat, rail-aligned across domains)
@@ -105,10 +106,12 @@ ALGORITHMS = (
     "pairwise",  # direct all-to-all
     "two_phase",  # all-to-all with HB shuffle to the rail owner, then rails (PXN / rail-only)
     "p2p",
+    "pat",  # NCCL Parallel Aggregated Trees (AG / RS at one GPU per node, NCCL >= 2.23)
     "none",  # a group of one rank: nothing to do
 )
 _LL, _LL128, _SIMPLE = 0, 1, 2
 _NCCL_ALGOS = ("ring", "tree", "nvls", "nvls_tree", "collnet")
+MNNVL_MIN_DOMAIN = 8  # GPUs of one node's NVSwitch baseboard; larger HB domains span trays (MNNVL)
 _DEFAULT_CALIBRATION = Path(__file__).resolve().parent.parent / "data" / "collectives.yaml"
 
 
@@ -119,6 +122,16 @@ _DEFAULT_CALIBRATION = Path(__file__).resolve().parent.parent / "data" / "collec
 class _HopLatency(Record):
     hb: tuple[float, float, float]  # (LL, LL128, Simple)
     net: tuple[float, float, float]
+
+
+def nccl_version_tuple(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+class _VersionedArchitectures(Record):
+    since: str = Field(pattern=r"^\d+\.\d+")
+    architectures: tuple[str, ...]
 
 
 class ArchitectureConstants(Record):
@@ -136,6 +149,7 @@ class ArchitectureConstants(Record):
     ring_ll128_per_channel_bytes_per_s: float = Field(gt=0)
     tree_per_channel_bytes_per_s: tuple[float, float, float] = Field(description="1 / 2 / >= 3 domains")
     tree_ll128_per_channel_bytes_per_s: tuple[float, float, float] = Field(description="1 / 2 / >= 3 domains")
+    nvls_efficiency: float = Field(default=0.85, gt=0, le=1, description="NCCL tuning.cc nvlsEfficiency[arch]")
 
     @property
     def nvlink_efficiency(self) -> float:
@@ -151,6 +165,9 @@ class CollectiveCalibration(Record):
         "line rate of the GPU's architecture (ArchitectureConstants.nvlink_efficiency)"))
     nic_efficiency: float = Field(gt=0, le=1)
     hb_in_network_efficiency: float = Field(gt=0, le=1)
+    mnnvl_in_network_efficiency: float | None = Field(default=None, gt=0, le=1, description=(
+        "NVLS algbw / HB line rate in rack-scale NVLink domains (more than MNNVL_MIN_DOMAIN GPUs); "
+        "None: as in a node"))
     net_in_network_efficiency: float = Field(gt=0, le=1)
     pipeline_fill_factor: float = Field(ge=0)
     pipeline_fill_channel_bytes_per_s: float = Field(gt=0)
@@ -170,6 +187,13 @@ class CollectiveCalibration(Record):
     net_overhead_s: float = Field(ge=0)
     net_overhead_simple_factor: float = Field(ge=1)
     collnet_per_rank_latency_s: float = Field(ge=0)
+    nccl_version: str = Field(default="2.27", pattern=r"^\d+\.\d+", description="the NCCL release modelled")
+    ll128_architectures_by_version: tuple[_VersionedArchitectures, ...] = ()
+    host_floor_s: dict[str, float] = Field(default_factory=dict, description="per GPU generation; 0 when absent")
+    cuda_graph_host_floor_fraction: float = Field(default=1.0, ge=0, le=1)
+    pat_base_latency_s: float = Field(default=8e-6, ge=0)
+    pat_per_rank_latency_s: float = Field(default=2.8e-6, ge=0)
+    pat_bandwidth_fraction: float = Field(default=0.75, gt=0, le=1)
     base_latency_s: dict[str, tuple[float, float, float]]
     hop_latency_s: dict[str, _HopLatency]
     tree_correction: dict[str, tuple[float, ...]]
@@ -179,6 +203,7 @@ class CollectiveCalibration(Record):
 
     @model_validator(mode="after")
     def _complete(self) -> "CollectiveCalibration":
+        nccl_version_tuple(self.nccl_version)
         for table in (self.base_latency_s, self.hop_latency_s):
             missing = set(_NCCL_ALGOS) - set(table)
             if missing:
@@ -191,6 +216,24 @@ class CollectiveCalibration(Record):
         if set(self.tree_correction) != set(PROTOCOLS) or any(len(v) == 0 for v in self.tree_correction.values()):
             raise ValueError(f"tree_correction needs a non-empty list for each of {PROTOCOLS}")
         return self
+
+
+def _at_least(calib: CollectiveCalibration, version: str) -> bool:
+    return nccl_version_tuple(calib.nccl_version) >= nccl_version_tuple(version)
+
+
+def ll128_enabled(calib: CollectiveCalibration, architecture: str) -> bool:
+    """NCCL's LL128 auto-enable rule for the modelled release and GPU generation (on, where no rule
+    is given)."""
+    rules = [r for r in calib.ll128_architectures_by_version if _at_least(calib, r.since)]
+    if not calib.ll128_architectures_by_version:
+        return True
+    return bool(rules) and architecture in max(rules, key=lambda r: nccl_version_tuple(r.since)).architectures
+
+
+def host_floor_s(system: ClusterSystem, calib: CollectiveCalibration, cuda_graphs: bool = False) -> float:
+    f = calib.host_floor_s.get(system.gpu.architecture, 0.0)
+    return f * (calib.cuda_graph_host_floor_fraction if cuda_graphs else 1.0)
 
 
 class GroupShape(Record):
@@ -471,8 +514,12 @@ def _pipelined(base, lat, k, phi):
 def collective_estimate_vec(op: str, nbytes, size, ranks_per_domain, domain_span, same_rail,
                             system: ClusterSystem, calib: CollectiveCalibration, *, concurrency=1.0,
                             algorithms: tuple[str, ...] | None = None,
-                            protocols: tuple[str, ...] | None = None) -> CollectiveEstimates:
+                            protocols: tuple[str, ...] | None = None, cuda_graphs: bool = False) -> CollectiveEstimates:
     """Vectorised estimate: every array argument broadcasts; returns arrays of the broadcast shape.
+
+    A call takes at least the host floor of the GPU generation (launch and enqueue of one
+    collective; `cuda_graphs` replays them and keeps a fraction), once per call: in a stream of
+    calls the next launch overlaps the running kernel, so it is a floor, not an addend.
 
     `concurrency` is the fraction of GPUs of a subtree sending across its uplinks at once (§3.3).
     `algorithms` replaces the calibration's repertoire (`calib.algorithms`), `protocols` restricts the
@@ -510,7 +557,11 @@ def collective_estimate_vec(op: str, nbytes, size, ranks_per_domain, domain_span
     # to an infinite time, so their divisions are expected to misbehave
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         cand = _candidates(op, *uniq, system, calib, allowed, protos)
-        return _select(cand, np.reshape(np.broadcast_to(n, shape), -1), inv, uniq[0], shape, calib)
+        est = _select(cand, np.reshape(np.broadcast_to(n, shape), -1), inv, uniq[0], shape, calib)
+    floor = host_floor_s(system, calib, cuda_graphs)
+    if floor > 0:
+        est = dataclasses.replace(est, time_s=np.where(est.time_s > 0, np.maximum(est.time_s, floor), est.time_s))
+    return est
 
 
 def _numeric(x) -> np.ndarray:
@@ -756,7 +807,7 @@ def _environment(op, p, g, span, rail, conc, system, calib, *, pxn: bool) -> _En
         _LL128: np.minimum(c.ll128_bandwidth_fraction * bus_simple, n_ch * arch.ring_ll128_per_channel_bytes_per_s),
         _SIMPLE: bus_simple,
     }
-    ll128_ok = ~multi | c.ll128_over_network
+    ll128_ok = (~multi | c.ll128_over_network) & ll128_enabled(c, system.gpu.architecture)
     env = dict(op=op, p=p, g=g, rail=rail, system=system, c=c, pxn=pxn, shape=p.shape, n_dom=n_dom, span=span,
                conc=conc, multi=multi, arch=arch, eta_hb=eta_hb, b_hb=b_hb, bw_hb_ring=bw_hb_ring, nic=nic,
                a2a_rail=a2a_rail, a2a_cross=a2a_cross, ring_ok=ring_ok, bw_net_ring=bw_net_ring,
@@ -781,12 +832,20 @@ def _environment(op, p, g, span, rail, conc, system, calib, *, pxn: bool) -> _En
 
 
 def _ring(e: _Env, proto: int):
-    """NCCL ring (AR, RS, AG, broadcast): nsteps hops, the inter-domain ones on the network (§4.2)."""
+    """NCCL ring (AR, RS, AG, broadcast, reduce): nsteps hops, the inter-domain ones on the network
+    (§4.2; tuning.cc). Broadcast and reduce stream the whole vector down (up) a chain, and NCCL
+    charges them one hop plus the base when the channels are identical, whatever the rank count."""
     p, g, c = e.p, e.g, e.c
     if e.op == "all_reduce":
-        coef, nsteps, ninter = 2 * (p - 1) / p, 2 * (p - 1), 2 * (e.n_dom - 1)
-    elif e.op == "broadcast":
-        coef, nsteps, ninter = np.ones(e.shape), p - 1, e.n_dom - 1
+        # NCCL < 2.23 counted 2·nNodes inter-node steps for AllReduce, 2·(nNodes − 1) since
+        coef, nsteps = 2 * (p - 1) / p, 2 * (p - 1)
+        ninter = 2 * (e.n_dom - 1) + np.where(e.multi & (not _at_least(c, "2.23")), 2.0, 0.0)
+    elif e.op in ("broadcast", "reduce"):
+        coef = np.ones(e.shape)
+        net = coef / g * e.multi
+        hop = np.where(e.multi, e.a_net("ring", proto, e.lat_net_ring, e.fwd_ring), e.a_hb("ring", proto))
+        return (*_pipelined(c.base_latency_s["ring"][proto], hop, coef / e.bus[proto], e.phi),
+                e.net_ok_ring & e.proto_ok[proto], coef - net + np.where(e.fwd_ring, net, 0.0), net, e.sf_ring)
     else:
         coef, nsteps, ninter = (p - 1) / p, p - 1, e.n_dom - 1
     net = coef / g * e.multi
@@ -798,24 +857,50 @@ def _ring(e: _Env, proto: int):
                      e.a_net("ring", proto, e.lat_net_ring, e.fwd_ring))
     lat = (nsteps - ninter) * intra + ninter * inter
     base = c.base_latency_s["ring"][proto]
-    if proto == _SIMPLE:
+    if proto == _SIMPLE and e.op == "all_reduce":
+        # NCCL's ring "plateau" factor: Simple AllReduce across nodes only
         f = np.where(e.multi, c.ring_simple_multidomain_latency_factor, 1.0)
         lat, base = lat * f, base * f
     return (*_pipelined(base, lat, coef / e.bus[proto], e.phi), e.net_ok_ring & e.proto_ok[proto], hbb, net, e.sf_ring)
 
 
+def _pat(e: _Env, proto: int):
+    """NCCL PAT (Parallel Aggregated Trees, NCCL >= 2.23): allgather / reduce-scatter with one GPU
+    per node, Simple only; tuning.cc: base + log2(nNodes)·interLat/3.5 + nRanks·2.8 us (interLat the
+    Tree NET latency, as at one GPU per node), busBw × 0.75."""
+    p, c = e.p, e.c
+    coef = (p - 1) / p
+    inter = e.a_net("tree", _SIMPLE, e.lat_net_ring, e.fwd_ring)
+    lat = _lg(e.n_dom) * inter / 3.5 + p * c.pat_per_rank_latency_s
+    net = coef * e.multi
+    return (*_pipelined(c.pat_base_latency_s, lat, coef / (c.pat_bandwidth_fraction * e.bus_simple), e.phi),
+            e.multi & (e.g == 1) & e.net_ok_ring, coef - net + np.where(e.fwd_ring, net, 0.0), net, e.sf_ring)
+
+
+def _two_domain_bus(e: _Env):
+    """Bus bandwidth of a tree over two domains: the reduction goes up one direction of the link
+    between the two roots and the broadcast comes down the other, so each direction carries the
+    vector once where a ring carries it twice; NCCL prices trees on <= 2 nodes with the
+    intra-node bandwidth (tuning.cc: bw = nNodes <= 2 ? bwIntra : bwInter) and doubles NVLSTree's
+    inter-node bandwidth there (v2.28+)."""
+    g_intra = np.where(e.g > 1, e.g / np.maximum(e.g - 1, 1), np.inf)
+    net = 2.0 * e.g * np.where(e.ring_ok, e.bw_net_ring, 1.0)
+    return np.where(e.n_dom == 2, np.minimum(e.bw_hb_ring * g_intra, net), e.bus_simple)
+
+
 def _tree(e: _Env, proto: int):
     """NCCL double binary tree (AR); the correction table of §4.1 multiplies its bandwidth (_select)."""
     g, c, multi = e.g, e.c, e.multi
-    net = 2.0 / g * multi
+    net = np.where(e.n_dom == 2, 1.0, 2.0) / g * multi
     hbb = 2.0 * (g - 1) / g + np.where(e.fwd_ring, net, 0.0)
+    bus = e.once("two_domain_bus", _two_domain_bus)
     if proto == _LL:
-        bw = np.minimum(e.bus_simple / c.tree_ll_divisor, e.ll_max)
+        bw = np.minimum(bus / c.tree_ll_divisor, e.ll_max)
     elif proto == _LL128:
-        bw = np.minimum(e.bus_simple * np.where(multi, c.tree_ll128_fraction_many_domains, c.tree_ll128_fraction_one_domain),
+        bw = np.minimum(bus * np.where(multi, c.tree_ll128_fraction_many_domains, c.tree_ll128_fraction_one_domain),
                         e.n_ch * np.take(e.arch.tree_ll128_per_channel_bytes_per_s, e.scale))
     else:
-        bw = np.minimum(c.tree_simple_fraction * e.bus_simple, e.n_ch * np.take(e.arch.tree_per_channel_bytes_per_s, e.scale))
+        bw = np.minimum(c.tree_simple_fraction * bus, e.n_ch * np.take(e.arch.tree_per_channel_bytes_per_s, e.scale))
     lat = 2.0 * ((g - 1) * e.a_hb("tree", proto) + _lg(e.n_dom) * e.a_net("tree", proto, e.lat_net_ring, e.fwd_ring))
     return (*_pipelined(c.base_latency_s["tree"][proto], lat, 1.0 / (0.5 * bw), e.phi),
             e.net_ok_ring & e.proto_ok[proto], hbb, net, e.sf_ring)
@@ -829,10 +914,21 @@ def _nvls_fraction(e: _Env):
     return np.ones(e.shape) if e.op == "all_reduce" else (e.g - 1) / e.g
 
 
+def _nvls_bandwidth(e: _Env):
+    """NVLS algorithm bandwidth: hb_in_network_efficiency (measured on 8 x H100) scaled by NCCL's
+    per-generation NVLS efficiency relative to Hopper's (tuning.cc nvlsEfficiency: 0.85 Hopper,
+    0.74 Blackwell)."""
+    if e.system.hb.size > MNNVL_MIN_DOMAIN and e.c.mnnvl_in_network_efficiency is not None:
+        # a rack-scale domain (NVLink switch trays between compute trays, GB200/GB300 NVL72) has its own
+        return e.c.mnnvl_in_network_efficiency * e.b_hb
+    hopper = e.c.architectures["hopper"].nvls_efficiency if "hopper" in e.c.architectures else e.arch.nvls_efficiency
+    return e.c.hb_in_network_efficiency * e.arch.nvls_efficiency / hopper * e.b_hb
+
+
 def _nvls(e: _Env, proto: int):
     """NVLink SHARP inside one NVSwitch domain (§2.6, §4.3)."""
     c = e.c
-    k_intra = _nvls_fraction(e) / (c.hb_in_network_efficiency * e.b_hb)
+    k_intra = _nvls_fraction(e) / (_nvls_bandwidth(e))
     return (*_pipelined(c.base_latency_s["nvls"][_SIMPLE], c.hop_latency_s["nvls"].hb[_SIMPLE], k_intra, e.phi),
             ~e.multi & (e.g >= 2), _nvls_fraction(e), 0.0, 0.0)
 
@@ -840,10 +936,11 @@ def _nvls(e: _Env, proto: int):
 def _nvls_tree(e: _Env, proto: int):
     """NVLS reduce inside each domain, then a tree across domains on each GPU's n/g shard (AR)."""
     c, g = e.c, e.g
-    k_intra = _nvls_fraction(e) / (c.hb_in_network_efficiency * e.b_hb)
-    k = np.maximum(k_intra, 2.0 / (g * np.where(e.ring_ok, e.bw_net_ring, 1.0)))
+    k_intra = _nvls_fraction(e) / (_nvls_bandwidth(e))
+    # across two domains each direction of the root link carries the vector once (_two_domain_bus)
+    k = np.maximum(k_intra, np.where(e.n_dom == 2, 1.0, 2.0) / (g * np.where(e.ring_ok, e.bw_net_ring, 1.0)))
     lat = c.hop_latency_s["nvls_tree"].hb[_SIMPLE] + 2.0 * _lg(e.n_dom) * e.a_net("nvls_tree", _SIMPLE, e.lat_net_ring, e.fwd_ring)
-    net = 2.0 / g
+    net = np.where(e.n_dom == 2, 1.0, 2.0) / g
     return (*_pipelined(c.base_latency_s["nvls_tree"][_SIMPLE], lat, k, e.phi),
             e.multi & e.ring_ok & (g >= 2), 1.0 + np.where(e.fwd_ring, net, 0.0), net, e.sf_ring)
 
@@ -1028,7 +1125,10 @@ _REDUCTIONS = frozenset({"all_reduce", "reduce_scatter", "all_gather"})
 
 # The repertoire, in the order ties are broken (the earlier entry wins).
 ENTRIES: tuple[AlgorithmEntry, ...] = (
-    AlgorithmEntry("ring", frozenset({"all_reduce", "reduce_scatter", "all_gather", "broadcast"}), _ALL_PROTOCOLS, _ring),
+    AlgorithmEntry("ring", frozenset({"all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce"}),
+                   _ALL_PROTOCOLS, _ring),
+    AlgorithmEntry("pat", frozenset({"reduce_scatter", "all_gather"}), _SIMPLE_ONLY, _pat,
+                   applies=lambda e: _at_least(e.c, "2.23")),
     AlgorithmEntry("tree", frozenset({"all_reduce"}), _ALL_PROTOCOLS, _tree, corrected=True),
     AlgorithmEntry("nvls", _REDUCTIONS, _SIMPLE_ONLY, _nvls, applies=_nvls_ok, forwarded_route=False),
     AlgorithmEntry("nvls_tree", frozenset({"all_reduce"}), _SIMPLE_ONLY, _nvls_tree, applies=_nvls_ok),
@@ -1042,7 +1142,7 @@ ENTRIES: tuple[AlgorithmEntry, ...] = (
     AlgorithmEntry("recursive_halving", frozenset({"reduce_scatter"}), _SIMPLE_ONLY, _recursive_halving),
     AlgorithmEntry("recursive_doubling", frozenset({"all_gather"}), _SIMPLE_ONLY, _recursive_doubling_ag),
     AlgorithmEntry("bruck", frozenset({"all_gather"}), _SIMPLE_ONLY, _bruck_ag),
-    AlgorithmEntry("binomial", frozenset({"broadcast"}), _SIMPLE_ONLY, _binomial),
+    AlgorithmEntry("binomial", frozenset({"broadcast", "reduce"}), _SIMPLE_ONLY, _binomial),
     AlgorithmEntry("scatter_allgather", frozenset({"broadcast"}), _SIMPLE_ONLY, _scatter_allgather),
     AlgorithmEntry("pairwise", frozenset({"all_to_all"}), _SIMPLE_ONLY, _pairwise, forwarded_route=False),
     AlgorithmEntry("two_phase", frozenset({"all_to_all"}), _SIMPLE_ONLY, _two_phase, forwarded_route=False),
@@ -1191,7 +1291,7 @@ def peers_per_rank(algorithm_index, size, ranks_per_domain, system: ClusterSyste
       scatter-allgather: ceil(lg p) + 2;
     * pairwise all-to-all: every other member; two_phase (PXN / rail-only forwarding): the domain's
       members and the same-rank GPUs of the other domains (railonly.md §4's hierarchical pattern);
-    * p2p: the one peer; none: 0.
+    * p2p: the one peer; pat: ceil(lg p) (its aggregated trees); none: 0.
     Always at most p - 1."""
     a = np.asarray(algorithm_index)
     p = np.asarray(size, dtype=float)
@@ -1226,4 +1326,5 @@ def peers_per_rank(algorithm_index, size, ranks_per_domain, system: ClusterSyste
     put("pairwise", p - 1)
     put("two_phase", (g - 1) + (n_dom - 1))
     put("p2p", np.ones(p.shape))
+    put("pat", lg)
     return np.clip(out, 0.0, np.maximum(p - 1, 0.0))

@@ -38,15 +38,15 @@ def calib() -> CollectiveCalibration:
 
 @pytest.fixture(scope="module")
 def ideal(calib) -> CollectiveCalibration:
-    """Efficiencies 1, no NCCL software latencies, no pipeline fill: pure alpha-beta, with alpha the
-    system's link latencies."""
+    """Efficiencies 1, no NCCL software latencies, no host floor, no pipeline fill: pure alpha-beta,
+    with alpha the system's link latencies."""
     zero3 = (0.0, 0.0, 0.0)
     return calib.model_copy(update={
         "hb_link_efficiency": 1.0, "nic_efficiency": 1.0, "pipeline_fill_factor": 0.0,
         "base_latency_s": {k: zero3 for k in calib.base_latency_s},
         "hop_latency_s": {k: v.model_copy(update={"hb": zero3, "net": zero3}) for k, v in calib.hop_latency_s.items()},
-        "net_overhead_s": 0.0, "ring_simple_multidomain_latency_factor": 1.0,
-        "algorithms": ALGORITHMS,
+        "net_overhead_s": 0.0, "ring_simple_multidomain_latency_factor": 1.0, "host_floor_s": {},
+        "pat_base_latency_s": 0.0, "pat_per_rank_latency_s": 0.0, "algorithms": ALGORITHMS,
     })
 
 

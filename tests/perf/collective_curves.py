@@ -1,0 +1,128 @@
+"""Measured collective curves of tests/perf/data/nccl_curves_modern.yaml (shared/reference/
+collectives-modern.md) against the collective model: each curve's setup becomes a ClusterSystem
+and a group shape, its measured quantity is compared on the source's own terms (nccl-tests busbw,
+algbw or time), point by point. Nothing here is fitted per curve."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from designer import units
+from designer.perf import collectives as coll
+from designer.spec.catalog import load_catalog
+from designer.spec.system import ClusterSystem, HBDomain, NetworkTier
+
+DATA = Path(__file__).parent / "data" / "nccl_curves_modern.yaml"
+MIB = 2**20
+# NICs when a source does not state them: the DGX/HGX reference design, one 400G NIC per GPU
+DEFAULT_NIC_GBPS_PER_GPU = 400.0
+# the source's algorithm name -> the model's
+_ALGORITHM = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": "nvls_tree", "collnet": "collnet",
+              "pat": "pat"}
+OPS = set(coll.OPS)
+
+
+@cache
+def curves() -> dict:
+    return yaml.safe_load(DATA.read_text())
+
+
+def usable(curve: dict) -> bool:
+    """Curves of collectives the model has, with byte sizes, on one group per job."""
+    return (curve["op"] in OPS and curve.get("sizes") and curve.get("values")
+            and (curve.get("groups") or 1) == 1 and curve.get("ranks"))
+
+
+def system_for(curve: dict) -> ClusterSystem:
+    gpu = load_catalog().gpu(curve["gpu"])
+    k = curve["hb_domain"] if curve["fabric"] == "mnnvl" and curve["nodes"] > 1 else curve["gpus_per_node"]
+    k = max(int(k), 1)
+    n = int(curve["ranks"])
+    if curve["nics_per_node"] and curve["nic_gbps"]:
+        per_gpu_gbps = curve["nics_per_node"] * curve["nic_gbps"] / curve["gpus_per_node"]
+    else:
+        per_gpu_gbps = DEFAULT_NIC_GBPS_PER_GPU
+    nic = units.gbps_to_bytes_per_s(per_gpu_gbps)
+    n_dom = max(n // k, 1)
+    text = " ".join(str(curve.get(k) or "") for k in ("notes", "description"))
+    # SHARP only where the switches ran it (a COLLNET_ENABLE with no SHARP daemon falls back)
+    sharp = curve.get("sharp") is True or "SHARP NOW ACTIVE" in text
+    tiers = (NetworkTier(name="leaf", span_domains=n_dom, cross_rail=False, bandwidth_per_gpu_bytes_per_s=nic,
+                         in_network_reduction=sharp),
+             NetworkTier(name="spine", span_domains=n_dom, cross_rail=True, bandwidth_per_gpu_bytes_per_s=nic))
+    hb = HBDomain(size=k, bandwidth_per_gpu_bytes_per_s=gpu.hb_gb_per_s_per_direction * 1e9,
+                  in_network_reduction=k > 2 and gpu.architecture != "ampere")
+    return ClusterSystem(gpu=gpu.perf(), n_gpus=n, hb=hb, nic_bandwidth_per_gpu_bytes_per_s=nic, tiers=tiers)
+
+
+@dataclass(frozen=True)
+class Point:
+    size_bytes: int
+    measured: float
+    predicted: float
+    algorithm: str
+    protocol: str
+
+    time_like: bool = False
+
+    @property
+    def error(self) -> float:
+        """Predicted over measured speed, minus one: positive when the model is too fast (for a
+        time, measured over predicted)."""
+        if self.time_like:
+            return self.measured / self.predicted - 1.0
+        return self.predicted / self.measured - 1.0
+
+
+def algorithms_for(curve: dict, calib) -> tuple[str, ...] | None:
+    """What the run let NCCL choose from: an NCCL_ALGO it forced, or the default repertoire less
+    NVLS where it was disabled. A curve's algorithm label alone ("nvls", "collnet") names a feature
+    it enabled, with NCCL's own choice."""
+    text = " ".join(str(curve.get(k) or "") for k in ("notes", "description"))
+    forced = re.search(r"NCCL_ALGO=(\w+)", text, flags=re.IGNORECASE)
+    label = (curve.get("algorithm") or "").lower()
+    if forced or label in ("ring", "tree", "nvlstree", "pat"):
+        # those labels are algorithms a run forced (the "nvls" / "collnet" labels enable features)
+        algo = _ALGORITHM.get(forced.group(1).lower() if forced else label)
+        return (algo,) if algo in coll.ALGORITHMS else None
+    off = set()
+    if re.search(r"NVLS_ENABLE=0|NVLS 0\b|nvls disabled|nvls off", text, flags=re.IGNORECASE):
+        off |= {"nvls", "nvls_tree"}
+    if label != "collnet" and not re.search(r"COLLNET_ENABLE=1", text):
+        off.add("collnet")  # NCCL_COLLNET_ENABLE defaults to 0
+    return tuple(a for a in calib.algorithms if a not in off)
+
+
+def predict(curve: dict, calib) -> list[Point]:
+    system = system_for(curve)
+    op = curve["op"]
+    p = int(curve["ranks"])
+    g = min(system.hb.size, p)
+    shape = coll.GroupShape(size=p, ranks_per_domain=g, domain_span=max(p // g, 1), same_rail=True)
+    allowed = algorithms_for(curve, calib)
+    out = []
+    for size, value in zip(curve["sizes"], curve["values"]):
+        e = coll.collective_estimate(op, float(size), shape, system, calib, algorithms=allowed)
+        q = curve["quantity"]
+        if q == "time_us":
+            pred = e.time_s * 1e6
+        else:
+            algbw = size / e.time_s / 1e9
+            pred = algbw * float(coll.bus_bandwidth_factor(op, p)) if q == "busbw_gbps" else algbw
+        out.append(Point(int(size), float(value), pred, e.algorithm, e.protocol, time_like=q == "time_us"))
+    return out
+
+
+def source_kind(curve_id: str) -> str:
+    """XLA's table times an XLA executable (its launch overhead included); the rest are nccl-tests."""
+    return "xla" if curve_id.startswith("X-") else "nccl-tests"
+
+
+def band(size_bytes: int) -> str:
+    return "large" if size_bytes >= MIB else ("small" if size_bytes <= 64 * 1024 else "mid")

@@ -1,0 +1,78 @@
+"""The collective model against the measured curves of shared/reference/collectives-modern.md
+(tests/perf/data/nccl_curves_modern.yaml). Run with -s for every curve's table: size, measured,
+predicted, error, and the algorithm and protocol chosen.
+
+Targets (the collective-fidelity issue): every point >= 1 MiB within 10%, every point <= 64 KiB
+within 50%. They are not met everywhere yet; the bounds below hold the model where it is and fail
+when it gets worse (see the README's collective table for the current shares)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from designer.perf import collectives as coll
+from tests.perf import collective_curves as cc
+
+# share of points within the target, per (source kind, band): floors at the current figures
+FLOORS = {("nccl-tests", "large"): 0.45, ("nccl-tests", "small"): 0.25, ("xla", "large"): 0.20}
+# curve families the model must hold at large sizes (within 10% of every point >= 1 MiB)
+HELD = ("TB-5-AR-ring-", "TB-5-AG-ring-", "TB-1-AR-ring-", "TB-2-AG-ring-", "TB-5-SR-2n",
+        "TB-5-SR-4n", "SB-B2-8gpu-default", "TB-5-AR-nvls-1n", "TB-1-AR-nvls-1n")
+
+
+@pytest.fixture(scope="module")
+def results():
+    calib = coll.load_collective_calibration()
+    return {cid: cc.predict(c, calib) for cid, c in cc.curves().items() if cc.usable(c)}
+
+
+def test_print_every_curve(results):
+    for cid, pts in results.items():
+        c = cc.curves()[cid]
+        print(f"\n## {cid}: {c['op']} on {c['ranks']} x {c['gpu']} ({c['fabric']}), {c['quantity']}, "
+              f"NCCL {c.get('nccl_version') or '?'}")
+        print(f"{'size B':>14} {'measured':>10} {'designer':>10} {'error':>8}  algorithm/protocol")
+        for p in pts:
+            print(f"{p.size_bytes:>14} {p.measured:>10.3f} {p.predicted:>10.3f} {p.error:>+8.1%}  {p.algorithm}/{p.protocol}")
+    assert results
+
+
+def _shares(results):
+    acc: dict = {}
+    for cid, pts in results.items():
+        kind = cc.source_kind(cid)
+        for p in pts:
+            b = cc.band(p.size_bytes)
+            tol = 0.10 if b == "large" else 0.50
+            acc.setdefault((kind, b), []).append(abs(p.error) <= tol)
+    return {k: float(np.mean(v)) for k, v in acc.items()}
+
+
+def test_share_within_targets(results):
+    shares = _shares(results)
+    for key, share in sorted(shares.items()):
+        print(f"{key[0]:>10} {key[1]:>5}: {share:.0%} of points within target")
+    for key, floor in FLOORS.items():
+        assert shares[key] >= floor, (key, shares[key])
+
+
+@pytest.mark.parametrize("prefix", HELD)
+def test_held_families_within_ten_percent(results, prefix):
+    pts = [(cid, p) for cid, ps in results.items() if cid.startswith(prefix) for p in ps if p.size_bytes >= cc.MIB]
+    assert pts
+    worst = max(pts, key=lambda x: abs(x[1].error))
+    assert abs(worst[1].error) <= 0.10 + 1e-9, (worst[0], worst[1])
+
+
+def test_host_floor_is_once_per_call():
+    # the smallest allreduce on one 8 x H100 node takes the Hopper host floor, with or without CUDA graphs
+    from tests.perf.systems import cluster
+
+    calib = coll.load_collective_calibration()
+    sy = cluster("h100_sxm", 8)
+    shape = coll.GroupShape(size=8, ranks_per_domain=8, domain_span=1, same_rail=True)
+    t = coll.collective_time_s("all_reduce", 8.0, shape, sy, calib)
+    assert t == pytest.approx(calib.host_floor_s["hopper"])
+    g = coll.collective_estimate_vec("all_reduce", 8.0, 8, 8, 1, True, sy, calib, cuda_graphs=True).time_s
+    assert float(g) < t
