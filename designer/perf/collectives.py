@@ -107,6 +107,7 @@ ALGORITHMS = (
     "two_phase",  # all-to-all with HB shuffle to the rail owner, then rails (PXN / rail-only)
     "p2p",
     "pat",  # NCCL Parallel Aggregated Trees (AG / RS at one GPU per node, NCCL >= 2.23)
+    "dedup_dispatch",  # MoE dispatch/combine deduplicated per domain, forwarded inside it (DeepEP)
     "none",  # a group of one rank: nothing to do
 )
 _LL, _LL128, _SIMPLE = 0, 1, 2
@@ -1237,6 +1238,71 @@ def _select(cand: _Candidates, n: np.ndarray, inv: np.ndarray, p_u: np.ndarray, 
                                rail_bytes=r(rb), spine_bytes=r(sb))
 
 
+def moe_dispatch_estimate_vec(token_bytes, top_k, distinct_domains, size, ranks_per_domain, domain_span,
+                              system: ClusterSystem, calib: CollectiveCalibration, *,
+                              concurrency=1.0, cuda_graphs: bool = False) -> CollectiveEstimates:
+    """MoE dispatch (or combine, the same traffic reversed) with per-domain deduplication and
+    forwarding inside the domain, as DeepEP's normal kernels and HybridEP do.
+
+    Each rank holds `token_bytes` of tokens (one copy of each; FP8 dispatch makes it smaller) and
+    sends each token once to every distinct destination domain among its top-k experts
+    (`distinct_domains`, D, node-limited routing included): over RDMA to the GPU of the same local
+    index there, so the scale-out traffic stays on the rail; that GPU forwards the token over the HB
+    fabric to the GPUs holding its experts. Per rank:
+
+        RDMA bytes   = token_bytes · D · (N − 1)/N     (N domains; the own domain's share stays)
+        HB bytes     = token_bytes · k · (g − 1)/g     (k copies, the local one free)
+        t = latency + max(RDMA bytes / B_rail, HB bytes / B_hb)
+
+    the two phases pipelined through the kernels' channels (DeepEP's RDMA senders and NVLink
+    forwarders run concurrently on their own SMs). All arrays broadcast."""
+    tb = np.asarray(token_bytes, float)
+    k = np.asarray(top_k, float)
+    p, g, span = (np.asarray(x, float) for x in (size, ranks_per_domain, domain_span))
+    shape = np.broadcast_shapes(tb.shape, k.shape, np.shape(distinct_domains), p.shape, g.shape, span.shape)
+    n_dom = np.maximum(np.floor(p / g + 1e-9), 1.0)
+    d = np.minimum(np.asarray(distinct_domains, float), n_dom)
+    span = np.maximum(span, n_dom)
+    conc = np.asarray(concurrency, float)
+    c = calib
+    rail = _scaleout_path(system, c, n_dom, span, conc, cross=False, a2a=True,
+                          nic_bw=system.nic_bandwidth_per_gpu_bytes_per_s)
+    eta_hb = hb_link_efficiency(system, c)
+    rdma = tb * d * (n_dom - 1) / n_dom
+    hb_b = tb * k * (g - 1) / g
+    multi = n_dom > 1
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_rdma = np.where(multi, rdma / np.where(rail.exists, rail.bw, 0.0), 0.0)
+        t_hb = hb_b * _hb_alltoall_inverse_bw(system, g) / np.maximum((g - 1) / g, 1e-30) / eta_hb
+    hop_hb = max(system.hb.latency_s, c.hop_latency_s["ring"].hb[_SIMPLE])
+    hop_net = np.maximum(rail.latency_s, c.hop_latency_s["ring"].net[_SIMPLE])
+    lat = hop_hb + np.where(multi, hop_net, 0.0)
+    t = lat + np.maximum(t_rdma, np.where(g > 1, t_hb, 0.0))
+    t = np.where(multi & ~rail.exists, np.inf, t)
+    single = p <= 1
+    t = np.where(single, 0.0, np.maximum(t, host_floor_s(system, calib, cuda_graphs)))
+    z = np.zeros(shape)
+    rb = np.where(single, 0.0, rdma * (1.0 - rail.spine_fraction)) + z
+    sb = np.where(single, 0.0, rdma * rail.spine_fraction) + z
+    return CollectiveEstimates(time_s=t + z, algorithm_index=np.full(shape, ALGORITHMS.index("dedup_dispatch")),
+                               protocol_index=np.full(shape, _SIMPLE), hb_bytes=np.where(single, 0.0, hb_b) + z,
+                               rail_bytes=rb, spine_bytes=sb)
+
+
+def expected_distinct_domains(experts: int, top_k: int, domains, max_domains: int | None = None) -> np.ndarray:
+    """Expected distinct domains among a token's top-k experts, E experts spread evenly over n
+    domains, uniform routing: n·(1 − Π_i (E − E/n − i)/(E − i)); capped by node-limited routing."""
+    n = np.maximum(np.asarray(domains, float), 1.0)
+    E = float(experts)
+    none = np.ones_like(n)
+    for i in range(top_k):
+        none = none * np.maximum(E - E / n - i, 0.0) / (E - i)
+    distinct = n * (1.0 - none)
+    if max_domains:
+        distinct = np.minimum(distinct, max_domains)
+    return distinct
+
+
 def collective_time_s_vec(op: str, nbytes, size, ranks_per_domain, domain_span, same_rail, system: ClusterSystem,
                           calib: CollectiveCalibration, *, concurrency=1.0, algorithms: tuple[str, ...] | None = None,
                           protocols: tuple[str, ...] | None = None) -> np.ndarray:
@@ -1327,4 +1393,5 @@ def peers_per_rank(algorithm_index, size, ranks_per_domain, system: ClusterSyste
     put("two_phase", (g - 1) + (n_dom - 1))
     put("p2p", np.ones(p.shape))
     put("pat", lg)
+    put("dedup_dispatch", (g - 1) + (n_dom - 1))
     return np.clip(out, 0.0, np.maximum(p - 1, 0.0))

@@ -465,39 +465,72 @@ def cp_term(ctx: _Context, dense: LayerTimes) -> Term:
                 exposed_fwd_s=e_fwd)
 
 
+def _dispatch_ct(ctx: _Context, token_bytes, on) -> _Coll:
+    """A deduplicated MoE dispatch (or combine) per strategy where `on` (collectives.
+    moe_dispatch_estimate_vec), on the EP group's placement."""
+    shape = ctx.shape
+    on = np.broadcast_to(np.asarray(on, bool), shape)
+    g = ctx.pl.ep
+    live = on & (g.size > 1)
+    idx = np.flatnonzero(live)
+    if idx.size == 0:
+        z = np.zeros(shape)
+        return _Coll(z, z, z, z, z, live=False)
+    moe = ctx.llm.moe
+    tb = np.broadcast_to(np.asarray(token_bytes, float), shape).ravel()[idx]
+    size, rpd = g.size.ravel()[idx], g.ranks_per_domain.ravel()[idx]
+    n_dom = np.maximum(size // np.maximum(rpd, 1), 1)
+    d = coll.expected_distinct_domains(moe.experts, moe.top_k, n_dom, moe.max_nodes_per_token)
+    e = coll.moe_dispatch_estimate_vec(tb, moe.top_k, d, size, rpd, g.extent_domains.ravel()[idx], ctx.system,
+                                       ctx.calib.collectives)
+    out = [np.zeros(shape) for _ in range(5)]
+    peers = (rpd - 1) + (n_dom - 1)
+    for o, x in zip(out, (e.time_s, e.hb_bytes, e.rail_bytes, e.spine_bytes, peers)):
+        o.ravel()[idx] = x
+    return _Coll(*out)
+
+
+# FP8 dispatch: one byte per element and an fp32 scale per 128 (DeepEP, DeepSeek-V3 §3.3.2), over BF16
+FP8_DISPATCH_BYTES_PER_ELEMENT = 1.0 + 4.0 / 128
+
+
 def ep_term(ctx: _Context, moe: LayerTimes | None) -> Term:
-    """MoE layers only, per layer per microbatch."""
+    """MoE layers only, per layer per microbatch: dispatch and combine forward, their mirrors
+    backward, and the forward's again when the MoE block is recomputed. Megatron's alltoall
+    dispatcher sends every (token, expert) copy as an all-to-all; the deduplicating dispatcher
+    (DeepEP, HybridEP; moe_dispatcher "deepep") sends a token once per destination node and forwards
+    it there over the HB fabric, its dispatch in FP8 under a low-precision recipe (the combine and
+    the backward stay 16-bit)."""
     z = np.zeros(ctx.shape)
     llm = ctx.llm
     if llm.moe is None or moe is None:
         return Term(z, z)
     S = ctx.S
     tokens = ctx.b * (ctx.training.sequence_length / ctx.cp) / np.where(S.sp, ctx.tp, 1.0)
-    a2a_bytes = tokens * llm.moe.top_k * llm.moe.capacity_factor * llm.hidden_size * cmp.ACT_BYTES
-    a2a_bytes = a2a_bytes * np.where(S.dedup, dispatch_dedup_factor(llm, ctx.pl.ep.domain_span), 1.0)
-    a2a = _ct("all_to_all", a2a_bytes, ctx.pl.ep, ctx.system, ctx.calib.collectives)
+    token_bytes = tokens * llm.moe.capacity_factor * llm.hidden_size * cmp.ACT_BYTES
+    a2a = _ct("all_to_all", token_bytes * llm.moe.top_k, ctx.pl.ep, ctx.system, ctx.calib.collectives, ~S.dedup)
+    low = ctx.training.precision.value in cmp.LOW_PRECISIONS
+    fp8_share = FP8_DISPATCH_BYTES_PER_ELEMENT / cmp.ACT_BYTES if low else 1.0
+    d16 = _dispatch_ct(ctx, token_bytes, S.dedup)
+    d8 = _dispatch_ct(ctx, token_bytes * fp8_share, S.dedup) if low else d16
     redo = ctx.full | ((ctx.rc_modules & mem.RC_MOE) > 0)
     n = np.where(redo, 6, 4)
-    total = n * a2a.time_s
+    n_fwd = np.where(redo, 2, 1)  # forward dispatches (FP8 under a low-precision recipe)
+    total = n * a2a.time_s + n_fwd * d8.time_s + (n - n_fwd) * d16.time_s
     budget = np.where(S.overlap_ep | (S.schedule == mem.SCHEDULE_DUALPIPE), moe.compute_s, 0.0)
-    return Term(z, z, rows=((a2a, n, "ep"),), moe_total_s=total, moe_exposed_s=hidden_cost(total, budget, ctx))
+    rows = ((a2a, n, "ep"), (d8, n_fwd, "ep"), (d16, n - n_fwd, "ep")) if low else ((a2a, n, "ep"), (d16, n, "ep"))
+    return Term(z, z, rows=rows, moe_total_s=total, moe_exposed_s=hidden_cost(total, budget, ctx))
 
 
 def dispatch_dedup_factor(llm: LLMSpec, nodes):
     """Network copies per token of a node-deduplicated dispatch over those of a per-expert one:
-    D/k, with D the expected number of distinct nodes among a token's k experts (uniform routing
-    over E experts spread evenly on `nodes` nodes: D = n·(1 − Π_i (E − E/n − i)/(E − i))), capped
-    by node-limited routing (at most M nodes per token, DeepSeek-V3 §2.1.2)."""
+    D/k, with D the expected number of distinct nodes among a token's k experts
+    (collectives.expected_distinct_domains: uniform routing, node-limited routing caps it at M,
+    DeepSeek-V3 §2.1.2)."""
     moe = llm.moe
     n = np.maximum(np.asarray(nodes, float), 1.0)
-    E, k = float(moe.experts), moe.top_k
-    none = np.ones_like(n)
-    for i in range(k):
-        none = none * np.maximum(E - E / n - i, 0.0) / (E - i)
-    distinct = n * (1.0 - none)
-    if moe.max_nodes_per_token:
-        distinct = np.minimum(distinct, moe.max_nodes_per_token)
-    return np.where(n > 1, np.minimum(distinct / k, 1.0), 1.0)
+    distinct = coll.expected_distinct_domains(moe.experts, moe.top_k, n, moe.max_nodes_per_token)
+    return np.where(n > 1, np.minimum(distinct / moe.top_k, 1.0), 1.0)
 
 
 def pp_term(ctx: _Context) -> Term:

@@ -32,6 +32,11 @@ K = 256):
 * best: the best strategy of the grid per network, searched separately (EP may stay inside domains);
 * deepseek layout: DeepSeek-V3's own layout (arXiv 2412.19437 §3.2: PP 16, EP 64 across nodes, ZeRO-1,
   TP 1; EP 16 for K = 72 where 64 does not divide DP), the same strategy on every network.
+Part C -- one dispatch of DeepSeek-V3's routing (256 experts, top-8, at most 4 nodes per token) over
+EP 64 on each network, as a uniform all-to-all of every (token, expert) copy and deduplicated per
+node with NVLink forwarding (DeepEP's normal kernels; collectives.moe_dispatch_estimate_vec): the
+deduplicated dispatch sends to the same local rank of each destination node, so it rides the rails
+alone and takes the same time on rail-only, the fat-tree and thin spines (moe_dispatch_networks*.csv).
 Findings: the search avoids cross-domain EP wherever it can (EP inside the HB domain), so best-vs-best
 overheads are ~0; with DeepSeek-V3's EP-64 layout the forwarding overhead appears in the iteration,
 diluted by compute. Thin spines: for a uniform all-to-all a thin spine buys nothing over rail-only in
@@ -116,6 +121,39 @@ def raw_alltoall(platforms, nic_gbps, message_bytes, networks) -> pd.DataFrame:
                                  "closed_form_overhead": closed, "line_rate_closed_form_overhead": closed_line,
                                  "published_overhead": PUBLISHED.get((plat, nic_g), np.nan) if lab == "rail-only" else np.nan,
                                  "hb_bytes": e.hb_bytes, "rail_bytes": e.rail_bytes, "spine_bytes": e.spine_bytes})
+    return pd.DataFrame(rows)
+
+
+def dedup_dispatch(platforms, nic_gbps, networks) -> pd.DataFrame:
+    """Part C: one MoE dispatch of DeepSeek-V3 routing (256 experts, top-8, at most 4 nodes per
+    token; 4,096 tokens of 7,168 BF16 per GPU) over EP 64 (4 domains on K >= 72), as a uniform all-to-all of every copy
+    (Megatron's alltoall dispatcher) and deduplicated per node with NVLink forwarding (DeepEP,
+    collectives.moe_dispatch_estimate_vec), on each network."""
+    cal = _shipped_calibration().collectives
+    llm = load_model("deepseek-v3-like")
+    moe = llm.moe
+    token_bytes = 4096 * llm.hidden_size * 2.0
+    rows = []
+    for plat in platforms:
+        k, gpu, hb, n_sys = _platform(plat)
+        ep = 64 if k <= 16 else 4 * k  # EP over 4 HB domains where one domain holds 64
+        n_dom = ep // k
+        d = float(coll.expected_distinct_domains(moe.experts, moe.top_k, n_dom, moe.max_nodes_per_token))
+        shape = coll.GroupShape(size=ep, ranks_per_domain=k, domain_span=n_dom, same_rail=True)
+        for nic_g in nic_gbps:
+            nic = nic_g * 1e9 / 8
+            res = {}
+            for lab, fam, r in networks:
+                sy = make_system(n_sys, k, fam, hb_bytes_per_s=hb, nic_bytes_per_s=nic,
+                                 spine_oversubscription=r, gpu=gpu)
+                a2a = coll.collective_estimate("all_to_all", token_bytes * moe.top_k, shape, sy, cal)
+                dd = coll.moe_dispatch_estimate_vec(token_bytes, moe.top_k, d, ep, k, n_dom, sy, cal)
+                res[lab] = {"alltoall": (a2a.time_s, a2a.spine_bytes), "dedup": (float(dd.time_s), float(dd.spine_bytes))}
+            for lab, v in res.items():
+                for kind, (t, spine) in v.items():
+                    rows.append({"platform": plat, "hb_size": k, "ep": ep, "nic_gbps": nic_g, "network": lab,
+                                 "dispatcher": kind, "distinct_nodes_per_token": d, "time_s": t,
+                                 "overhead_vs_fat_tree": t / res["fat-tree"][kind][0] - 1, "spine_bytes": spine})
     return pd.DataFrame(rows)
 
 
@@ -207,7 +245,10 @@ def main(quick: bool = False, out_dir: Path = OUT_DIR) -> pd.DataFrame:
                                      moe_nic_gbps=NIC_GBPS)
         raw = raw_alltoall(q["platforms"], q["nic_gbps"], q["message_bytes"], q["networks"])
         it = moe_iteration(q["moe_models"], q["moe_platforms"], q["moe_nic_gbps"], q["networks"])
+        dd = dedup_dispatch(q["platforms"], q["nic_gbps"], q["networks"])
         sfx = suffix(quick)
+        write_csv(dd, out_dir, f"moe_dispatch_networks{sfx}.csv")
+        print(dd[dd.network != "fat-tree"].to_string(index=False, float_format=lambda x: f"{x:.4g}"))
         write_csv(raw, out_dir, f"moe_alltoall{sfx}.csv")
         write_csv(it, out_dir, f"moe_iteration{sfx}.csv")
         plot(raw, it, out_dir / f"moe_alltoall{sfx}.png")

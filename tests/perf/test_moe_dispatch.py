@@ -1,0 +1,82 @@
+"""The deduplicated MoE dispatch (DeepEP-style) against DeepEP's published normal-kernel bandwidths,
+and its traffic on rail-only, rail-optimized and thin-spine fabrics. Run with -s for the table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from designer import units
+from designer.perf import collectives as coll
+from designer.spec.catalog import load_catalog
+from designer.spec.system import ClusterSystem, HBDomain, NetworkTier
+from tests.perf.systems import cluster
+
+DATA = yaml.safe_load((Path(__file__).parent / "data" / "deepep_normal_kernels.yaml").read_text())
+CAL = coll.load_collective_calibration()
+FP8 = 1.0 + 4.0 / 128
+TOL = 0.20  # the collective-fidelity target for dispatch/combine bandwidths
+
+
+def _h800(n_gpus: int) -> ClusterSystem:
+    s = DATA["setup"]
+    gpu = load_catalog().gpu(s["gpu"])
+    nic = units.gbps_to_bytes_per_s(s["nic_gbps_per_gpu"])
+    n_dom = max(n_gpus // s["gpus_per_node"], 1)
+    tiers = (NetworkTier(name="leaf", span_domains=n_dom, cross_rail=False, bandwidth_per_gpu_bytes_per_s=nic),
+             NetworkTier(name="spine", span_domains=n_dom, cross_rail=True, bandwidth_per_gpu_bytes_per_s=nic))
+    return ClusterSystem(gpu=gpu.perf(), n_gpus=max(n_gpus, 8),
+                         hb=HBDomain(size=s["gpus_per_node"], bandwidth_per_gpu_bytes_per_s=gpu.hb_gb_per_s_per_direction * 1e9),
+                         nic_bandwidth_per_gpu_bytes_per_s=nic, tiers=tiers)
+
+
+def _reported(ep: int, bytes_per_element: float) -> float:
+    """DeepEP's bandwidth figure for one kernel, as its test counts it (the data file's header)."""
+    s = DATA["setup"]
+    g = s["gpus_per_node"]
+    n_dom = max(ep // g, 1)
+    d = float(coll.expected_distinct_domains(s["experts"], s["top_k"], n_dom, s["max_nodes_per_token"]))
+    token_bytes = s["tokens"] * s["hidden"] * bytes_per_element
+    e = coll.moe_dispatch_estimate_vec(token_bytes, s["top_k"], d, ep, min(g, ep), n_dom, _h800(ep), CAL)
+    counted = token_bytes * d if n_dom > 1 else token_bytes * s["top_k"] * (g - 1) / g
+    return counted / float(e.time_s) / 1e9
+
+
+@pytest.mark.parametrize("row", DATA["rows"], ids=lambda r: f"ep{r['ep']}")
+def test_deepep_normal_kernels_within_twenty_percent(row):
+    disp = _reported(row["ep"], FP8)
+    comb = _reported(row["ep"], 2.0)
+    print(f"\nEP {row['ep']:>2} ({row['link']}): dispatch {row['dispatch_gb_per_s']} measured, {disp:.1f} designer "
+          f"({disp / row['dispatch_gb_per_s'] - 1:+.0%}); combine {row['combine_gb_per_s']} measured, {comb:.1f} "
+          f"designer ({comb / row['combine_gb_per_s'] - 1:+.0%})")
+    assert disp == pytest.approx(row["dispatch_gb_per_s"], rel=TOL)
+    assert comb == pytest.approx(row["combine_gb_per_s"], rel=TOL)
+
+
+def test_expected_distinct_nodes_by_hand():
+    # 256 experts over 2 nodes, top-8: a token misses a node with probability C(128, 8)/C(256, 8)
+    from math import comb
+
+    want = 2 * (1 - comb(128, 8) / comb(256, 8))
+    assert float(coll.expected_distinct_domains(256, 8, 2)) == pytest.approx(want, rel=1e-12)
+    assert float(coll.expected_distinct_domains(256, 8, 8, 4)) == 4.0  # node-limited routing
+
+
+def test_dispatch_stays_on_the_rails():
+    # the RDMA phase goes to the GPU of the same local index: rail-only, a full fat-tree and one with
+    # a thin spine give the same time and no spine bytes, where a uniform all-to-all needs the
+    # spine (or HB forwarding on rail-only)
+    kw = dict(token_bytes=4096 * 7168 * 2.0, top_k=8, distinct_domains=4.0, size=64, ranks_per_domain=8,
+              domain_span=8, calib=CAL)
+    times = []
+    for sy in (cluster("h100_sxm", 64, rail_only=True), cluster("h100_sxm", 64),
+               cluster("h100_sxm", 64, spine_bw_scale=0.25)):
+        e = coll.moe_dispatch_estimate_vec(system=sy, **kw)
+        assert float(e.spine_bytes) == 0.0 and float(e.rail_bytes) > 0
+        times.append(float(e.time_s))
+    assert times[0] == pytest.approx(times[1], rel=1e-12) == pytest.approx(times[2], rel=1e-12)
+    thin = cluster("h100_sxm", 64, spine_bw_scale=0.25)
+    a2a = coll.collective_estimate_vec("all_to_all", 4096 * 7168 * 2.0 * 8, 64, 8, 8, False, thin, CAL)
+    assert float(a2a.time_s) > times[2]
