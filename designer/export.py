@@ -94,6 +94,8 @@ def megatron_args(s: Strategy, llm: LLMSpec, training: TrainingSpec) -> str:
             notes.append("CP without causal load balancing: Megatron-LM always balances")
     if s.ep > 1:
         a.append(f"--expert-model-parallel-size {s.ep}")
+        if s.moe_dispatcher == "allgather":
+            a.append("--moe-token-dispatcher-type allgather")
         if s.moe_dispatcher == "deepep":
             a.append("--moe-token-dispatcher-type flex --moe-enable-deepep")
         if s.overlap_ep_comm:

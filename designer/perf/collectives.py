@@ -97,6 +97,7 @@ ALGORITHMS = (
     "collnet",  # SHARP on the scale-out tier (CollNetDirect)
     "hierarchical",  # two-level: intra-HB, then across domains on rails, then intra-HB (§2.6)
     "torus",  # dimension-ordered ring per torus dimension (§3.2)
+    "bucket",  # all torus dimensions at once, one part of the vector per dimension (§3.2)
     "recursive_doubling",
     "rabenseifner",
     "recursive_halving",
@@ -363,6 +364,44 @@ def _hb_torus_allreduce(system: ClusterSystem, n: np.ndarray, g: np.ndarray) -> 
         x = x + 2.0 * (e - 1) / e * shard / bw
         hops = hops + 2.0 * (e - 1)
         shard = shard / e
+    return x, hops
+
+
+def _hb_bucket_allreduce(system: ClusterSystem, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Multi-dimensional bucket allreduce on a torus (Sack & Gropp; the all-dimensions-at-once
+    schedule of TPU-style runtimes, collectives.md §3.2): the vector is cut into one part per active
+    dimension, part j runs the dimension-ordered reduce-scatter starting at dimension j, so in every
+    phase each dimension's links carry one part; allgather back the same way. Per phase the slowest
+    part sets the time. Returns (bandwidth seconds per byte of n at line rate, hop count)."""
+    dims = _hb_dims(system)
+    b_link = system.hb.bandwidth_per_gpu_bytes_per_s / (2 * len(dims))
+    ext = _extents(g, dims)
+    bws = [np.where(e == d, 2.0 * b_link, b_link) for e, d in zip(ext, dims)]
+    active = sum((e > 1).astype(float) for e in ext)
+    parts = np.maximum(active, 1.0)
+    # rank the dimensions so that the active ones come first (a part rotates over those only)
+    order = np.argsort(-np.stack([(e > 1).astype(float) for e in ext]), axis=0, kind="stable")
+    E = np.take_along_axis(np.stack([e.astype(float) for e in ext]), order, axis=0)
+    B = np.take_along_axis(np.stack(bws), order, axis=0)
+    nd = len(dims)
+    x = np.zeros(np.shape(g), dtype=float)
+    hops = np.zeros_like(x)
+    for i in range(nd):  # phase i
+        worst = np.zeros_like(x)
+        for j in range(nd):  # part j, on its (j + i)-th active dimension
+            live = (j < active) & (i < active)
+            dim = (j + i) % parts.astype(int)
+            shard = 1.0 / parts
+            for k in range(i):
+                prev = ((j + k) % parts.astype(int))
+                shard = shard / np.take_along_axis(E, prev[None].astype(np.intp), axis=0)[0]
+            e_i = np.take_along_axis(E, dim[None].astype(np.intp), axis=0)[0]
+            b_i = np.take_along_axis(B, dim[None].astype(np.intp), axis=0)[0]
+            cost = 2.0 * (e_i - 1) / e_i * shard / b_i
+            worst = np.maximum(worst, np.where(live, cost, 0.0))
+        x = x + worst
+        e_first = np.take_along_axis(E, (np.full(np.shape(g), i) % parts.astype(int))[None].astype(np.intp), axis=0)[0]
+        hops = hops + np.where(i < active, 2.0 * (e_first - 1), 0.0)
     return x, hops
 
 
@@ -988,6 +1027,15 @@ def _torus(e: _Env, proto: int):
             k * 2.0 * (g - 1) / g, 0.0, 0.0)
 
 
+def _bucket(e: _Env, proto: int):
+    """All dimensions of a torus HB domain at once (multi-dimensional bucket algorithm)."""
+    g = e.g
+    x, hops = _hb_bucket_allreduce(e.system, g)
+    k = 1.0 if e.op == "all_reduce" else 0.5
+    return (*_pipelined(0.0, k * hops * e.ai, k * x / e.eta_hb, e.phi), ~e.multi & (g >= 2),
+            k * 2.0 * (g - 1) / g, 0.0, 0.0)
+
+
 # ---- MPI-style algorithms (§2): alpha-beta step by step, no fill term -----------------------------
 
 
@@ -1137,6 +1185,8 @@ ENTRIES: tuple[AlgorithmEntry, ...] = (
                    applies=lambda e: bool(e.system.tiers), forwarded_route=False),
     AlgorithmEntry("hierarchical", _REDUCTIONS, _SIMPLE_ONLY, _hierarchical),
     AlgorithmEntry("torus", _REDUCTIONS, _SIMPLE_ONLY, _torus, applies=lambda e: _hb_dims(e.system) is not None,
+                   forwarded_route=False),
+    AlgorithmEntry("bucket", _REDUCTIONS, _SIMPLE_ONLY, _bucket, applies=lambda e: _hb_dims(e.system) is not None,
                    forwarded_route=False),
     AlgorithmEntry("recursive_doubling", frozenset({"all_reduce"}), _SIMPLE_ONLY, _recursive_doubling_ar),
     AlgorithmEntry("rabenseifner", frozenset({"all_reduce"}), _SIMPLE_ONLY, _rabenseifner),
@@ -1380,9 +1430,10 @@ def peers_per_rank(algorithm_index, size, ranks_per_domain, system: ClusterSyste
     put("nvls_tree", g - 1 + tree_x)
     put("collnet", g - 1 + n_dom - 1)
     put("hierarchical", intra_ring + np.minimum(n_dom - 1, 2.0))
-    if (a == ALGORITHMS.index("torus")).any():
+    if (a == ALGORITHMS.index("torus")).any() or (a == ALGORITHMS.index("bucket")).any():
         dims = _hb_dims(system) or (system.hb.size,)
         put("torus", sum(np.minimum(e - 1, 2.0) for e in _extents(g, dims)))
+        put("bucket", sum(np.minimum(e - 1, 2.0) for e in _extents(g, dims)))
     fold = np.where(_is_pow2(p), 0.0, 1.0)
     for name in ("recursive_doubling", "recursive_halving", "rabenseifner"):
         put(name, lg + fold)

@@ -14,9 +14,11 @@ tp_term       Megatron TP (Shoeybi et al. 2019 §3; collectives.md §6.4): per l
 cp_term       context parallelism by Strategy.cp_comm: ring attention (K,V blocks round the CP
               ring, each step behind one block of attention), all-gathered K,V (hidden behind the
               attention core) or Ulysses all-to-alls (exposed); causal load balancing in compute.
-ep_term       MoE dispatch + combine all-to-all forward and their mirrors backward (collectives.md
-              §6.5), each rank sending its tokens (s/cp, and /tp under SP: Megatron-Core dispatches
-              the SP-local tokens)·top_k·h; +2 when the MoE block is recomputed. Exposed unless
+ep_term       MoE dispatch + combine forward and their mirrors backward (collectives.md §6.5), each
+              rank sending its tokens (s/cp, and /tp under SP: Megatron-Core dispatches the SP-local
+              tokens): an all-to-all of tokens·top_k·h (alltoall dispatcher), an all-gather and a
+              reduce-scatter of the group's tokens (allgather), or the deduplicated dispatch of
+              collectives.moe_dispatch_estimate_vec (deepep); +2 when the MoE block is recomputed. Exposed unless
               overlap_ep_comm (1F1B all-to-all overlap, DualPipe), then hidden behind another
               microbatch's compute.
 pp_term       stage-boundary send/recv (Narayanan et al. SC'21 §2.2, §4.1): b·s·h per microbatch
@@ -497,7 +499,8 @@ FP8_DISPATCH_BYTES_PER_ELEMENT = 1.0 + 4.0 / 128
 def ep_term(ctx: _Context, moe: LayerTimes | None) -> Term:
     """MoE layers only, per layer per microbatch: dispatch and combine forward, their mirrors
     backward, and the forward's again when the MoE block is recomputed. Megatron's alltoall
-    dispatcher sends every (token, expert) copy as an all-to-all; the deduplicating dispatcher
+    dispatcher sends every (token, expert) copy as an all-to-all, its allgather dispatcher gathers
+    the EP group's tokens and reduce-scatters the combine; the deduplicating dispatcher
     (DeepEP, HybridEP; moe_dispatcher "deepep") sends a token once per destination node and forwards
     it there over the HB fabric, its dispatch in FP8 under a low-precision recipe (the combine and
     the backward stay 16-bit)."""
@@ -508,7 +511,13 @@ def ep_term(ctx: _Context, moe: LayerTimes | None) -> Term:
     S = ctx.S
     tokens = ctx.b * (ctx.training.sequence_length / ctx.cp) / np.where(S.sp, ctx.tp, 1.0)
     token_bytes = tokens * llm.moe.capacity_factor * llm.hidden_size * cmp.ACT_BYTES
-    a2a = _ct("all_to_all", token_bytes * llm.moe.top_k, ctx.pl.ep, ctx.system, ctx.calib.collectives, ~S.dedup)
+    plain = ~S.dedup & ~S.ag_dispatch
+    a2a = _ct("all_to_all", token_bytes * llm.moe.top_k, ctx.pl.ep, ctx.system, ctx.calib.collectives, plain)
+    # allgather dispatcher: the EP group's tokens gathered (n = the gathered total), the combine a
+    # reduce-scatter of the same; backward the mirrors
+    ep_n = ctx.pl.ep.size.astype(float)
+    ag = _ct("all_gather", token_bytes * ep_n, ctx.pl.ep, ctx.system, ctx.calib.collectives, S.ag_dispatch)
+    rs = _ct("reduce_scatter", token_bytes * ep_n, ctx.pl.ep, ctx.system, ctx.calib.collectives, S.ag_dispatch)
     low = ctx.training.precision.value in cmp.LOW_PRECISIONS
     fp8_share = FP8_DISPATCH_BYTES_PER_ELEMENT / cmp.ACT_BYTES if low else 1.0
     d16 = _dispatch_ct(ctx, token_bytes, S.dedup)
@@ -516,9 +525,10 @@ def ep_term(ctx: _Context, moe: LayerTimes | None) -> Term:
     redo = ctx.full | ((ctx.rc_modules & mem.RC_MOE) > 0)
     n = np.where(redo, 6, 4)
     n_fwd = np.where(redo, 2, 1)  # forward dispatches (FP8 under a low-precision recipe)
-    total = n * a2a.time_s + n_fwd * d8.time_s + (n - n_fwd) * d16.time_s
+    total = n * a2a.time_s + n_fwd * d8.time_s + (n - n_fwd) * d16.time_s + n / 2 * (ag.time_s + rs.time_s)
     budget = np.where(S.overlap_ep | (S.schedule == mem.SCHEDULE_DUALPIPE), moe.compute_s, 0.0)
-    rows = ((a2a, n, "ep"), (d8, n_fwd, "ep"), (d16, n - n_fwd, "ep")) if low else ((a2a, n, "ep"), (d16, n, "ep"))
+    rows = ((a2a, n, "ep"), (ag, n / 2, "ep"), (rs, n / 2, "ep"))
+    rows += ((d8, n_fwd, "ep"), (d16, n - n_fwd, "ep")) if low else ((d16, n, "ep"),)
     return Term(z, z, rows=rows, moe_total_s=total, moe_exposed_s=hidden_cost(total, budget, ctx))
 
 

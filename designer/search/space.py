@@ -53,7 +53,7 @@ COLUMNS: tuple[str, ...] = (
     "offload_activation_layers", "cp_comm", "overlap_ep_comm", "moe_dispatcher",
 )
 # Columns holding an index into a tuple of option names (like schedule and recompute).
-CODED: dict[str, tuple[str, ...]] = {"cp_comm": ("p2p", "all_gather", "a2a"), "moe_dispatcher": ("alltoall", "deepep")}
+CODED: dict[str, tuple[str, ...]] = {"cp_comm": ("p2p", "all_gather", "a2a"), "moe_dispatcher": ("alltoall", "allgather", "deepep")}
 LAYOUT_DIMS: tuple[str, ...] = ("tp", "pp", "cp", "ep")
 # The free grid's dimensions; "schedule" is a (schedule, virtual stages) option.
 FREE_DIMS: tuple[str, ...] = (

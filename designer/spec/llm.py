@@ -210,7 +210,7 @@ class Strategy(Record):
     overlap_dp_comm: bool = True
     overlap_tp_comm: bool = False
     overlap_ep_comm: bool = Field(default=False, description="hide the MoE all-to-alls behind another microbatch's compute (Megatron 1F1B A2A overlap, DualPipe)")
-    moe_dispatcher: Literal["alltoall", "deepep"] = Field(default="alltoall", description="alltoall: every (token, expert) pair crosses the network (Megatron's alltoall dispatcher); deepep: one copy per destination node, forwarded over NVLink there (DeepEP, HybridEP, Megatron's flex dispatcher)")
+    moe_dispatcher: Literal["alltoall", "allgather", "deepep"] = Field(default="alltoall", description="alltoall: every (token, expert) pair crosses the network (Megatron's alltoall dispatcher); allgather: every rank gathers the EP group's tokens and keeps those of its experts, the combine reduce-scatters (Megatron's allgather dispatcher); deepep: one copy per destination node, forwarded over NVLink there (DeepEP, HybridEP, Megatron's flex dispatcher)")
     offload_optimizer: bool = Field(default=False, description="fp32 master weights and Adam states in host memory, the step on the CPU (ZeRO-Offload, Megatron --optimizer-cpu-offload)")
     offload_weights: bool = Field(default=False, description="16-bit weights and gradients in host memory too, streamed over the host link layer by layer (FSDP2 CPUOffloadPolicy, ZeRO-Infinity offload_param); implies the optimizer offload")
     offload_activation_layers: int = Field(default=0, ge=0, description="layers per stage whose saved activations go to host memory in the forward pass and come back for the backward (Megatron --cpu-offloading-num-layers)")

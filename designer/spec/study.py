@@ -81,7 +81,7 @@ class StrategySpace(Record):
     cp_comm: tuple[Literal["p2p", "all_gather", "a2a"], ...] = ("p2p",)
     # MoE: hide the all-to-alls behind another microbatch (1F1B A2A overlap); the dispatcher
     overlap_ep_comm: tuple[bool, ...] = (False,)
-    moe_dispatcher: tuple[Literal["alltoall", "deepep"], ...] = ("alltoall",)
+    moe_dispatcher: tuple[Literal["alltoall", "allgather", "deepep"], ...] = ("alltoall",)
     # Largest pipeline depth tried when `pp` is omitted (every divisor of the layer count up to it).
     max_pp: int = Field(default=64, ge=1)
 

@@ -109,6 +109,32 @@ def test_torus_2d_allreduce(ideal):
     assert e.time_s == pytest.approx(want, rel=1e-12)
 
 
+def test_torus_bucket_allreduce_uses_every_dimension(ideal):
+    """Bucket algorithm on a 4 x 4 torus: two halves of the vector run the dimension-ordered
+    allreduce starting at X and at Y at once, so each phase keeps both dimensions' links busy:
+    T = 2[(X-1)/X n/2 + (Y-1)/Y n/(2X)]/(2B) + 2(X-1 + Y-1) alpha, half the bandwidth term of the
+    one-dimension-at-a-time schedule. On a 4 x 2 x 2 torus three thirds run at once; the slowest
+    part of each phase (the one on the long dimension) sets it."""
+    n = 32e6
+    system = _system(k=16, n_gpus=16, topology=HBTopology.torus2d, dims=(4, 4))
+    b_link = B_HB / 4
+    shape = GroupShape(size=16, ranks_per_domain=16, domain_span=1, same_rail=True)
+    e = _one("all_reduce", n, shape, system, ideal, "bucket")
+    want = 2 * (3 / 4 * n / 2 + 3 / 4 * n / 8) / (2 * b_link) + 2 * (3 + 3) * ALPHA_HB
+    assert e.time_s == pytest.approx(want, rel=1e-12)
+    dim_ordered = _one("all_reduce", n, shape, system, ideal, "torus")
+    assert e.time_s < dim_ordered.time_s
+    s3 = _system(k=16, n_gpus=16, topology=HBTopology.torus3d, dims=(4, 2, 2))
+    b3 = B_HB / 6
+    e3 = _one("all_reduce", n, shape, s3, ideal, "bucket")
+    # phase 0: parts on X (4), Y (2), Z (2) with n/3 each: X is the slowest, 2·3/4·n/3/(2b)
+    # phase 1: X-part on Y (n/12), Y-part on Z (n/6), Z-part on X (n/6): the Z-part on X is slowest
+    # phase 2: X-part on Z (n/24), Y-part on X (n/12), Z-part on Y (n/24): the Y-part on X
+    bw = (2 * 3 / 4 * n / 3 + 2 * 3 / 4 * n / 6 + 2 * 3 / 4 * n / 12) / (2 * b3)
+    hops = 2 * (3 + 1 + 1)
+    assert e3.time_s == pytest.approx(bw + hops * ALPHA_HB, rel=1e-12)
+
+
 def test_ring_topology_ring_allreduce_uses_both_directions(ideal):
     """§3.1: two counter-rotating rings, bandwidth term 2(p-1)/p n/(2 B_link) on the full ring; a
     segment of the ring without its wrap-around gets one effective ring (B_link)."""

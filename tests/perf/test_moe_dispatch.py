@@ -80,3 +80,29 @@ def test_dispatch_stays_on_the_rails():
     thin = cluster("h100_sxm", 64, spine_bw_scale=0.25)
     a2a = coll.collective_estimate_vec("all_to_all", 4096 * 7168 * 2.0 * 8, 64, 8, 8, False, thin, CAL)
     assert float(a2a.time_s) > times[2]
+
+
+def test_allgather_dispatcher_by_hand():
+    # Mixtral 8x7B on 8 H100s, EP 8 x DP 8: per MoE layer and microbatch the allgather dispatcher
+    # gathers the group's 8 x 4096 tokens of 4096 BF16 and reduce-scatters the combine, forward, and
+    # the mirrors backward: 2 all-gathers + 2 reduce-scatters of n = 8 · 4096 · 4096 · 2 B
+    import numpy as np
+
+    from designer.perf.iteration import iteration_arrays
+    from designer.perf.model import load_perf_calibration
+    from designer.perf.records import StrategyArrays
+    from designer.spec.llm import Strategy, TrainingSpec
+    from designer.spec.models import load_model
+
+    llm = load_model("mixtral-8x7b")
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=16, total_tokens=1e9)
+    sy = cluster("h100_sxm", 8)
+    calib = load_perf_calibration()
+    st = Strategy(dp=8, ep=8, zero_stage=1, moe_dispatcher="allgather")
+    out = iteration_arrays(llm, tr, StrategyArrays.from_strategies([st]), sy, calib)
+    shape = coll.GroupShape(size=8, ranks_per_domain=8, domain_span=1, same_rail=True)
+    n = 8 * 4096 * llm.hidden_size * 2.0 * llm.moe.capacity_factor
+    per_layer = 2 * (coll.collective_time_s("all_gather", n, shape, sy, calib.collectives)
+                     + coll.collective_time_s("reduce_scatter", n, shape, sy, calib.collectives))
+    m = 16 // 8
+    assert float(np.asarray(out["ep_s"]).ravel()[0]) == pytest.approx(m * llm.layers * per_layer, rel=1e-9)

@@ -72,7 +72,7 @@ CASES = [
      TrainingSpec(sequence_length=2048, global_batch_sequences=32, total_tokens=1e9),
      StrategySpace(cp=(1, 2), zero_stages=(1, 3), recompute=("full",), sequence_parallel=(False,),
                    offload_weights=(False, True), offload_activation_layers=(0, 2), overlap_ep_comm=(False, True),
-                   moe_dispatcher=("alltoall", "deepep")), 32, 8),
+                   moe_dispatcher=("alltoall", "allgather", "deepep")), 32, 8),
 ]
 
 
