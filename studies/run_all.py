@@ -36,6 +36,7 @@ SCRIPTS = (
     *((f"studies/railonly/{name}.py", True) for name in
       ("cost_power", "failures", "hb_sweep", "bandwidth_sweep", "batch_size", "traffic_sparsity", "moe_alltoall")),
     *((f"studies/collectives/{name}.py", True) for name in ("busbw_landscape", "algorithm_choice", "zero_stages")),
+    ("studies/collectives/measured_curves.py", False),
 )
 
 
