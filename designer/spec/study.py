@@ -102,13 +102,6 @@ class StrategySpace(Record):
             raise ValueError(f"offload_activation_layers = {list(v)}: give layer counts >= 0")
         return tuple(sorted(set(v)))
 
-    @field_validator("cp_comm", "moe_dispatcher")
-    @classmethod
-    def _options(cls, v, info):  # noqa: ANN001
-        if not v:
-            raise ValueError(f"{info.field_name}: give at least one option")
-        return tuple(dict.fromkeys(v))
-
     @field_validator("virtual_stages")
     @classmethod
     def _vs(cls, v: tuple[int, ...]) -> tuple[int, ...]:
@@ -132,7 +125,7 @@ class StrategySpace(Record):
             raise ValueError(f"{info.field_name}: give at least one of true, false")
         return tuple(sorted(set(v)))
 
-    @field_validator("schedules", "recompute")
+    @field_validator("schedules", "recompute", "cp_comm", "moe_dispatcher")
     @classmethod
     def _enums(cls, v, info):  # noqa: ANN001
         if not v:
