@@ -26,7 +26,7 @@ STRATEGY_COLUMNS: tuple[str, ...] = (
     "tp", "pp", "dp", "ep", "cp", "sequence_parallel", "microbatch_size", "schedule", "virtual_stages",
     "zero_stage", "zeropp_quantized_weights", "zeropp_quantized_gradients", "zeropp_hierarchical_partition",
     "recompute", "overlap_dp_comm", "overlap_tp_comm", "offload_optimizer", "offload_weights",
-    "offload_activation_layers", "cp_comm", "overlap_ep_comm", "moe_dispatcher",
+    "offload_activation_layers", "cp_comm", "overlap_ep_comm", "moe_dispatcher", "cuda_graphs",
 )
 DESIGN_COLUMNS: tuple[str, ...] = (
     "design_id", "design_source", "label", "family", "platform", "gpu", "n_gpus", "n_domains", "hb_domain_size",
@@ -119,6 +119,8 @@ def megatron_args(s: Strategy, llm: LLMSpec, training: TrainingSpec) -> str:
             a.append("--overlap-param-gather")
     if s.overlap_tp_comm and s.tp > 1:
         a.append("--tp-comm-overlap")
+    if s.cuda_graphs:
+        a.append("--enable-cuda-graph")
     if s.offload_optimizer:
         a.append("--optimizer-cpu-offload --optimizer-offload-fraction 1.0")
     if s.offload_activation_layers:

@@ -554,11 +554,12 @@ def _pipelined(base, lat, k, phi):
 def collective_estimate_vec(op: str, nbytes, size, ranks_per_domain, domain_span, same_rail,
                             system: ClusterSystem, calib: CollectiveCalibration, *, concurrency=1.0,
                             algorithms: tuple[str, ...] | None = None,
-                            protocols: tuple[str, ...] | None = None, cuda_graphs: bool = False) -> CollectiveEstimates:
+                            protocols: tuple[str, ...] | None = None, cuda_graphs=False) -> CollectiveEstimates:
     """Vectorised estimate: every array argument broadcasts; returns arrays of the broadcast shape.
 
     A call takes at least the host floor of the GPU generation (launch and enqueue of one
-    collective; `cuda_graphs` replays them and keeps a fraction), once per call: in a stream of
+    collective; `cuda_graphs`, a flag broadcasting like the others, replays them and keeps a
+    fraction), once per call: in a stream of
     calls the next launch overlaps the running kernel, so it is a floor, not an addend.
 
     `concurrency` is the fraction of GPUs of a subtree sending across its uplinks at once (§3.3).
@@ -598,8 +599,9 @@ def collective_estimate_vec(op: str, nbytes, size, ranks_per_domain, domain_span
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         cand = _candidates(op, *uniq, system, calib, allowed, protos)
         est = _select(cand, np.reshape(np.broadcast_to(n, shape), -1), inv, uniq[0], shape, calib)
-    floor = host_floor_s(system, calib, cuda_graphs)
+    floor = host_floor_s(system, calib)
     if floor > 0:
+        floor = floor * np.where(np.asarray(cuda_graphs, bool), calib.cuda_graph_host_floor_fraction, 1.0)
         est = dataclasses.replace(est, time_s=np.where(est.time_s > 0, np.maximum(est.time_s, floor), est.time_s))
     return est
 

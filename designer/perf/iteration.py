@@ -164,8 +164,9 @@ class _Ledger:
                 for tier in range(len(TIER_NAMES))}
 
 
-def _ct(op: str, nbytes, g: GroupArrays, system: ClusterSystem, ccal, on=True) -> _Coll:
-    """One collective on group shape g; zero for a group of one, no bytes, or where `on` is false.
+def _ct(op: str, nbytes, g: GroupArrays, system: ClusterSystem, ccal, on=True, graphs=False) -> _Coll:
+    """One collective on group shape g; zero for a group of one, no bytes, or where `on` is false;
+    where `graphs` (the strategy replays CUDA graphs) the host floor of the call shrinks.
 
     A search space repeats few distinct (bytes, group shape) pairs, so the collectives model runs once
     per distinct live pair and the results are scattered back (same numbers, far fewer evaluations)."""
@@ -183,14 +184,16 @@ def _ct(op: str, nbytes, g: GroupArrays, system: ClusterSystem, ccal, on=True) -
     out = [np.zeros(shape) for _ in range(5)]
     nb = nbytes.ravel()[idx]
     # one integer key per group shape (each field < 2**20), then one per (bytes, shape) pair
+    gr = np.broadcast_to(np.asarray(graphs, bool), shape).ravel()[idx]
     skey = (g.size.ravel()[idx] + (g.ranks_per_domain.ravel()[idx] << 20) + (g.extent_domains.ravel()[idx] << 40)
-            + (g.same_rail.ravel()[idx].astype(np.int64) << 60))
+            + (g.same_rail.ravel()[idx].astype(np.int64) << 60) + (gr.astype(np.int64) << 61))
     ub, inv_b = np.unique(nb, return_inverse=True)
     us, inv_s = np.unique(skey, return_inverse=True)
     ukey, first, inv = np.unique(inv_b.astype(np.int64) * len(us) + inv_s, return_index=True, return_inverse=True)
     rep = idx[first]
     e = coll.collective_estimate_vec(op, nb[first], g.size.ravel()[rep], g.ranks_per_domain.ravel()[rep],
-                                     g.extent_domains.ravel()[rep], g.same_rail.ravel()[rep], system, ccal)
+                                     g.extent_domains.ravel()[rep], g.same_rail.ravel()[rep], system, ccal,
+                                     cuda_graphs=gr[first])
     peers = coll.peers_per_rank(e.algorithm_index, g.size.ravel()[rep], g.ranks_per_domain.ravel()[rep], system)
     for o, x in zip(out, (e.time_s, e.hb_bytes, e.rail_bytes, e.spine_bytes, peers)):
         o.ravel()[idx] = np.asarray(x)[inv.ravel()]
@@ -391,9 +394,9 @@ def tp_term(ctx: _Context, dense: LayerTimes) -> Term:
     S, pl = ctx.S, ctx.pl
     ccol = ctx.calib.collectives
     n = np.where(ctx.full, 4, 2) + 2  # forward (+ recomputed forward) and backward
-    ar = _ct("all_reduce", ctx.act_bytes, pl.tp, ctx.system, ccol, ~S.sp)
-    rs = _ct("reduce_scatter", ctx.act_bytes, pl.tp, ctx.system, ccol, S.sp)
-    ag = _ct("all_gather", ctx.act_bytes, pl.tp, ctx.system, ccol, S.sp)
+    ar = _ct("all_reduce", ctx.act_bytes, pl.tp, ctx.system, ccol, ~S.sp, graphs=ctx.S.graphs)
+    rs = _ct("reduce_scatter", ctx.act_bytes, pl.tp, ctx.system, ccol, S.sp, graphs=ctx.S.graphs)
+    ag = _ct("all_gather", ctx.act_bytes, pl.tp, ctx.system, ccol, S.sp, graphs=ctx.S.graphs)
     one = ar.time_s + rs.time_s + ag.time_s
     total = n * one
     # each pass hides its collectives behind its own GEMMs: 2 collectives behind the forward's, the
@@ -434,14 +437,14 @@ def cp_term(ctx: _Context, dense: LayerTimes) -> Term:
     n_fwd = np.where(ctx.full, 2, 1)  # forward passes (a recomputed forward repeats it)
     # all_gather: the full sequence's K,V (all_gather's n is the gathered total)
     kv_bytes = ctx.b * s * kv_width * cmp.ACT_BYTES
-    ag = _ct("all_gather", kv_bytes, ctx.pl.cp, ctx.system, ccol, S.cp_comm == CP_ALL_GATHER)
-    rs = _ct("reduce_scatter", kv_bytes, ctx.pl.cp, ctx.system, ccol, S.cp_comm == CP_ALL_GATHER)
+    ag = _ct("all_gather", kv_bytes, ctx.pl.cp, ctx.system, ccol, S.cp_comm == CP_ALL_GATHER, graphs=ctx.S.graphs)
+    rs = _ct("reduce_scatter", kv_bytes, ctx.pl.cp, ctx.system, ccol, S.cp_comm == CP_ALL_GATHER, graphs=ctx.S.graphs)
     t_ag = (n_fwd + 1) * ag.time_s + rs.time_s
     # p2p: one K,V block of s/cp tokens per ring step
     block = kv_bytes / ctx.cp
     p2p = S.cp_comm == CP_P2P
-    ring_f = _ct("send_recv", block, ctx.pl.cp, ctx.system, ccol, p2p)
-    ring_b = _ct("send_recv", 2 * block, ctx.pl.cp, ctx.system, ccol, p2p)
+    ring_f = _ct("send_recv", block, ctx.pl.cp, ctx.system, ccol, p2p, graphs=ctx.S.graphs)
+    ring_b = _ct("send_recv", 2 * block, ctx.pl.cp, ctx.system, ccol, p2p, graphs=ctx.S.graphs)
     steps = ctx.cp - 1
     attn_f = ctx.dense.attn_fwd_s
     attn_b = ctx.dense.attn_bwd_s
@@ -451,9 +454,9 @@ def cp_term(ctx: _Context, dense: LayerTimes) -> Term:
     # a2a: Q, K, V in and the output out (each rank's local tensors), per pass
     tok = ctx.b * s / ctx.cp * cmp.ACT_BYTES
     ulysses = S.cp_comm == CP_A2A
-    a2a_qo = _ct("all_to_all", tok * q_width, ctx.pl.cp, ctx.system, ccol, ulysses)
-    a2a_kv = _ct("all_to_all", tok * kv_width, ctx.pl.cp, ctx.system, ccol, ulysses)
-    a2a_o = _ct("all_to_all", tok * o_width, ctx.pl.cp, ctx.system, ccol, ulysses)
+    a2a_qo = _ct("all_to_all", tok * q_width, ctx.pl.cp, ctx.system, ccol, ulysses, graphs=ctx.S.graphs)
+    a2a_kv = _ct("all_to_all", tok * kv_width, ctx.pl.cp, ctx.system, ccol, ulysses, graphs=ctx.S.graphs)
+    a2a_o = _ct("all_to_all", tok * o_width, ctx.pl.cp, ctx.system, ccol, ulysses, graphs=ctx.S.graphs)
     t_a2a = (n_fwd + 1) * (a2a_qo.time_s + a2a_kv.time_s + a2a_o.time_s)
     e_ag = hidden_cost(t_ag, dense.attn_s, ctx)
     total = np.select([p2p, ulysses], [t_ring, t_a2a], t_ag)
@@ -512,12 +515,12 @@ def ep_term(ctx: _Context, moe: LayerTimes | None) -> Term:
     tokens = ctx.b * (ctx.training.sequence_length / ctx.cp) / np.where(S.sp, ctx.tp, 1.0)
     token_bytes = tokens * llm.moe.capacity_factor * llm.hidden_size * cmp.ACT_BYTES
     plain = ~S.dedup & ~S.ag_dispatch
-    a2a = _ct("all_to_all", token_bytes * llm.moe.top_k, ctx.pl.ep, ctx.system, ctx.calib.collectives, plain)
+    a2a = _ct("all_to_all", token_bytes * llm.moe.top_k, ctx.pl.ep, ctx.system, ctx.calib.collectives, plain, graphs=ctx.S.graphs)
     # allgather dispatcher: the EP group's tokens gathered (n = the gathered total), the combine a
     # reduce-scatter of the same; backward the mirrors
     ep_n = ctx.pl.ep.size.astype(float)
-    ag = _ct("all_gather", token_bytes * ep_n, ctx.pl.ep, ctx.system, ctx.calib.collectives, S.ag_dispatch)
-    rs = _ct("reduce_scatter", token_bytes * ep_n, ctx.pl.ep, ctx.system, ctx.calib.collectives, S.ag_dispatch)
+    ag = _ct("all_gather", token_bytes * ep_n, ctx.pl.ep, ctx.system, ctx.calib.collectives, S.ag_dispatch, graphs=ctx.S.graphs)
+    rs = _ct("reduce_scatter", token_bytes * ep_n, ctx.pl.ep, ctx.system, ctx.calib.collectives, S.ag_dispatch, graphs=ctx.S.graphs)
     low = ctx.training.precision.value in cmp.LOW_PRECISIONS
     fp8_share = FP8_DISPATCH_BYTES_PER_ELEMENT / cmp.ACT_BYTES if low else 1.0
     d16 = _dispatch_ct(ctx, token_bytes, S.dedup)
@@ -547,8 +550,8 @@ def pp_term(ctx: _Context) -> Term:
     """Per microbatch: one send each way per chunk boundary (1/t shards + NVLink all-gather)."""
     S, ccol = ctx.S, ctx.calib.collectives
     multi = ctx.pp > 1
-    p2p = _ct("send_recv", ctx.act_bytes / ctx.tp, ctx.pl.pp, ctx.system, ccol, multi)
-    ag = _ct("all_gather", ctx.act_bytes, ctx.pl.tp, ctx.system, ccol, multi & ~S.sp)
+    p2p = _ct("send_recv", ctx.act_bytes / ctx.tp, ctx.pl.pp, ctx.system, ccol, multi, graphs=ctx.S.graphs)
+    ag = _ct("all_gather", ctx.act_bytes, ctx.pl.tp, ctx.system, ccol, multi & ~S.sp, graphs=ctx.S.graphs)
     n = np.where(multi, 2 * ctx.v, 0.0)
     total = n * (p2p.time_s + ag.time_s)
     return Term(total, total, rows=((p2p, n, "pp"), (ag, n, "pp")))
@@ -737,10 +740,10 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, layer_exposed_fwd_
         bucket = np.minimum(1.0, bucket_b / np.maximum(G, 1.0))
         # ZeRO 0: all-reduce; 1-2: reduce-scatter + all-gather over the shard group; HSDP all-reduces
         # the reduced shard across the replicas
-        ar = _ct("all_reduce", G, g_full, system, ccol, zero == 0)
-        rs = _ct("reduce_scatter", G, g_shard, system, ccol, (zero == 1) | (zero == 2))
-        ag = _ct("all_gather", params * gather_bytes, g_shard, system, ccol, (zero == 1) | (zero == 2))
-        rep = _ct("all_reduce", G / np.maximum(shard_n, 1), g_rep, system, ccol, (zero >= 1) & hsdp)
+        ar = _ct("all_reduce", G, g_full, system, ccol, zero == 0, graphs=ctx.S.graphs)
+        rs = _ct("reduce_scatter", G, g_shard, system, ccol, (zero == 1) | (zero == 2), graphs=ctx.S.graphs)
+        ag = _ct("all_gather", params * gather_bytes, g_shard, system, ccol, (zero == 1) | (zero == 2), graphs=ctx.S.graphs)
+        rep = _ct("all_reduce", G / np.maximum(shard_n, 1), g_rep, system, ccol, (zero >= 1) & hsdp, graphs=ctx.S.graphs)
         n_rs = np.where(zero == 2, m, 1.0)  # DeepSpeed stage 2 reduces every micro-step
         t_grad = ar.time_s + rs.time_s
         e_grad = np.where(ov, np.maximum(bucket * t_grad, hidden_cost(t_grad, t_b, ctx)), t_grad) * n_rs + rep.time_s
@@ -751,13 +754,13 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, layer_exposed_fwd_
         # ZeRO-3 / FSDP: per layer, a gather before its forward and (reshard) before its backward,
         # a reduce-scatter after its backward
         z3 = zero == 3
-        agf = _ct("all_gather", np.where(S.qwz, 0.5, 1.0) * layer_p * gather_bytes, g_shard, system, ccol, z3)
+        agf = _ct("all_gather", np.where(S.qwz, 0.5, 1.0) * layer_p * gather_bytes, g_shard, system, ccol, z3, graphs=ctx.S.graphs)
         node = GroupArrays(size=g_shard.ranks_per_domain, ranks_per_domain=g_shard.ranks_per_domain,
                            domain_span=np.ones_like(g_shard.size), same_rail=np.ones(shape, bool),
                            extent_domains=np.ones_like(g_shard.size), tier=np.full(shape, TIER_HB))
-        agb_node = _ct("all_gather", layer_p * gather_bytes, node, system, ccol, z3 & S.reshard & S.hpz)
-        agb_flat = _ct("all_gather", layer_p * gather_bytes, g_shard, system, ccol, z3 & S.reshard & ~S.hpz)
-        rs3 = _ct("reduce_scatter", np.where(S.qgz, 0.25, 1.0) * layer_p * mem.GRAD_BYTES, g_shard, system, ccol, z3)
+        agb_node = _ct("all_gather", layer_p * gather_bytes, node, system, ccol, z3 & S.reshard & S.hpz, graphs=ctx.S.graphs)
+        agb_flat = _ct("all_gather", layer_p * gather_bytes, g_shard, system, ccol, z3 & S.reshard & ~S.hpz, graphs=ctx.S.graphs)
+        rs3 = _ct("reduce_scatter", np.where(S.qgz, 0.25, 1.0) * layer_p * mem.GRAD_BYTES, g_shard, system, ccol, z3, graphs=ctx.S.graphs)
         agb = agb_node.time_s + agb_flat.time_s
         # weight offload: each gather waits for its shard to come up from host memory and each
         # reduced gradient shard goes down; the copies pipeline with the collectives layer by layer

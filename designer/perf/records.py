@@ -263,6 +263,7 @@ class StrategyArrays:
     offload_opt: np.ndarray = False
     dedup: np.ndarray = False
     ag_dispatch: np.ndarray = False
+    graphs: np.ndarray = False
     offload_w: np.ndarray = False
     offload_act: np.ndarray = 0
     cp_comm: np.ndarray = 0
@@ -271,7 +272,7 @@ class StrategyArrays:
     _INT = ("tp", "pp", "dp", "ep", "cp", "mbs", "schedule", "v", "zero", "recompute", "etp", "rc_modules",
             "kernel", "order", "pp_first", "pp_last", "shard_group", "prefetch", "offload_act", "cp_comm")
     _BOOL = ("sp", "qwz", "qgz", "hpz", "overlap_dp", "overlap_tp", "reshard", "overlap_ep", "offload_opt", "dedup",
-             "ag_dispatch", "offload_w", "cp_lb")
+             "ag_dispatch", "graphs", "offload_w", "cp_lb")
     _FLOAT = ("bucket_bytes",)
 
     def __post_init__(self) -> None:
@@ -309,7 +310,7 @@ class StrategyArrays:
             bucket_bytes=[s.dp_bucket_bytes or 0.0 for s in ss], prefetch=[s.prefetch_layers for s in ss],
             overlap_ep=[s.overlap_ep_comm for s in ss], offload_opt=[s.offload_optimizer for s in ss],
             dedup=[s.moe_dispatcher == "deepep" for s in ss], ag_dispatch=[s.moe_dispatcher == "allgather" for s in ss],
-            offload_w=[s.offload_weights for s in ss],
+            offload_w=[s.offload_weights for s in ss], graphs=[s.cuda_graphs for s in ss],
             offload_act=[s.offload_activation_layers for s in ss], cp_comm=[CP_COMMS.index(s.cp_comm) for s in ss],
             cp_lb=[s.cp_load_balance for s in ss])
 
@@ -339,7 +340,7 @@ class StrategyArrays:
             overlap_dp_comm=bool(self.overlap_dp[i]), overlap_tp_comm=bool(self.overlap_tp[i]),
             overlap_ep_comm=bool(self.overlap_ep[i]), offload_optimizer=bool(self.offload_opt[i]),
             moe_dispatcher="deepep" if bool(self.dedup[i]) else ("allgather" if bool(self.ag_dispatch[i]) else "alltoall"),
-            offload_weights=bool(self.offload_w[i]), offload_activation_layers=int(self.offload_act[i]),
+            offload_weights=bool(self.offload_w[i]), cuda_graphs=bool(self.graphs[i]), offload_activation_layers=int(self.offload_act[i]),
             cp_comm=CP_COMMS[int(self.cp_comm[i])], cp_load_balance=bool(self.cp_lb[i]))
 
     def take(self, idx) -> "StrategyArrays":

@@ -50,7 +50,7 @@ COLUMNS: tuple[str, ...] = (
     "tp", "pp", "dp", "ep", "cp", "sequence_parallel", "microbatch_size", "schedule", "virtual_stages",
     "zero_stage", "zeropp_quantized_weights", "zeropp_quantized_gradients", "zeropp_hierarchical_partition",
     "recompute", "overlap_dp_comm", "overlap_tp_comm", "offload_optimizer", "offload_weights",
-    "offload_activation_layers", "cp_comm", "overlap_ep_comm", "moe_dispatcher",
+    "offload_activation_layers", "cp_comm", "overlap_ep_comm", "moe_dispatcher", "cuda_graphs",
 )
 # Columns holding an index into a tuple of option names (like schedule and recompute).
 CODED: dict[str, tuple[str, ...]] = {"cp_comm": ("p2p", "all_gather", "a2a"), "moe_dispatcher": ("alltoall", "allgather", "deepep")}
@@ -60,7 +60,7 @@ FREE_DIMS: tuple[str, ...] = (
     "sequence_parallel", "microbatch_size", "schedule", "zero_stage", "zeropp_quantized_weights",
     "zeropp_quantized_gradients", "zeropp_hierarchical_partition", "recompute", "overlap_dp_comm",
     "overlap_tp_comm", "offload_optimizer", "offload_weights", "offload_activation_layers", "cp_comm",
-    "overlap_ep_comm", "moe_dispatcher",
+    "overlap_ep_comm", "moe_dispatcher", "cuda_graphs",
 )
 
 
@@ -78,7 +78,8 @@ def strategy_key(s: Strategy) -> tuple:
             s.virtual_stages, s.zero_stage, bool(s.zeropp_quantized_weights), bool(s.zeropp_quantized_gradients),
             bool(s.zeropp_hierarchical_partition), RECOMPUTES.index(s.recompute), bool(s.overlap_dp_comm),
             bool(s.overlap_tp_comm), bool(s.offload_optimizer), bool(s.offload_weights), s.offload_activation_layers,
-            CODED["cp_comm"].index(s.cp_comm), bool(s.overlap_ep_comm), CODED["moe_dispatcher"].index(s.moe_dispatcher))
+            CODED["cp_comm"].index(s.cp_comm), bool(s.overlap_ep_comm), CODED["moe_dispatcher"].index(s.moe_dispatcher),
+            bool(s.cuda_graphs))
 
 
 def strategy_from_key(key: tuple) -> Strategy:
@@ -188,7 +189,7 @@ class StrategyTable:
 
 _BOOL_COLS = {"sequence_parallel", "zeropp_quantized_weights", "zeropp_quantized_gradients",
               "zeropp_hierarchical_partition", "overlap_dp_comm", "overlap_tp_comm", "offload_optimizer",
-              "offload_weights", "overlap_ep_comm"}
+              "offload_weights", "overlap_ep_comm", "cuda_graphs"}
 
 
 def _typed(col: str, values: np.ndarray) -> np.ndarray:
@@ -255,6 +256,7 @@ class DesignSpace:
             "cp_comm": tuple(CODED["cp_comm"].index(c) for c in space.cp_comm),
             "overlap_ep_comm": tuple(space.overlap_ep_comm),
             "moe_dispatcher": tuple(CODED["moe_dispatcher"].index(c) for c in space.moe_dispatcher),
+            "cuda_graphs": tuple(space.cuda_graphs),
         }
         shape = tuple(len(free_values[d]) for d in FREE_DIMS)
         grid = np.indices(shape).reshape(len(shape), -1).T.astype(np.int64)

@@ -82,6 +82,8 @@ class StrategySpace(Record):
     # MoE: hide the all-to-alls behind another microbatch (1F1B A2A overlap); the dispatcher
     overlap_ep_comm: tuple[bool, ...] = (False,)
     moe_dispatcher: tuple[Literal["alltoall", "allgather", "deepep"], ...] = ("alltoall",)
+    # the iteration captured in CUDA graphs (a smaller host floor per collective)
+    cuda_graphs: tuple[bool, ...] = (False,)
     # Largest pipeline depth tried when `pp` is omitted (every divisor of the layer count up to it).
     max_pp: int = Field(default=64, ge=1)
 
@@ -118,7 +120,7 @@ class StrategySpace(Record):
 
     @field_validator("sequence_parallel", "zeropp_quantized_weights", "zeropp_quantized_gradients",
                      "zeropp_hierarchical_partition", "overlap_dp_comm", "overlap_tp_comm", "offload_optimizer",
-                     "offload_weights", "overlap_ep_comm")
+                     "offload_weights", "overlap_ep_comm", "cuda_graphs")
     @classmethod
     def _bools(cls, v: tuple[bool, ...], info) -> tuple[bool, ...]:  # noqa: ANN001
         if not v:

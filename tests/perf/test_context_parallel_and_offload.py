@@ -72,6 +72,9 @@ def test_ring_attention_bytes_and_hiding_by_hand():
     # on links 10^4 times faster each send takes the host floor of one call
     assert fast["cp_s"] == pytest.approx(32 * 7 * (n_fwd + 1) * ccal.host_floor_s["hopper"], rel=1e-9)
     assert r["iteration_time_s"] - r["dp_s"] == pytest.approx(fast["iteration_time_s"] - fast["dp_s"], rel=1e-12)
+    # replayed from CUDA graphs, a call keeps the graph fraction of the host floor
+    graphs = _run(st.model_copy(update={"cuda_graphs": True}), _fast_links(sy), tr)
+    assert graphs["cp_s"] == pytest.approx(fast["cp_s"] * ccal.cuda_graph_host_floor_fraction, rel=1e-9)
 
 
 def test_ulysses_all_to_all_is_exposed_by_hand():

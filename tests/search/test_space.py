@@ -38,17 +38,17 @@ def _brute_force(llm, training, space, n_gpus, hb):
         if n_gpus % (tp * pp * cp):
             continue
         dp = n_gpus // (tp * pp * cp)
-        for sp, mbs, (sc, v), z, qw, qg, hp, rc, odp, otp, off, offw, offa, cpc, oep, disp in itertools.product(
+        for sp, mbs, (sc, v), z, qw, qg, hp, rc, odp, otp, off, offw, offa, cpc, oep, disp, cg in itertools.product(
                 space.sequence_parallel, space.microbatch_sizes, scheds, space.zero_stages,
                 space.zeropp_quantized_weights, space.zeropp_quantized_gradients, space.zeropp_hierarchical_partition,
                 space.recompute, space.overlap_dp_comm, space.overlap_tp_comm, space.offload_optimizer,
                 space.offload_weights, space.offload_activation_layers, space.cp_comm, space.overlap_ep_comm,
-                space.moe_dispatcher):
+                space.moe_dispatcher, space.cuda_graphs):
             s = Strategy(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, sequence_parallel=sp, microbatch_size=mbs, schedule=sc,
                          virtual_stages=v, zero_stage=z, zeropp_quantized_weights=qw, zeropp_quantized_gradients=qg,
                          zeropp_hierarchical_partition=hp, recompute=rc, overlap_dp_comm=odp, overlap_tp_comm=otp,
                          offload_optimizer=off, offload_weights=offw, offload_activation_layers=offa, cp_comm=cpc,
-                         overlap_ep_comm=oep, moe_dispatcher=disp)
+                         overlap_ep_comm=oep, moe_dispatcher=disp, cuda_graphs=cg)
             if invalid_reason(s, llm, training, n_gpus, hb) is None:
                 out.add(strategy_key(s))
     return out
@@ -72,7 +72,7 @@ CASES = [
      TrainingSpec(sequence_length=2048, global_batch_sequences=32, total_tokens=1e9),
      StrategySpace(cp=(1, 2), zero_stages=(1, 3), recompute=("full",), sequence_parallel=(False,),
                    offload_weights=(False, True), offload_activation_layers=(0, 2), overlap_ep_comm=(False, True),
-                   moe_dispatcher=("alltoall", "allgather", "deepep")), 32, 8),
+                   moe_dispatcher=("alltoall", "allgather", "deepep"), cuda_graphs=(False, True)), 32, 8),
 ]
 
 
@@ -109,7 +109,8 @@ def test_nearest_is_valid_and_fixes_valid_points(llm, training, space, n_gpus, h
                   "overlap_dp_comm": s.overlap_dp_comm, "overlap_tp_comm": s.overlap_tp_comm,
                   "offload_optimizer": s.offload_optimizer, "offload_weights": s.offload_weights,
                   "offload_activation_layers": s.offload_activation_layers, "cp_comm": s.cp_comm,
-                  "overlap_ep_comm": s.overlap_ep_comm, "moe_dispatcher": s.moe_dispatcher}
+                  "overlap_ep_comm": s.overlap_ep_comm, "moe_dispatcher": s.moe_dispatcher,
+                  "cuda_graphs": s.cuda_graphs}
         assert strategy_key(ds.nearest(params)) == strategy_key(s)
 
 
