@@ -141,8 +141,10 @@ def _resolve_model(spec: StudySpec) -> LLMSpec:
 
 
 def make_problem(spec: StudySpec) -> Problem:
+    from designer.perf.model import perf_calibration
+
     return Problem(_resolve_model(spec), spec.training, spec.strategy_space, tuple(spec.objectives),
-                   tuple(load_trial_constraint(c) for c in spec.constraints))
+                   tuple(load_trial_constraint(c) for c in spec.constraints), calib=perf_calibration(spec.nccl_version))
 
 
 def choose_method(spec: StudySpec, space_size: int) -> str:
@@ -327,7 +329,7 @@ def _front_frame(problem: Problem, cands: list[Candidate], tables: list[ScoredTa
     for rank, p in enumerate(pareto_front(pts)):
         c, t = cands[p.item], tables[p.item]
         s = t.strategies.strategy(t.best)
-        m = evaluate_system(problem.llm, problem.training, s, c.system)
+        m = evaluate_system(problem.llm, problem.training, s, c.system, calib=problem.calib)
         if not hasattr(m, "row") or not m.row().get("feasible", False):
             raise DesignerError(f"internal: front point {c.design_id} {s} is infeasible when re-scored: {m}")
         row = {"front_rank": rank, **_design_row(c), **strategy_columns(s), **metrics_columns(m.row(), c.power_w),

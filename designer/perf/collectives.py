@@ -136,6 +136,13 @@ class _VersionedArchitectures(Record):
     architectures: tuple[str, ...]
 
 
+class _VersionOverride(Record):
+    since: str = Field(pattern=r"^\d+\.\d+")
+    before: str = Field(pattern=r"^\d+\.\d+")
+    values: dict = Field(description="fields of CollectiveCalibration (nested mappings merge) for releases in [since, before)")
+    source: str = ""
+
+
 class ArchitectureConstants(Record):
     """NCCL's per-GPU-generation tuner constants (collectives.md §4.3, §4.4), bytes/s.
 
@@ -189,7 +196,9 @@ class CollectiveCalibration(Record):
     net_overhead_s: float = Field(ge=0)
     net_overhead_simple_factor: float = Field(ge=1)
     collnet_per_rank_latency_s: float = Field(ge=0)
-    nccl_version: str = Field(default="2.27", pattern=r"^\d+\.\d+", description="the NCCL release modelled")
+    nccl_version: str = Field(default="2.30", pattern=r"^\d+\.\d+", description="the NCCL release modelled")
+    version_overrides: tuple[_VersionOverride, ...] = Field(default=(), description=(
+        "constants of older NCCL releases; for_nccl_version applies those whose range holds the release"))
     ll128_architectures_by_version: tuple[_VersionedArchitectures, ...] = ()
     host_floor_s: dict[str, float] = Field(default_factory=dict, description="per GPU generation; 0 when absent")
     cuda_graph_host_floor_fraction: float = Field(default=1.0, ge=0, le=1)
@@ -290,10 +299,31 @@ class CollectiveEstimates:
         return PROTOCOLS[int(self.protocol_index[i])]
 
 
-def load_collective_calibration(path: str | Path | None = None) -> CollectiveCalibration:
-    """Read designer/data/collectives.yaml (or `path`) into a frozen record. The only I/O here."""
+def load_collective_calibration(path: str | Path | None = None, nccl_version: str | None = None) -> CollectiveCalibration:
+    """Read designer/data/collectives.yaml (or `path`) into a frozen record, for the NCCL release
+    `nccl_version` (default: the file's). The only I/O here."""
     with open(path or _DEFAULT_CALIBRATION, encoding="utf-8") as fh:
-        return CollectiveCalibration.model_validate(yaml.safe_load(fh))
+        calib = CollectiveCalibration.model_validate(yaml.safe_load(fh))
+    return calib if nccl_version is None else for_nccl_version(calib, nccl_version)
+
+
+def _merge(base: dict, extra: dict) -> dict:
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def for_nccl_version(calib: CollectiveCalibration, version: str) -> CollectiveCalibration:
+    """The calibration for another NCCL release: the shipped constants (the file's nccl_version)
+    with the version_overrides whose [since, before) holds `version` merged in, in file order."""
+    v = nccl_version_tuple(version)
+    data = calib.model_dump()
+    for o in calib.version_overrides:
+        if nccl_version_tuple(o.since) <= v < nccl_version_tuple(o.before):
+            data = _merge(data, o.values)
+    data["nccl_version"] = version
+    return CollectiveCalibration.model_validate(data)
 
 
 # --------------------------------------------------------------------------------------------

@@ -99,6 +99,15 @@ def _shipped_calibration() -> PerfCalibration:
     return load_perf_calibration()
 
 
+def perf_calibration(nccl_version: str | None = None) -> PerfCalibration:
+    """The shipped calibration, its collective model for the NCCL release `nccl_version` (None: the
+    shipped one)."""
+    base = _shipped_calibration()
+    if nccl_version is None:
+        return base
+    return dataclasses.replace(base, collectives=coll.for_nccl_version(base.collectives, nccl_version))
+
+
 def _calib(calib: PerfCalibration | None) -> PerfCalibration:
     return _shipped_calibration() if calib is None else calib
 

@@ -100,6 +100,7 @@ class Problem:
     space: StrategySpace
     objectives: tuple[str, ...] = ("capex_usd", "time_to_train_s")
     constraints: tuple[TrialConstraint, ...] = ()
+    calib: Any = None  # the perf model's calibration; None: the shipped one
 
     @property
     def constraint_names(self) -> tuple[str, ...]:
@@ -177,7 +178,7 @@ class RowResult:
 
 
 def evaluate_vector(problem: Problem, cand: Candidate, table: StrategyTable) -> VectorMetrics:
-    return evaluate_many(problem.llm, problem.training, to_strategy_arrays(table), cand.system)
+    return evaluate_many(problem.llm, problem.training, to_strategy_arrays(table), cand.system, calib=problem.calib)
 
 
 def _reasons(vm: VectorMetrics) -> np.ndarray:
@@ -226,7 +227,7 @@ def evaluate_rows(problem: Problem, cand: Candidate, strategies: Sequence[Strate
         for c in problem.constraints:
             cons[c.name] = math.nan
         if problem.constraints and feasible:
-            metrics = evaluate_system(problem.llm, problem.training, strategy, cand.system)
+            metrics = evaluate_system(problem.llm, problem.training, strategy, cand.system, calib=problem.calib)
             if not isinstance(metrics, Metrics):  # the scalar path disagrees: trust its reason
                 feasible, reason = False, metrics.reason
             else:
@@ -275,7 +276,7 @@ def run_exhaustive(problem: Problem, cand: Candidate, *, progress: Callable[[int
         order = order[np.argsort(ttt[order], kind="stable")]
         for i in order:
             s = table.strategy(int(i))
-            metrics = evaluate_system(problem.llm, problem.training, s, cand.system)
+            metrics = evaluate_system(problem.llm, problem.training, s, cand.system, calib=problem.calib)
             if not isinstance(metrics, Metrics):
                 feasible[i], reason[i] = False, metrics.reason
                 continue

@@ -216,6 +216,8 @@ class StudySpec(Record):
     constraints: tuple[str, ...] = ()
     objectives: tuple[ObjectiveName, ...] = ("capex_usd", "time_to_train_s")
     output: OutputSettings = OutputSettings()
+    # the NCCL release the collective model follows (its version rules; designer/data/collectives.yaml)
+    nccl_version: str | None = Field(default=None, pattern=r"^2\.\d+$")
 
     @field_validator("name")
     @classmethod

@@ -100,6 +100,10 @@ def algorithms_for(curve: dict, calib) -> tuple[str, ...] | None:
 
 
 def predict(curve: dict, calib) -> list[Point]:
+    """The curve's points as designer predicts them, for the NCCL release the run used where the
+    source states it (collectives.for_nccl_version)."""
+    if curve.get("nccl_version"):
+        calib = coll.for_nccl_version(calib, ".".join(str(curve["nccl_version"]).split(".")[:2]))
     system = system_for(curve)
     op = curve["op"]
     p = int(curve["ranks"])
