@@ -61,3 +61,18 @@ def test_a_study_pins_the_release():
     with pytest.raises(SpecError) as e:
         validate(StudySpec, {**spec, "nccl_version": "3.1"})
     assert "\n" not in str(e.value) and "nccl_version" in str(e.value)
+
+
+def test_small_broadcast_and_reduce_cost_one_hop_across_nodes():
+    # tuning.cc (Broadcast/Reduce, sameChannels): base + one hop whatever the rank count; LL across
+    # nodes: 6.6 + 2.7 = 9.3 us on 4 nodes x 8 H100 (no host floor here), against the p-1 hops of
+    # an allgather ring
+    calib = CAL.model_copy(update={"host_floor_s": {}})
+    sy = cluster("h100_sxm", 32)
+    shape = coll.GroupShape(size=32, ranks_per_domain=8, domain_span=4, same_rail=True)
+    for op in ("broadcast", "reduce"):
+        e = coll.collective_estimate(op, 8.0, shape, sy, calib, algorithms=("ring",))
+        assert e.protocol == "LL" and e.time_s == pytest.approx(6.6e-6 + 2.7e-6, rel=0.01)
+    # allgather ring LL: base 6.6 + (31 - 3) intra steps at max(0.6, netOverhead 1.0) + 3 inter at 2.7
+    ag = coll.collective_estimate("all_gather", 8.0, shape, sy, calib, algorithms=("ring",))
+    assert ag.time_s == pytest.approx(6.6e-6 + 28 * 1.0e-6 + 3 * 2.7e-6, rel=0.01)
