@@ -22,8 +22,8 @@ SHAPE8 = coll.GroupShape(size=8, ranks_per_domain=8, domain_span=1, same_rail=Tr
 
 def test_older_releases_take_their_constants():
     old = coll.for_nccl_version(CAL, "2.20")
-    # tuning.cc v2.20: MAXCHANNELS 32 (ring search 16), ring LL x 1/4, Tree Simple base 0 and 28 us hops
-    assert (old.max_channels, old.ll_bandwidth_fraction) == (16, 0.25)
+    # tuning.cc v2.20: ring LL x 1/4, Tree Simple base 0 and 28 us hops
+    assert old.ll_bandwidth_fraction == 0.25 and old.max_channels == CAL.max_channels
     assert old.base_latency_s["tree"][2] == 0.0 and old.hop_latency_s["tree"].net[2] == pytest.approx(28e-6)
     assert coll.for_nccl_version(CAL, "2.27").hop_latency_s["nvls_tree"].net[2] == pytest.approx(14e-6)
     assert CAL.hop_latency_s["nvls_tree"].net[2] == pytest.approx(20.9e-6)  # 2.28 and later
@@ -56,7 +56,7 @@ def test_ll128_and_pat_follow_the_release():
 def test_a_study_pins_the_release():
     spec = yaml.safe_load(open(REPO / "studies" / "quickstart" / "study.yaml"))
     p = make_problem(validate(StudySpec, {**spec, "nccl_version": "2.20"}))
-    assert p.calib.collectives.nccl_version == "2.20" and p.calib.collectives.max_channels == 16
+    assert p.calib.collectives.nccl_version == "2.20" and p.calib.collectives.ll_bandwidth_fraction == 0.25
     assert make_problem(validate(StudySpec, spec)).calib.collectives.nccl_version == CAL.nccl_version
     with pytest.raises(SpecError) as e:
         validate(StudySpec, {**spec, "nccl_version": "3.1"})
