@@ -481,3 +481,52 @@ def test_vector_and_scalar_agree(sc, n):
     assert v.time_s[1] == pytest.approx(e.time_s, rel=1e-12, abs=0)
     assert v.algorithm(1) == e.algorithm and v.protocol(1) == e.protocol
     assert (v.hb_bytes[1], v.rail_bytes[1], v.spine_bytes[1]) == pytest.approx((e.hb_bytes, e.rail_bytes, e.spine_bytes))
+
+
+@SETTINGS
+@given(scenario(), st.floats(1.0, 1e10), st.integers(1, 8), st.floats(1.0, 4.0))
+def test_deduplicated_dispatch_properties(sc, token_bytes, top_k, factor):
+    """The deduplicated MoE dispatch: non-negative and finite where a rail path exists, monotone in
+    the bytes and the distinct destination domains, never faster than the links allow, never slower
+    with more NIC or HB bandwidth."""
+    from designer.perf.collectives import moe_dispatch_estimate_vec
+
+    system, shape, _ = sc
+    n_dom = shape.size // shape.ranks_per_domain
+    args = (top_k, shape.size, shape.ranks_per_domain, shape.domain_span, system, CALIB)
+    d = np.array([1.0, max(n_dom / 2, 1.0), float(n_dom)])
+    e = moe_dispatch_estimate_vec(np.full(3, token_bytes), top_k, d, *args[1:])
+    t = np.asarray(e.time_s)
+    if not np.all(np.isfinite(t)):
+        return  # no rail path between the group's domains
+    assert np.all(t >= 0) and np.all(np.diff(t) >= -1e-12 * t[1:])
+    more = moe_dispatch_estimate_vec(token_bytes * factor, top_k, d[-1], *args[1:])
+    assert float(more.time_s) >= t[-1] * (1 - 1e-12)
+    if shape.size > 1:
+        assert float(e.rail_bytes[-1] + e.spine_bytes[-1]) / t[-1] <= system.nic_bandwidth_per_gpu_bytes_per_s * (1 + 1e-9)
+        assert float(e.hb_bytes[-1]) / t[-1] <= system.hb.bandwidth_per_gpu_bytes_per_s * (1 + 1e-9)
+    faster = system.model_copy(update={"nic_bandwidth_per_gpu_bytes_per_s": system.nic_bandwidth_per_gpu_bytes_per_s * factor,
+                                       "hb": system.hb.model_copy(update={
+                                           "bandwidth_per_gpu_bytes_per_s": system.hb.bandwidth_per_gpu_bytes_per_s * factor})})
+    tiers = tuple(tr.model_copy(update={"bandwidth_per_gpu_bytes_per_s": tr.bandwidth_per_gpu_bytes_per_s * factor})
+                  for tr in system.tiers)
+    faster = faster.model_copy(update={"tiers": tiers})
+    f = moe_dispatch_estimate_vec(token_bytes, top_k, d[-1], shape.size, shape.ranks_per_domain, shape.domain_span,
+                                  faster, CALIB)
+    assert float(f.time_s) <= t[-1] * (1 + 1e-12)
+
+
+@SETTINGS
+@given(st.sampled_from([(4, 4), (2, 8), (4, 2, 2), (2, 2, 4)]), st.floats(1e3, 1e10))
+def test_bucket_never_slower_than_dimension_ordered(dims, n):
+    """Using every torus dimension at once never loses to one at a time (bandwidth and latency
+    terms, full-domain groups)."""
+    k = int(np.prod(dims))
+    topo = HBTopology.torus2d if len(dims) == 2 else HBTopology.torus3d
+    system = ClusterSystem(gpu=GPU, n_gpus=k, hb=HBDomain(size=k, bandwidth_per_gpu_bytes_per_s=400e9, topology=topo,
+                                                          torus_dims=dims), nic_bandwidth_per_gpu_bytes_per_s=50e9)
+    shape = GroupShape(size=k, ranks_per_domain=k, domain_span=1, same_rail=True)
+    for op in ("all_reduce", "reduce_scatter", "all_gather"):
+        b = collective_estimate(op, n, shape, system, CALIB, algorithms=("bucket",)).time_s
+        t = collective_estimate(op, n, shape, system, CALIB, algorithms=("torus",)).time_s
+        assert b <= t * (1 + 1e-12)
