@@ -12,7 +12,14 @@ phi = 1; `phi` = `pipeline_fill_factor` is calibrated on the mid-size ramp of th
 20 GB/s channel, and scales as 1/(per-channel bandwidth) because NCCL's chunks have a fixed size).
 MPI-style algorithms (recursive doubling/halving, Rabenseifner, Bruck, binomial, pairwise,
 two-phase, hierarchical) use the plain alpha-beta costs of §2, step by step, without a fill term.
-The chosen pair is the argmin of the predicted time, as NCCL's tuner does (§4.1).
+The chosen pair is the argmin of the predicted time, as NCCL's tuner does (§4.1). The repertoire is
+the table ENTRIES: one AlgorithmEntry per algorithm (the ops it implements, its protocols, where it
+exists, its vectorized cost); `_candidates` is the one generic step over it. NCCL's release-dependent
+rules are data (collectives.yaml: LL128 by release and generation, version_overrides; for_nccl_version),
+and every call takes at least the host floor of its GPU generation (launch and enqueue).
+
+MoE dispatch with per-node deduplication and forwarding inside the node (DeepEP's normal kernels) is
+its own estimate, `moe_dispatch_estimate_vec`: its RDMA phase stays on the rails.
 
 GPU generation (`system.gpu.architecture`: ampere | hopper | blackwell) selects NCCL's
 per-generation constants (§4.3, §4.4; `ArchitectureConstants`): the usable NVLink bandwidth per

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-import numpy as np
 import yaml
 
 from designer import units
