@@ -18,6 +18,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from designer.perf import collectives as coll  # noqa: E402
@@ -59,10 +63,36 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+# multi-node curves drawn against designer (measured: dots; designer: line)
+PLOTTED = ("XR-1", "XR-2", "XR-3", "XR-4", "AWS-1", "AWS-3", "B300-1-AG", "CW-G2", "TB-5-AR-ring-8n")
+
+
+def plot(df: pd.DataFrame, path: Path) -> None:
+    ids = [c for c in PLOTTED if c in set(df.curve)]
+    fig, axes = plt.subplots(3, 3, figsize=(13, 10))
+    for ax, cid in zip(axes.ravel(), ids):
+        g = df[df.curve == cid]
+        ax.plot(g.size_bytes, g.measured, "o", label="measured")
+        ax.plot(g.size_bytes, g.designer, "-", label="designer")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        r = g.iloc[0]
+        ax.set_title(f"{cid}: {r.op}, {r.ranks} x {r.gpu} ({r.fabric})", fontsize=8)
+        ax.set_ylabel(r.quantity, fontsize=7)
+        ax.tick_params(labelsize=7)
+    for ax in axes.ravel()[len(ids):]:
+        ax.axis("off")
+    axes.ravel()[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main() -> None:
     df = table()
     OUT.mkdir(parents=True, exist_ok=True)
     df.to_csv(OUT / "measured_curves.csv", index=False, float_format="%.6g")
+    plot(df, OUT / "measured_curves_multinode.png")
     s = summary(df)
     lines = ["# Collective model against measured curves (collectives-modern.md)", "",
              "Error: designer's speed over the measured one, minus one (positive: designer too fast).",
