@@ -1362,7 +1362,8 @@ def moe_dispatch_estimate_vec(token_bytes, top_k, distinct_domains, size, ranks_
     multi = n_dom > 1
     with np.errstate(divide="ignore", invalid="ignore"):
         t_rdma = np.where(multi, rdma / np.where(rail.exists, rail.bw, 0.0), 0.0)
-        t_hb = hb_b * _hb_alltoall_inverse_bw(system, g) / np.maximum((g - 1) / g, 1e-30) / eta_hb
+        # the k copies spread over the domain as an all-to-all among its g members
+        t_hb = tb * k * _hb_alltoall_inverse_bw(system, g) / eta_hb
     hop_hb = max(system.hb.latency_s, c.hop_latency_s["ring"].hb[_SIMPLE])
     hop_net = np.maximum(rail.latency_s, c.hop_latency_s["ring"].net[_SIMPLE])
     lat = hop_hb + np.where(multi, hop_net, 0.0)

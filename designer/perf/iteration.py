@@ -535,17 +535,6 @@ def ep_term(ctx: _Context, moe: LayerTimes | None) -> Term:
     return Term(z, z, rows=rows, moe_total_s=total, moe_exposed_s=hidden_cost(total, budget, ctx))
 
 
-def dispatch_dedup_factor(llm: LLMSpec, nodes):
-    """Network copies per token of a node-deduplicated dispatch over those of a per-expert one:
-    D/k, with D the expected number of distinct nodes among a token's k experts
-    (collectives.expected_distinct_domains: uniform routing, node-limited routing caps it at M,
-    DeepSeek-V3 §2.1.2)."""
-    moe = llm.moe
-    n = np.maximum(np.asarray(nodes, float), 1.0)
-    distinct = coll.expected_distinct_domains(moe.experts, moe.top_k, n, moe.max_nodes_per_token)
-    return np.where(n > 1, np.minimum(distinct / moe.top_k, 1.0), 1.0)
-
-
 def pp_term(ctx: _Context) -> Term:
     """Per microbatch: one send each way per chunk boundary (1/t shards + NVLink all-gather)."""
     S, ccol = ctx.S, ctx.calib.collectives
@@ -835,7 +824,7 @@ def layer_activation_bytes(ctx: _Context):
     return act_d, act_m, full_d, full_m
 
 
-def activation_offload_term(ctx: _Context, dense: LayerTimes, moe: LayerTimes | None):
+def activation_offload_term(ctx: _Context, dense: LayerTimes, moe: LayerTimes | None, acts):
     """Per microbatch per stage: the offloaded layers' activations go to host memory during the
     forward and come back during the backward over the GPU's host link (one direction each),
     overlapped with the stage's compute in that pass (Megatron's CPU offloading runs the copies on
@@ -846,7 +835,7 @@ def activation_offload_term(ctx: _Context, dense: LayerTimes, moe: LayerTimes | 
     n_dense, n_moe = cmp.layer_kinds(ctx.llm)
     n = n_dense + n_moe
     per_stage = n / ctx.pp
-    act_d, act_m, _, _ = layer_activation_bytes(ctx)
+    act_d, act_m, _, _ = acts
     act = (n_dense * act_d + n_moe * act_m) / n
     fwd = (n_dense * dense.fwd_s + (n_moe * moe.fwd_s if moe is not None else 0.0)) / n
     bwd = (n_dense * dense.bwd_s + (n_moe * moe.bwd_s if moe is not None else 0.0)) / n
@@ -855,14 +844,14 @@ def activation_offload_term(ctx: _Context, dense: LayerTimes, moe: LayerTimes | 
     return hidden_cost(t, per_stage * fwd, ctx) + hidden_cost(t, per_stage * bwd, ctx)
 
 
-def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams) -> dict[str, np.ndarray]:
+def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams, acts) -> dict[str, np.ndarray]:
     """HBM per GPU, the worst of the first stage (most microbatches in flight) and the last (holds
     the logits); model states of the most loaded stage."""
     llm, S, shape = ctx.llm, ctx.S, ctx.shape
     st = ctx.stages
     s = ctx.training.sequence_length
     mcal = ctx.calib.memory
-    act_d, act_m, full_d, full_m = layer_activation_bytes(ctx)
+    act_d, act_m, full_d, full_m = acts
 
     def stage_act(n, n_moe):
         # activation offload: the offloaded layers' saved tensors leave HBM once written (the last
@@ -976,7 +965,8 @@ def _iteration_arrays(llm, training, S, system, calib):
     moe = compute_term(ctx, ctx.moe, True) if ctx.moe is not None else None
     tp, cp, pp, ep = tp_term(ctx, dense), cp_term(ctx, dense), pp_term(ctx), ep_term(ctx, moe)
     layer_exposed = tp.exposed_s + cp.exposed_s
-    offload_act_s = activation_offload_term(ctx, dense, moe)
+    acts = layer_activation_bytes(ctx)
+    offload_act_s = activation_offload_term(ctx, dense, moe, acts)
     stt = stage_times(ctx, dense, moe, layer_exposed, layer_exposed + ep.moe_exposed_s, pp.exposed_s + offload_act_s)
     bubble = bubble_s(ctx, stt)
     t_pipe = m * stt.pace_s + bubble
@@ -996,7 +986,7 @@ def _iteration_arrays(llm, training, S, system, calib):
         for c, count, kind in term.rows:
             ledger.add(c, count * per, kind)
 
-    mem_out = memory_term(ctx, stt, sp_)
+    mem_out = memory_term(ctx, stt, sp_, acts)
     code = np.where((code == 0) & (mem_out["memory_per_gpu_bytes"] > system.gpu.hbm_bytes), 9, code)
     code = np.where((code == 0) & (mem_out["host_memory_bytes"] > system.gpu.host_memory_bytes), 17, code)
 

@@ -22,7 +22,7 @@ MIB = 2**20
 # NICs when a source does not state them: the DGX/HGX reference design, one 400G NIC per GPU
 DEFAULT_NIC_GBPS_PER_GPU = 400.0
 # the source's algorithm name -> the model's
-_ALGORITHM = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": "nvls_tree", "collnet": "collnet",
+ALGORITHM_NAMES = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": "nvls_tree", "collnet": "collnet",
               "pat": "pat"}
 OPS = set(coll.OPS)
 
@@ -88,7 +88,7 @@ def algorithms_for(curve: dict, calib) -> tuple[str, ...] | None:
     label = (curve.get("algorithm") or "").lower()
     if forced or label in ("ring", "tree", "nvlstree", "pat"):
         # those labels are algorithms a run forced (the "nvls" / "collnet" labels enable features)
-        algo = _ALGORITHM.get(forced.group(1).lower() if forced else label)
+        algo = ALGORITHM_NAMES.get(forced.group(1).lower() if forced else label)
         return (algo,) if algo in coll.ALGORITHMS else None
     off = set()
     if re.search(r"NVLS_ENABLE=0|NVLS 0\b|nvls disabled|nvls off", text, flags=re.IGNORECASE):

@@ -33,7 +33,7 @@ def test_print_every_curve(results):
         print(f"\n## {cid}: {c['op']} on {c['ranks']} x {c['gpu']} ({c['fabric']}), {c['quantity']}, "
               f"NCCL {c.get('nccl_version') or '?'}")
         print(f"{'size B':>14} {'measured':>10} {'designer':>10} {'error':>8}  algorithm/protocol")
-        named = cc._ALGORITHM.get((c.get("algorithm") or "").lower())
+        named = cc.ALGORITHM_NAMES.get((c.get("algorithm") or "").lower())
         for p in pts:
             print(f"{p.size_bytes:>14} {p.measured:>10.3f} {p.predicted:>10.3f} {p.error:>+8.1%}  {p.algorithm}/{p.protocol}")
         differs = sorted({p.algorithm for p in pts if named and p.size_bytes >= cc.MIB and p.algorithm != named})

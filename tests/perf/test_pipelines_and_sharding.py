@@ -175,14 +175,14 @@ def test_deduplicated_dispatch_by_hand():
     # D = 4·(1 − C(96, 8)/C(128, 8)).
     from math import comb
 
-    from designer.perf.iteration import dispatch_dedup_factor
+    from designer.perf.collectives import expected_distinct_domains
 
     ds, qw = load_model("deepseek-v3"), load_model("qwen3-235b-a22b")
     assert 8 * (1 - comb(224, 8) / comb(256, 8)) > 4
-    assert float(dispatch_dedup_factor(ds, np.array([8]))[0]) == pytest.approx(4 / 8)
+    assert float(expected_distinct_domains(256, 8, 8, ds.moe.max_nodes_per_token)) == pytest.approx(4.0)
     want = 4 * (1 - comb(96, 8) / comb(128, 8)) / 8
-    assert float(dispatch_dedup_factor(qw, np.array([4]))[0]) == pytest.approx(want)
-    assert float(dispatch_dedup_factor(qw, np.array([1]))[0]) == 1.0  # inside one node: nothing to save
+    assert float(expected_distinct_domains(128, 8, 4, qw.moe.max_nodes_per_token)) / 8 == pytest.approx(want)
+    assert float(expected_distinct_domains(128, 8, 1)) == pytest.approx(1.0)  # inside one node: one domain
     tr = TrainingSpec(sequence_length=4096, global_batch_sequences=256, total_tokens=1e12)
     st = Strategy(tp=1, pp=8, dp=32, ep=32, zero_stage=1, recompute="full")
     sy = cluster("h100_sxm", 256)
