@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from designer.spec.llm import LLMSpec, Precision, Recompute, Schedule, Strategy, TrainingSpec
+from designer.spec.llm import LLMSpec, Precision, Recompute, Schedule, Strategy, TrainingSpec, pipeline_stage_layers
 
 # Strategy columns, in the order they appear in every CSV.
 STRATEGY_COLUMNS: tuple[str, ...] = (
@@ -77,14 +77,53 @@ def metrics_columns(metrics_row: Mapping[str, Any], power_w: float) -> dict[str,
     return out
 
 
+def pipeline_layout_args(s: Strategy, n_layers: int) -> list[str]:
+    """Megatron-LM flags for the layers of each stage and chunk (designer.spec.llm.pipeline_stage_layers).
+
+    Even stages: nothing, or --num-layers-per-virtual-pipeline-stage when interleaved. Uneven stages
+    whose middle stages are equal (and, interleaved, every stage a multiple of the chunks):
+    --decoder-first/last-pipeline-num-layers, the form transformer_config.py checks. Anything else: an
+    explicit --pipeline-model-parallel-layout string ('E' embedding, 't' a layer, 'L' the loss, '|'
+    between chunks, chunk k of stage r at position k * pp + r; pipeline_parallel_layer_layout.py)."""
+    if s.pp == 1:
+        return []
+    v = s.virtual_stages if s.schedule == Schedule.interleaved else 1
+    stages = pipeline_stage_layers(n_layers, s.pp, s.pp_first_stage_layers, s.pp_last_stage_layers)
+    if not stages:
+        return []
+    middle = stages[1:-1]
+    if len(set(stages)) == 1 and stages[0] % v == 0:
+        return [f"--num-layers-per-virtual-pipeline-stage {stages[0] // v}"] if v > 1 else []
+    if len(set(middle)) <= 1 and all(n % v == 0 and n > 0 for n in stages):
+        out = [f"--decoder-first-pipeline-num-layers {stages[0]}", f"--decoder-last-pipeline-num-layers {stages[-1]}"]
+        return out + ([f"--num-virtual-stages-per-pipeline-rank {v}"] if v > 1 else [])
+    chunks = [[""] * v for _ in stages]
+    for r, n in enumerate(stages):
+        for k in range(v):
+            c = n // v + (k < n % v)
+            chunks[r][k] = "" if c == 0 else ("t" if c == 1 else f"t*{c}")
+    chunks[0][0] = "E" + chunks[0][0]
+    chunks[-1][-1] = chunks[-1][-1] + ("," if chunks[-1][-1] else "") + "L"
+    order = [chunks[r][k] for k in range(v) for r in range(s.pp)]
+    # runs of equal chunks as '(c|)*k', the grammar's repetition; the last chunk is written out
+    parts, i = [], 0
+    while i < len(order) - 1:
+        j = i
+        while j + 1 < len(order) - 1 and order[j + 1] == order[i]:
+            j += 1
+        k = j - i + 1
+        parts.append(f"({order[i]}|)*{k}" if k > 1 else f"{order[i]}|")
+        i = j + 1
+    return [f"--pipeline-model-parallel-layout '{','.join(parts)},{order[-1]}'"]
+
+
 def megatron_args(s: Strategy, llm: LLMSpec, training: TrainingSpec) -> str:
     """Megatron-LM (megatron/training/arguments.py) flags for one strategy. Options Megatron-LM does
     not have (GPipe, ZeRO++) are named in a trailing comment instead of being invented."""
     a = [f"--tensor-model-parallel-size {s.tp}", f"--pipeline-model-parallel-size {s.pp}"]
     notes = []
-    if s.schedule == Schedule.interleaved:
-        a.append(f"--num-layers-per-virtual-pipeline-stage {llm.layers // (s.pp * s.virtual_stages)}")
-    elif s.schedule == Schedule.gpipe and s.pp > 1:
+    a += pipeline_layout_args(s, llm.layers)
+    if s.schedule == Schedule.gpipe and s.pp > 1:
         notes.append("GPipe schedule: Megatron-LM runs 1F1B; same bubble, more activation memory")
     if s.sequence_parallel:
         a.append("--sequence-parallel")

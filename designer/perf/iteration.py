@@ -236,16 +236,40 @@ class StageLayout:
     valid: np.ndarray
 
 
+def default_end_stages(n_layers: int, pp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The end stages' layers when the strategy does not give them, -1 where the even split serves.
+
+    pp divides the layers: an even split. Otherwise Megatron's uneven form
+    (--decoder-first/last-pipeline-num-layers; megatron/core/transformer/transformer_config.py checks
+    that the middle stages split evenly): every middle stage takes m = ceil(L / pp) layers and the end
+    stages share the rest, the last one the smaller half (it also holds the output layer and the loss).
+    126 layers on pp 16 is 7 + 14 x 8 + 7, as Llama 3 405B's 16 stages; 61 on pp 16 is 3 + 14 x 4 + 2.
+    Where that leaves an end stage empty (61 on pp 32), -1: the layers are split as evenly as
+    possible instead (a --pipeline-model-parallel-layout)."""
+    pp = np.asarray(pp, dtype=np.int64)
+    m = -(-n_layers // np.maximum(pp, 1))
+    rest = n_layers - (pp - 2) * m
+    last = rest // 2
+    first = rest - last
+    use = (pp >= 2) & (n_layers % np.maximum(pp, 1) != 0) & (last >= 1)
+    return np.where(use, first, -1), np.where(use, last, -1)
+
+
 def stage_layout(llm: LLMSpec, S: StrategyArrays) -> StageLayout:
     """Uneven stages: the end stages take their given layer counts (Megatron
-    --decoder-first/last-pipeline-num-layers), the rest are split as evenly as possible with the
-    remainder on the non-last stages (the last holds the output layer and the loss)."""
+    --decoder-first/last-pipeline-num-layers), or `default_end_stages` when pp does not divide the
+    layers; the rest are split as evenly as possible with the remainder on the non-last stages (the
+    last holds the output layer and the loss)."""
     L = llm.layers
     pp = S.pp
-    f_fixed = S.pp_first >= 0
-    l_fixed = (S.pp_last >= 0) & (pp > 1)
-    f_given = np.where(f_fixed, S.pp_first, 0)
-    l_given = np.where(l_fixed, S.pp_last, 0)
+    d_first, d_last = default_end_stages(L, pp)
+    unset = (S.pp_first < 0) & (S.pp_last < 0)
+    p_first = np.where(unset, d_first, S.pp_first)
+    p_last = np.where(unset, d_last, S.pp_last)
+    f_fixed = p_first >= 0
+    l_fixed = (p_last >= 0) & (pp > 1)
+    f_given = np.where(f_fixed, p_first, 0)
+    l_given = np.where(l_fixed, p_last, 0)
     free = pp - f_fixed.astype(np.int64) * (pp > 1) - l_fixed.astype(np.int64)
     rest = L - np.where(pp > 1, f_given, 0) - l_given
     k = np.maximum(free, 1)
@@ -253,7 +277,8 @@ def stage_layout(llm: LLMSpec, S: StrategyArrays) -> StageLayout:
     rem = np.maximum(rest, 0) % k
     first = np.where(pp == 1, L, np.where(f_fixed, f_given, base + (rem > 0)))
     last = np.where(pp == 1, L, np.where(l_fixed, l_given, base))
-    mid_max = np.where(pp > 2, base + (rem > 0), 0)
+    # the remainder goes to the earliest free stages: the first (when free) takes one of it
+    mid_max = np.where(pp > 2, base + (rem > (~f_fixed).astype(np.int64)), 0)
     valid = (rest >= 0) & ((free > 0) | (rest == 0))
     n_dense, n_moe = cmp.layer_kinds(llm)
     if llm.moe is None:

@@ -6,8 +6,9 @@ A strategy is valid when Megatron-LM (and DeepSpeed for ZeRO-2/3 and ZeRO++) can
 - tp divides the HB (scale-up) domain size, so a TP group never leaves its NVLink domain; tp divides
   the attention heads, the hidden size and the FFN sizes (dense and expert); tp and the key/value
   heads divide one another (query groups are split across TP ranks, or replicated when tp > kv heads);
-- pp stages of at least one layer each: by default pp divides the layer count, but a pp the study
-  lists explicitly may leave uneven stages (the slowest stage paces the pipeline); the interleaved
+- pp stages of at least one layer each: pp need not divide the layer count; uneven stages follow
+  Megatron's first/last-stage form (designer.spec.llm.pipeline_stage_layers; the slowest stage paces
+  the pipeline), so 126 layers run on pp 16 and 61 on any pp up to 61; the interleaved
   schedule needs pp >= 2, pp * virtual_stages <= layers (chunks may be uneven too), and a microbatch
   count divisible by pp (Megatron's interleaved schedule); DualPipe an even pp and an even
   microbatch count >= pp;
@@ -217,7 +218,8 @@ class DesignSpace:
         if n_gpus < 1 or hb_domain_size < 1:
             raise SpecError(f"design: n_gpus {n_gpus} and hb_domain_size {hb_domain_size} must be >= 1")
         tp_vals = [t for t in (space.tp or divisors(hb_domain_size)) if hb_domain_size % t == 0 and _tp_ok(llm, t)]
-        pp_vals = [p for p in (space.pp or [d for d in divisors(llm.layers) if d <= space.max_pp]) if p <= llm.layers]
+        # every depth up to max_pp: stages may be uneven (designer.spec.llm.pipeline_stage_layers)
+        pp_vals = [p for p in (space.pp or range(1, space.max_pp + 1)) if p <= llm.layers]
         cp_vals = [c for c in space.cp if c == 1 or training.sequence_length % (2 * c) == 0]
         if llm.moe is None:
             ep_vals = [1]  # expert parallelism has no meaning for a dense model

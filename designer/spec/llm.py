@@ -231,4 +231,28 @@ class Strategy(Record):
         return self
 
 
+def pipeline_stage_layers(n_layers: int, pp: int, first: int | None = None, last: int | None = None) -> tuple[int, ...]:
+    """Layers of each pipeline stage, first to last: the scalar statement of the vectorized split in
+    designer.perf.iteration.stage_layout (tests check the two agree).
+
+    Given end stages keep their counts. Otherwise, when pp does not divide the layers, Megatron's
+    uneven form: each middle stage takes ceil(L / pp) layers and the end stages share the rest, the
+    last the smaller half (126 on pp 16: 7, 8 x 14, 7). The stages left over split as evenly as
+    possible, the remainder on the earlier ones. An empty tuple: the given end stages leave no split."""
+    if pp == 1:
+        return (n_layers,)
+    if first is None and last is None and n_layers % pp:
+        m = -(-n_layers // pp)
+        rest = n_layers - (pp - 2) * m
+        if rest // 2 >= 1:
+            first, last = rest - rest // 2, rest // 2
+    free = pp - (first is not None) - (last is not None)
+    rest = n_layers - (first or 0) - (last or 0)
+    if rest < 0 or (free == 0 and rest):
+        return ()
+    base, rem = divmod(rest, free) if free else (0, 0)
+    middle = [base + (i < rem) for i in range(free)]
+    return tuple(([first] if first is not None else []) + middle + ([last] if last is not None else []))
+
+
 MODELS_DIR = Path(__file__).resolve().parents[2] / "models"

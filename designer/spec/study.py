@@ -84,7 +84,7 @@ class StrategySpace(Record):
     moe_dispatcher: tuple[Literal["alltoall", "allgather", "deepep"], ...] = ("alltoall",)
     # the iteration captured in CUDA graphs (a smaller host floor per collective)
     cuda_graphs: tuple[bool, ...] = (False,)
-    # Largest pipeline depth tried when `pp` is omitted (every divisor of the layer count up to it).
+    # Largest pipeline depth tried when `pp` is omitted (every depth up to it and the layer count).
     max_pp: int = Field(default=64, ge=1)
 
     @field_validator("tp", "pp", "ep")

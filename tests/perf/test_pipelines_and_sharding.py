@@ -27,19 +27,65 @@ def _layout(llm, **kw):
 
 
 def test_uneven_stages_of_llama_405b():
-    # 126 layers on 16 stages: 126 = 16·7 + 14, so 14 non-last stages hold 8 layers and the last 7
-    # (the output layer and loss sit there); Megatron's first/last 7 leave 112 = 14·8 in the middle.
+    # 126 layers on 16 stages: by default Megatron's uneven form, ceil(126/16) = 8 on each of the 14
+    # middle stages and the 126 - 112 = 14 left shared by the end stages, 7 and 7 (Llama 3 405B's).
     llm = load_model("llama3-405b")
     a = _layout(llm, pp=16, dp=1)
-    assert (int(a.first[0]), int(a.mid_max[0]), int(a.last[0])) == (8, 8, 7)
+    assert (int(a.first[0]), int(a.mid_max[0]), int(a.last[0])) == (7, 8, 7)
     b = _layout(llm, pp=16, dp=1, pp_first_stage_layers=7, pp_last_stage_layers=7)
     assert (int(b.first[0]), int(b.mid_max[0]), int(b.last[0]), bool(b.valid[0])) == (7, 8, 7, True)
     bad = _layout(llm, pp=2, dp=1, pp_first_stage_layers=100, pp_last_stage_layers=30)
     assert not bool(bad.valid[0])
-    # DeepSeek-V3: 61 layers on 16 stages, the 3 dense layers on the first stage
+    # DeepSeek-V3: 61 layers on 16 stages: 14 middle stages of ceil(61/16) = 4, the 5 left as 3 on the
+    # first (its 3 dense layers) and 2 on the last
     ds = load_model("deepseek-v3")
     c = _layout(ds, pp=16, dp=1)
-    assert (int(c.first[0]), int(c.first_moe[0]), int(c.last[0]), int(c.last_moe[0])) == (4, 1, 3, 3)
+    assert (int(c.first[0]), int(c.first_moe[0]), int(c.last[0]), int(c.last_moe[0])) == (3, 0, 2, 2)
+    # 61 on 32: ceil = 2 leaves 61 - 60 = 1 for both ends, so the layers split as evenly as possible:
+    # 29 stages of 2 then 3 of 1
+    e = _layout(ds, pp=32, dp=1)
+    assert (int(e.first[0]), int(e.mid_max[0]), int(e.last[0]), bool(e.valid[0])) == (2, 2, 1, True)
+
+
+@pytest.mark.parametrize("n_layers", [1, 7, 32, 61, 80, 96, 126, 127])
+def test_scalar_and_vectorized_stage_splits_agree(n_layers):
+    from designer.perf.iteration import default_end_stages
+    from designer.spec.llm import pipeline_stage_layers
+
+    llm = load_model("llama3-8b").model_copy(update={"layers": n_layers})
+    for pp in range(1, n_layers + 1):
+        stages = pipeline_stage_layers(n_layers, pp)
+        assert sum(stages) == n_layers and len(stages) == pp and min(stages) >= 1
+        assert max(stages) == -(-n_layers // pp)  # the slowest stage holds ceil(L / pp) layers
+        a = _layout(llm, pp=pp, dp=1)
+        assert (int(a.first[0]), int(a.last[0])) == (stages[0], stages[-1])
+        if pp > 2:
+            assert int(a.mid_max[0]) == max(stages[1:-1])
+        f, last = default_end_stages(n_layers, np.array([pp]))
+        if n_layers % pp and int(f[0]) > 0:  # the Megatron first/last form: equal middle stages
+            assert len(set(stages[1:-1])) <= 1 and (int(f[0]), int(last[0])) == (stages[0], stages[-1])
+
+
+def test_uneven_stages_are_priced_by_the_slowest_stage():
+    # 126 layers on pp 16 (7, 8 x 14, 7) against a 128-layer copy on pp 16 (8 x 16), both with a
+    # vocabulary of 8 so that the embedding and output layer weigh nothing: the pace stage holds 8
+    # layers in both, so the per-microbatch stage time is equal: a per-layer average (126 / 16 =
+    # 7.875 layers) would price it 1.6 % too fast.
+    llm = load_model("llama3-405b").model_copy(update={"vocab_size": 8})
+    big = llm.model_copy(update={"layers": 128})
+    tr = TrainingSpec(sequence_length=8192, global_batch_sequences=256, precision="bf16", total_tokens=1e12)
+    s = Strategy(tp=8, pp=16, dp=16, sequence_parallel=True, recompute="full")
+    sysm = cluster("h100_sxm", 2048)
+    a = evaluate_system(llm, tr, s, sysm, calib=CAL)
+    b = evaluate_system(big, tr, s, sysm, calib=CAL)
+    assert isinstance(a, Metrics) and isinstance(b, Metrics), (a, b)
+    # (the 128-layer last stage also carries the final norm and the 8-word output layer: < 0.5 %)
+    assert a.row()["compute_s"] == pytest.approx(b.row()["compute_s"], rel=5e-3)
+    assert a.row()["compute_s"] <= b.row()["compute_s"]
+    # a microbatch passes every stage once: the fill and drain are sum_i t_i - t_max, 126 - 8 = 118
+    # layer times against 128 - 8 = 120
+    assert a.row()["bubble_s"] / b.row()["bubble_s"] == pytest.approx(118 / 120, rel=5e-3)
+    assert a.iteration_time_s <= b.iteration_time_s
 
 
 def test_pp_need_not_divide_the_layers():

@@ -27,8 +27,8 @@ def test_hand_counted_tiny_space():
 def _brute_force(llm, training, space, n_gpus, hb):
     """Every combination of the raw allowed values, filtered by the scalar rules alone."""
     tps = space.tp or range(1, hb + 1)
-    # by default the space tries the pp that divide the layers (an explicit list may be uneven)
-    pps = space.pp or [p for p in range(1, llm.layers + 1) if llm.layers % p == 0 and p <= space.max_pp]
+    # by default the space tries every pp up to max_pp and the layer count (stages may be uneven)
+    pps = space.pp or [p for p in range(1, llm.layers + 1) if p <= space.max_pp]
     eps = (space.ep or range(1, llm.moe.experts + 1)) if llm.moe else (1,)
     scheds = [(s, 1) for s in space.schedules if s != Schedule.interleaved]
     if Schedule.interleaved in space.schedules:
@@ -169,3 +169,57 @@ def test_offload_is_a_strategy_dimension_that_rescues_short_hbm():
     vm = evaluate_many(llm, tr, to_strategy_arrays(t), cluster("a100_40gb", 8, nic_gbps=200))
     off = t.columns["offload_optimizer"]
     assert not np.any(vm.feasible & ~off) and np.any(vm.feasible & off)
+
+
+def test_pp_that_does_not_divide_the_layers_is_in_the_space():
+    # Llama 3 405B (126 layers) on 16,384 GPUs was trained with pp 16 (Dubey et al. 2024 §3.3.2);
+    # DeepSeek-V3's 61 layers (a prime) have no divisor pp > 1 at all.
+    from designer.spec.models import load_model
+
+    llm = load_model("llama3-405b")
+    tr = TrainingSpec(sequence_length=8192, global_batch_sequences=2048, precision="bf16", total_tokens=1e12)
+    sp = design_space(llm, tr, StrategySpace(zero_stages=(1,), recompute=(Recompute.full,)), n_gpus=16384, hb_domain_size=8)
+    assert {4, 8, 16, 32, 64} <= {int(p) for p in sp.layouts[:, 1]}
+    ds = load_model("deepseek-v3")
+    sp2 = design_space(ds, tr, StrategySpace(ep=(8,), zero_stages=(1,), recompute=(Recompute.full,)), n_gpus=2048,
+                       hb_domain_size=8)
+    assert {2, 4, 8, 16} <= {int(p) for p in sp2.layouts[:, 1]}
+
+
+def _megatron_layout_chunks(layout: str) -> list[str]:
+    """Megatron-LM's PipelineParallelLayerLayout.parse_str_to_list (megatron/core/transformer/
+    pipeline_parallel_layer_layout.py @ d98e8a64): commas dropped, '(x)*n' then 'c*n' unrolled,
+    chunks split at '|'."""
+    import re
+
+    s = layout.replace(",", "")
+    for pattern in (r'\(([^)]+)\)\*(\d+)', r'(.)\*(\d+)'):
+        s = re.sub(pattern, lambda x: x.group(1) * int(x.group(2)), s)
+    return s.split("|")
+
+
+@pytest.mark.parametrize("n_layers,pp,schedule,v,want", [
+    (126, 16, "1f1b", 1, ["--decoder-first-pipeline-num-layers 7", "--decoder-last-pipeline-num-layers 7"]),
+    (61, 16, "1f1b", 1, ["--decoder-first-pipeline-num-layers 3", "--decoder-last-pipeline-num-layers 2"]),
+    (96, 8, "interleaved", 2, ["--num-layers-per-virtual-pipeline-stage 6"]),
+    (126, 16, "interleaved", 2, None), (80, 8, "interleaved", 4, None), (61, 32, "1f1b", 1, None),
+])
+def test_megatron_pipeline_layout_flags(n_layers, pp, schedule, v, want):
+    from designer.export import pipeline_layout_args
+    from designer.spec.llm import pipeline_stage_layers
+
+    s = Strategy(pp=pp, schedule=schedule, virtual_stages=v)
+    args = pipeline_layout_args(s, n_layers)
+    if want is not None:
+        assert args == want
+        return
+    # a --pipeline-model-parallel-layout: parsed as Megatron-LM parses it, pp * v chunks, chunk k of
+    # stage r at k * pp + r, each stage's layers as the split, the embedding first and the loss last
+    (flag,) = args
+    assert flag.startswith("--pipeline-model-parallel-layout '")
+    chunks = _megatron_layout_chunks(flag.split("'")[1])
+    assert len(chunks) == pp * v
+    assert chunks[0].startswith("E") and chunks[-1].endswith("L")
+    per_stage = [sum(chunks[k * pp + r].count("t") for k in range(v)) for r in range(pp)]
+    assert tuple(per_stage) == pipeline_stage_layers(n_layers, pp)
+    assert sum(per_stage) == n_layers
