@@ -27,6 +27,7 @@ STRATEGY_COLUMNS: tuple[str, ...] = (
     "zero_stage", "zeropp_quantized_weights", "zeropp_quantized_gradients", "zeropp_hierarchical_partition",
     "recompute", "overlap_dp_comm", "overlap_tp_comm", "offload_optimizer", "offload_weights",
     "offload_activation_layers", "cp_comm", "overlap_ep_comm", "moe_dispatcher", "cuda_graphs",
+    "global_batch_sequences",
 )
 DESIGN_COLUMNS: tuple[str, ...] = (
     "design_id", "design_source", "label", "family", "platform", "gpu", "n_gpus", "n_domains", "hb_domain_size",
@@ -53,10 +54,12 @@ J_PER_MWH = 3.6e9
 GB = 1e9
 
 
-def strategy_columns(s: Strategy) -> dict[str, Any]:
+def strategy_columns(s: Strategy, training: TrainingSpec) -> dict[str, Any]:
+    """The strategy's exported columns; the batch it runs is written out (the target when it has none)."""
     d = s.model_dump()
     d["schedule"] = s.schedule.value
     d["recompute"] = s.recompute.value
+    d["global_batch_sequences"] = s.global_batch_sequences or training.global_batch_sequences
     return {c: d[c] for c in STRATEGY_COLUMNS}
 
 
@@ -139,7 +142,7 @@ def megatron_args(s: Strategy, llm: LLMSpec, training: TrainingSpec) -> str:
             a.append("--moe-token-dispatcher-type flex --moe-enable-deepep")
         if s.overlap_ep_comm:
             a.append("--overlap-moe-expert-parallel-comm")
-    a += [f"--micro-batch-size {s.microbatch_size}", f"--global-batch-size {training.global_batch_sequences}",
+    a += [f"--micro-batch-size {s.microbatch_size}", f"--global-batch-size {s.global_batch_sequences or training.global_batch_sequences}",
           f"--seq-length {training.sequence_length}"]
     if s.recompute == Recompute.selective:
         a.append("--recompute-granularity selective")

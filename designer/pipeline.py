@@ -290,6 +290,8 @@ def _trials_frame(problem: Problem, cands: list[Candidate], tables: list[ScoredT
         df["recompute"] = [RECOMPUTES[int(x)].value for x in cols["recompute"]]
         for name, options in CODED.items():
             df[name] = [options[int(x)] for x in cols[name]]
+        df["global_batch_sequences"] = np.where(cols["global_batch_sequences"] > 0, cols["global_batch_sequences"],
+                                                problem.training.global_batch_sequences)
         df.insert(0, "trial_number", t.trial_number)
         df.insert(0, "search_method", t.method)
         df.insert(0, "design_id", c.design_id)
@@ -332,7 +334,7 @@ def _front_frame(problem: Problem, cands: list[Candidate], tables: list[ScoredTa
         m = evaluate_system(problem.llm, problem.training, s, c.system, calib=problem.calib)
         if not hasattr(m, "row") or not m.row().get("feasible", False):
             raise DesignerError(f"internal: front point {c.design_id} {s} is infeasible when re-scored: {m}")
-        row = {"front_rank": rank, **_design_row(c), **strategy_columns(s), **metrics_columns(m.row(), c.power_w),
+        row = {"front_rank": rank, **_design_row(c), **strategy_columns(s, problem.training), **metrics_columns(m.row(), c.power_w),
                "search_method": t.method, "megatron_args": megatron_args(s, problem.llm, problem.training)}
         rows.append(row)
     return pd.DataFrame(rows)

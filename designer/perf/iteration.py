@@ -103,6 +103,7 @@ REASONS = {
     17: ("memory", "offloaded states and activations do not fit in host memory"),
     18: ("divisibility", "cp_comm a2a needs tp x cp to divide the attention heads"),
     19: ("compatibility", "weight offload needs ZeRO stage 3 (FSDP)"),
+    20: ("divisibility", "the strategy's global batch is outside the training's batch tolerance or list"),
 }
 
 
@@ -979,7 +980,38 @@ def iteration_arrays(llm: LLMSpec, training: TrainingSpec, S: StrategyArrays, sy
     """All quantities of the model for every strategy in S. Infeasible rows carry a reason code; their
     numbers are whatever the formulas give (possibly inf or nan for groups larger than the system)."""
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        return _iteration_arrays(llm, training, S, system, calib)
+        batches = np.unique(S.batch)
+        if len(batches) == 1:
+            out = _iteration_arrays(llm, training.with_batch(int(batches[0]) or training.global_batch_sequences),
+                                    S, system, calib)
+            return _flag_batch(training, S, out)
+        # Strategies that run different batches (a batch tolerance): one pass per batch, the rows put
+        # back in their order.
+        n = len(S)
+        out: dict[str, np.ndarray] = {}
+        for b in batches:
+            idx = np.flatnonzero(S.batch == b)
+            part = _iteration_arrays(llm, training.with_batch(int(b) or training.global_batch_sequences),
+                                     S.take(idx), system, calib)
+            for k, v in part.items():
+                v = np.asarray(v)
+                if v.ndim == 0:
+                    v = np.full(len(idx), v)
+                if k not in out:
+                    out[k] = np.empty((n,) + v.shape[1:], dtype=v.dtype)
+                elif out[k].dtype != v.dtype:
+                    out[k] = out[k].astype(np.result_type(out[k].dtype, v.dtype))
+                out[k][idx] = v
+        return _flag_batch(training, S, out)
+
+
+def _flag_batch(training: TrainingSpec, S: StrategyArrays, out: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Reason 20 where a strategy's own batch is outside the training's batch form."""
+    if not S.batch.any():
+        return out
+    allowed = np.array([b == 0 or training.batch_allowed(int(b)) for b in S.batch])
+    out["code"] = np.where((out["code"] == 0) & ~allowed, 20, out["code"])
+    return out
 
 
 def _iteration_arrays(llm, training, S, system, calib):

@@ -125,7 +125,8 @@ def evaluate_many(llm: LLMSpec, training: TrainingSpec, strategies: StrategyArra
 def _reason(code: int, llm: LLMSpec, training: TrainingSpec, st: Strategy, system: ClusterSystem,
             mem_bytes: float) -> str:
     """A specific one-line reason with the numbers involved."""
-    B, s = training.global_batch_sequences, training.sequence_length
+    B, s = st.global_batch_sequences or training.global_batch_sequences, training.sequence_length
+    lo, hi = training.batch_range
     text = {
         1: f"strategy uses {st.n_gpus} GPUs (tp {st.tp} x pp {st.pp} x dp {st.dp} x cp {st.cp}), the system has {system.n_gpus}",
         2: f"global batch {B} is not a multiple of dp {st.dp} x microbatch {st.microbatch_size}",
@@ -148,6 +149,8 @@ def _reason(code: int, llm: LLMSpec, training: TrainingSpec, st: Strategy, syste
              f"{system.gpu.name} hosts have {system.gpu.host_memory_bytes / 1e9:.0f} GB"),
         18: f"cp_comm a2a needs tp x cp = {st.tp * st.cp} to divide the {llm.heads} attention heads",
         19: f"offload_weights needs zero_stage 3 (FSDP), not {st.zero_stage}",
+        20: (f"global batch {B} is not allowed: the training allows "
+             + (f"{list(training.global_batch_choices)}" if training.global_batch_choices else f"[{lo}, {hi}]")),
         15: f"DualPipe needs an even pp >= 2 and an even microbatch count >= pp (pp {st.pp}, microbatches {B // (st.dp * st.microbatch_size)})",
     }
     return text.get(code, REASONS[code][1])

@@ -268,9 +268,10 @@ class StrategyArrays:
     offload_act: np.ndarray = 0
     cp_comm: np.ndarray = 0
     cp_lb: np.ndarray = True
+    batch: np.ndarray = 0  # the global batch in sequences; 0 = the training's target
 
     _INT = ("tp", "pp", "dp", "ep", "cp", "mbs", "schedule", "v", "zero", "recompute", "etp", "rc_modules",
-            "kernel", "order", "pp_first", "pp_last", "shard_group", "prefetch", "offload_act", "cp_comm")
+            "kernel", "order", "pp_first", "pp_last", "shard_group", "prefetch", "offload_act", "cp_comm", "batch")
     _BOOL = ("sp", "qwz", "qgz", "hpz", "overlap_dp", "overlap_tp", "reshard", "overlap_ep", "offload_opt", "dedup",
              "ag_dispatch", "graphs", "offload_w", "cp_lb")
     _FLOAT = ("bucket_bytes",)
@@ -288,6 +289,10 @@ class StrategyArrays:
 
     def __len__(self) -> int:
         return int(self.tp.shape[0])
+
+    def take(self, idx: np.ndarray) -> "StrategyArrays":
+        """The rows `idx` (an index or boolean array) as a new StrategyArrays."""
+        return type(self)(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
 
     @classmethod
     def from_strategies(cls, strategies) -> "StrategyArrays":
@@ -312,7 +317,7 @@ class StrategyArrays:
             dedup=[s.moe_dispatcher == "deepep" for s in ss], ag_dispatch=[s.moe_dispatcher == "allgather" for s in ss],
             offload_w=[s.offload_weights for s in ss], graphs=[s.cuda_graphs for s in ss],
             offload_act=[s.offload_activation_layers for s in ss], cp_comm=[CP_COMMS.index(s.cp_comm) for s in ss],
-            cp_lb=[s.cp_load_balance for s in ss])
+            cp_lb=[s.cp_load_balance for s in ss], batch=[s.global_batch_sequences or 0 for s in ss])
 
     def to_strategy(self, i: int):
         from designer.spec.llm import AttentionKernel, RankOrder, Recompute, RecomputeModule, Schedule, Strategy
@@ -341,7 +346,8 @@ class StrategyArrays:
             overlap_ep_comm=bool(self.overlap_ep[i]), offload_optimizer=bool(self.offload_opt[i]),
             moe_dispatcher="deepep" if bool(self.dedup[i]) else ("allgather" if bool(self.ag_dispatch[i]) else "alltoall"),
             offload_weights=bool(self.offload_w[i]), cuda_graphs=bool(self.graphs[i]), offload_activation_layers=int(self.offload_act[i]),
-            cp_comm=CP_COMMS[int(self.cp_comm[i])], cp_load_balance=bool(self.cp_lb[i]))
+            cp_comm=CP_COMMS[int(self.cp_comm[i])], cp_load_balance=bool(self.cp_lb[i]),
+            global_batch_sequences=int(self.batch[i]) or None)
 
     def take(self, idx) -> "StrategyArrays":
         return StrategyArrays(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})

@@ -161,7 +161,8 @@ def to_strategy_arrays(table: StrategyTable) -> StrategyArrays:
         overlap_tp=c["overlap_tp_comm"], offload_opt=c["offload_optimizer"], offload_w=c["offload_weights"],
         offload_act=c["offload_activation_layers"], cp_comm=c["cp_comm"], overlap_ep=c["overlap_ep_comm"],
         dedup=c["moe_dispatcher"] == CODED["moe_dispatcher"].index("deepep"),
-        ag_dispatch=c["moe_dispatcher"] == CODED["moe_dispatcher"].index("allgather"), graphs=c["cuda_graphs"])
+        ag_dispatch=c["moe_dispatcher"] == CODED["moe_dispatcher"].index("allgather"), graphs=c["cuda_graphs"],
+        batch=c["global_batch_sequences"])
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,7 @@ COLUMNS: tuple[str, ...] = (
     "zero_stage", "zeropp_quantized_weights", "zeropp_quantized_gradients", "zeropp_hierarchical_partition",
     "recompute", "overlap_dp_comm", "overlap_tp_comm", "offload_optimizer", "offload_weights",
     "offload_activation_layers", "cp_comm", "overlap_ep_comm", "moe_dispatcher", "cuda_graphs",
+    "global_batch_sequences",
 )
 # Columns holding an index into a tuple of option names (like schedule and recompute).
 CODED: dict[str, tuple[str, ...]] = {"cp_comm": ("p2p", "all_gather", "a2a"), "moe_dispatcher": ("alltoall", "allgather", "deepep")}
@@ -80,7 +81,7 @@ def strategy_key(s: Strategy) -> tuple:
             bool(s.zeropp_hierarchical_partition), RECOMPUTES.index(s.recompute), bool(s.overlap_dp_comm),
             bool(s.overlap_tp_comm), bool(s.offload_optimizer), bool(s.offload_weights), s.offload_activation_layers,
             CODED["cp_comm"].index(s.cp_comm), bool(s.overlap_ep_comm), CODED["moe_dispatcher"].index(s.moe_dispatcher),
-            bool(s.cuda_graphs))
+            bool(s.cuda_graphs), s.global_batch_sequences or 0)
 
 
 def strategy_from_key(key: tuple) -> Strategy:
@@ -89,6 +90,7 @@ def strategy_from_key(key: tuple) -> Strategy:
     d["recompute"] = RECOMPUTES[int(d["recompute"])]
     for c, names in CODED.items():
         d[c] = names[int(d[c])]
+    d["global_batch_sequences"] = int(d["global_batch_sequences"]) or None
     return Strategy(**{k: (v.item() if isinstance(v, np.generic) else v) for k, v in d.items()})
 
 
@@ -117,13 +119,15 @@ def invalid_reason(s: Strategy, llm: LLMSpec, training: TrainingSpec, n_gpus: in
             return f"ep {s.ep} does not divide experts {llm.moe.experts}"
         if (s.dp * s.cp) % s.ep:
             return f"ep {s.ep} does not divide dp*cp = {s.dp * s.cp}"
-    if training.global_batch_sequences % (s.dp * s.microbatch_size):
-        return (f"global batch {training.global_batch_sequences} is not a multiple of "
-                f"dp*microbatch = {s.dp * s.microbatch_size}")
+    gb = s.global_batch_sequences or training.global_batch_sequences
+    if s.global_batch_sequences is not None and not training.batch_allowed(gb):
+        return f"global batch {gb} is outside the training's batch range {list(training.batch_range)}"
+    if gb % (s.dp * s.microbatch_size):
+        return f"global batch {gb} is not a multiple of dp*microbatch = {s.dp * s.microbatch_size}"
     if s.sequence_parallel and s.tp == 1:
         return "sequence parallelism needs tp > 1"
     if s.schedule == Schedule.interleaved:
-        n_micro = training.global_batch_sequences // (s.dp * s.microbatch_size)
+        n_micro = gb // (s.dp * s.microbatch_size)
         if s.virtual_stages < 2:
             return "the interleaved schedule needs virtual_stages >= 2"
         if s.pp < 2:
@@ -135,7 +139,7 @@ def invalid_reason(s: Strategy, llm: LLMSpec, training: TrainingSpec, n_gpus: in
     elif s.virtual_stages != 1:
         return f"virtual_stages {s.virtual_stages} needs the interleaved schedule"
     if s.schedule == Schedule.dualpipe:
-        n_micro = training.global_batch_sequences // (s.dp * s.microbatch_size)
+        n_micro = gb // (s.dp * s.microbatch_size)
         if s.pp < 2 or s.pp % 2 or n_micro % 2 or n_micro < s.pp:
             return f"DualPipe needs an even pp >= 2 and an even microbatch count >= pp (pp {s.pp}, {n_micro})"
     if (s.zeropp_quantized_weights or s.zeropp_quantized_gradients or s.zeropp_hierarchical_partition) and s.zero_stage != 3:
@@ -284,23 +288,53 @@ class DesignSpace:
         """Which free-grid rows are valid with layout `layout` (the vectorized `invalid_reason`)."""
         tp, pp, dp, cp, ep = (int(x) for x in self.layouts[layout])
         c = self._free_cols
-        gb = self.training.global_batch_sequences
-        mbs = c["microbatch_size"]
-        ok = gb % (dp * mbs) == 0
+        batch = self.batch_for(layout)
+        ok = batch >= 0
         ok &= ~(c["sequence_parallel"] & (tp == 1))
-        n_micro = gb // (dp * mbs)
         inter = c["schedule"] == _INTERLEAVED
         v = c["virtual_stages"]
-        inter_ok = (pp >= 2) & (pp * v <= self.llm.layers) & (n_micro % pp == 0)
-        ok &= ~inter | inter_ok
+        ok &= ~inter | ((pp >= 2) & (pp * v <= self.llm.layers))
         dual = c["schedule"] == _DUALPIPE
-        ok &= ~dual | ((pp >= 2) & (pp % 2 == 0) & (n_micro % 2 == 0) & (n_micro >= pp))
+        ok &= ~dual | ((pp >= 2) & (pp % 2 == 0))
         zpp = c["zeropp_quantized_weights"] | c["zeropp_quantized_gradients"] | c["zeropp_hierarchical_partition"]
         ok &= ~(zpp & (c["zero_stage"] != 3))
         ok &= ~(c["offload_weights"] & (c["zero_stage"] != 3))
         if cp > 1 and self.llm.heads % (tp * cp):
             ok &= c["cp_comm"] != CODED["cp_comm"].index("a2a")
         return ok
+
+    def batch_for(self, layout: int) -> np.ndarray:
+        """Per free-grid row with layout `layout`, the global batch it runs: 0 for the training's
+        target, the allowed batch nearest the target (the larger on a tie) when the target does not
+        split, -1 when no allowed batch does. A batch splits when dp x microbatch divides it, with a
+        microbatch count divisible by pp under the interleaved schedule (Megatron) and even and >= pp
+        under DualPipe."""
+        tp, pp, dp, cp, ep = (int(x) for x in self.layouts[layout])
+        c = self._free_cols
+        tr = self.training
+        unit = dp * c["microbatch_size"]
+        q = unit * np.where(c["schedule"] == _INTERLEAVED, pp, 1) * np.where(c["schedule"] == _DUALPIPE, 2, 1)
+        floor_b = np.where(c["schedule"] == _DUALPIPE, pp * unit, q)  # DualPipe: at least pp microbatches
+        t = tr.global_batch_sequences
+        fits_target = (t % q == 0) & (t >= floor_b)
+        if not tr.batch_is_flexible:
+            return np.where(fits_target, 0, -1)
+        if tr.global_batch_choices:
+            choices = np.array(tr.global_batch_choices, dtype=np.int64)
+            good = (choices[None, :] % q[:, None] == 0) & (choices[None, :] >= floor_b[:, None])
+            dist = np.where(good, np.abs(choices[None, :] - t) * 2 - (choices[None, :] > t), np.iinfo(np.int64).max)
+            j = np.argmin(dist, axis=1)
+            best = np.where(good[np.arange(len(q)), j], choices[j], -1)
+        else:
+            # the multiples of q in [first, last]; the nearest to the target, a tie to the larger
+            lo, hi = tr.batch_range
+            first = -(-np.maximum(lo, floor_b) // q) * q
+            last = (hi // q) * q
+            below = np.clip((t // q) * q, first, last)
+            above = np.clip(-(-t // q) * q, first, last)
+            best = np.where(above - t <= t - below, above, below)
+            best = np.where(first <= last, best, -1)
+        return np.where(fits_target, 0, np.where(best == t, 0, best)).astype(np.int64)
 
     @cached_property
     def _layout_counts(self) -> np.ndarray:
@@ -321,6 +355,7 @@ class DesignSpace:
                "ep": np.full(n, ep, np.int64), "cp": np.full(n, cp, np.int64)}
         for k, v in self._free_cols.items():
             out[k] = v[rows]
+        out["global_batch_sequences"] = self.batch_for(layout)[rows]
         return out
 
     def chunks(self, max_rows: int = 50_000) -> Iterator[StrategyTable]:
@@ -431,6 +466,7 @@ def _in_allowed(space: DesignSpace, s: Strategy) -> bool:
     cols = space._free_cols
     key = dict(zip(COLUMNS, strategy_key(s)))
     m = space.free_mask(int(hit[0]))
+    m &= space.batch_for(int(hit[0])) == key["global_batch_sequences"]
     for c in cols:
         m &= cols[c] == key[c]
     return bool(m.any())

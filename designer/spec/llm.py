@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from enum import Enum
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from designer.spec.base import Record
 
@@ -112,8 +113,18 @@ class Fp8Recipe(str, Enum):
 
 
 class TrainingSpec(Record):
+    """The training run. `global_batch_sequences` takes three forms: a number (that batch exactly);
+    `{target: 2048, tolerance: 0.1}` (any batch within 10 % of 2,048); or a list of the batches allowed,
+    the first preferred. With a tolerance or a list, each strategy runs the allowed batch nearest the
+    target (the larger one on a tie) that its data-parallel and microbatch split divides, so no GPU
+    count is lost to the arithmetic of one batch (Calculon treats the batch as a maximum for the same
+    reason); the strategy records the batch it used. The form is kept as `global_batch_sequences`
+    (the target), `global_batch_tolerance` and `global_batch_choices`."""
+
     sequence_length: int = Field(ge=1)
-    global_batch_sequences: int = Field(ge=1)
+    global_batch_sequences: int = Field(ge=1, description="the target batch, in sequences")
+    global_batch_tolerance: float = Field(default=0.0, ge=0, lt=1, description="relative: batches in [target (1 - tol), target (1 + tol)] are allowed")
+    global_batch_choices: tuple[int, ...] = Field(default=(), description="the allowed batches (the target is the first); empty: the target and its tolerance")
     precision: Precision = Precision.bf16
     fp8_recipe: Fp8Recipe = Fp8Recipe.delayed
     fp8_param_gather: bool = Field(default=False, description="keep an fp8 weight copy and all-gather it in fp8 (TE fp8 params, torchao fp8 all-gather)")
@@ -123,6 +134,69 @@ class TrainingSpec(Record):
     # Adam moments: fp32 by default; DeepSeek-V3 keeps them in bf16 (§3.3.3)
     optimizer_state_dtype: Literal["fp32", "bf16"] = "fp32"
     total_tokens: float = Field(gt=0, description="tokens to train on; gives time-to-train")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _batch_forms(cls, data):  # noqa: ANN001 - pydantic signature
+        if not isinstance(data, dict):
+            return data
+        gb = data.get("global_batch_sequences")
+        if isinstance(gb, dict):
+            unknown = set(gb) - {"target", "tolerance"}
+            if unknown or "target" not in gb:
+                raise ValueError(f"global_batch_sequences = {gb}: give {{target: N, tolerance: r}} (keys target, tolerance)")
+            data = {**data, "global_batch_sequences": gb["target"], "global_batch_tolerance": gb.get("tolerance", 0.0)}
+        elif isinstance(gb, (list, tuple)):
+            if not gb:
+                raise ValueError("global_batch_sequences = []: give at least one batch")
+            data = {**data, "global_batch_sequences": gb[0], "global_batch_choices": tuple(gb)}
+        return data
+
+    @field_validator("global_batch_choices")
+    @classmethod
+    def _choices(cls, v: tuple[int, ...]) -> tuple[int, ...]:
+        bad = [b for b in v if not isinstance(b, int) or b < 1]
+        if bad:
+            raise ValueError(f"global_batch_sequences list {list(v)}: every batch must be an integer >= 1")
+        if len(set(v)) != len(v):
+            raise ValueError(f"global_batch_sequences list {list(v)}: a batch is listed twice")
+        return v
+
+    @model_validator(mode="after")
+    def _one_batch_form(self) -> "TrainingSpec":
+        if self.global_batch_choices and self.global_batch_tolerance:
+            raise ValueError("global_batch_sequences: give a tolerance or a list of batches, not both")
+        if self.global_batch_choices and self.global_batch_choices[0] != self.global_batch_sequences:
+            raise ValueError(f"global_batch_sequences {self.global_batch_sequences}: must be the first of the listed "
+                             f"batches {list(self.global_batch_choices)}")
+        if self.global_batch_tolerance and self.batch_range[1] < self.batch_range[0]:
+            raise ValueError(f"global_batch_sequences: tolerance {self.global_batch_tolerance} leaves no batch")
+        return self
+
+    @property
+    def batch_range(self) -> tuple[int, int]:
+        """The smallest and largest batch allowed (the target twice without a tolerance or list)."""
+        if self.global_batch_choices:
+            return min(self.global_batch_choices), max(self.global_batch_choices)
+        t, r = self.global_batch_sequences, self.global_batch_tolerance
+        return max(1, math.ceil(t * (1 - r) - 1e-9)), math.floor(t * (1 + r) + 1e-9)
+
+    @property
+    def batch_is_flexible(self) -> bool:
+        return bool(self.global_batch_choices) or self.batch_range != (self.global_batch_sequences,) * 2
+
+    def batch_allowed(self, batch: int) -> bool:
+        if self.global_batch_choices:
+            return batch in self.global_batch_choices
+        lo, hi = self.batch_range
+        return lo <= batch <= hi
+
+    def with_batch(self, batch: int) -> "TrainingSpec":
+        """The same run at exactly `batch` (what the performance model prices for one strategy)."""
+        if batch == self.global_batch_sequences:
+            return self
+        return self.model_copy(update={"global_batch_sequences": int(batch), "global_batch_tolerance": 0.0,
+                                       "global_batch_choices": ()})
 
     @property
     def tokens_per_iteration(self) -> int:
@@ -193,6 +267,7 @@ class Strategy(Record):
     microbatch_size: int = Field(default=1, ge=1)
     schedule: Schedule = Schedule.one_f_one_b
     virtual_stages: int = Field(default=1, ge=1, description="model chunks per GPU for the interleaved schedule")
+    global_batch_sequences: int | None = Field(default=None, ge=1, description="the batch this strategy runs, within the training's tolerance; None: the training's target")
     pp_first_stage_layers: int | None = Field(default=None, ge=0, description="layers on the first stage (Megatron --decoder-first-pipeline-num-layers); None: even split")
     pp_last_stage_layers: int | None = Field(default=None, ge=0, description="layers on the last stage (--decoder-last-pipeline-num-layers); None: even split")
     zero_stage: int = Field(default=1, ge=0, le=3)

@@ -1,0 +1,355 @@
+"""The outer level of the co-design search: the cluster's design knobs, priced by the MILP.
+
+    outer  a point = (platform, NIC and NICs per GPU, switch and port mode, topology family and
+           oversubscription, GPU count); the counts are those on the platform's HB-domain grid within
+           the study's range (or its listed levels) that admit at least one valid strategy
+    middle the MILP prices each point: the cheapest network that realizes exactly those knobs under
+           every budget and hook, or the reason none exists; solved once per point (`Pricer` caches)
+    inner  the design's strategies, searched exhaustively (or by Optuna past `auto_max_exhaustive`);
+           designs whose performance system is identical (e.g. two switch models of the same speeds)
+           share one inner search (`InnerCache`)
+
+This module holds the space, the pricer, the caches and the exhaustive outer loop; the Optuna outer
+loop lives in designer.search.runner (the only module that calls Optuna). No randomness here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+
+from designer.errors import InfeasibleDesign, SolverError, SpecError
+from designer.search.exhaustive import Candidate, Problem, ScoredTable, run_exhaustive
+from designer.search.space import DesignSpace
+
+
+@dataclass(frozen=True, order=True)
+class Fabric:
+    """The knobs of one cluster design except its GPU count."""
+
+    platform: str
+    nic: str
+    nics_per_gpu: int
+    switch: str
+    radix: int  # 0: the MILP picks among the switch's port modes
+    family: str
+    oversubscription: float  # 0: the family's own (1 for the non-oversubscribed families)
+
+    @property
+    def label(self) -> str:
+        sw = f"{self.switch}/{self.radix}" if self.radix else self.switch
+        fam = f"{self.family}:{self.oversubscription:g}" if self.oversubscription else self.family
+        return f"{self.platform} {self.nic}x{self.nics_per_gpu} {sw} {fam}"
+
+
+@dataclass(frozen=True, order=True)
+class Knobs:
+    """One point of the outer space: a fabric and a GPU count."""
+
+    fabric: Fabric
+    n_gpus: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.n_gpus} x {self.fabric.label}"
+
+    def key(self) -> tuple:
+        return (*dataclasses.astuple(self.fabric), self.n_gpus)
+
+
+@dataclass(frozen=True)
+class DroppedCount:
+    """A GPU count the outer space leaves out, and the arithmetic that rules it out."""
+
+    platform: str
+    n_gpus: int
+    reason: str
+
+
+def factorization(n: int) -> str:
+    """7848 -> '2³·3²·109' (the form an error message quotes)."""
+    sup = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+    parts, m, p = [], n, 2
+    while p * p <= m:
+        k = 0
+        while m % p == 0:
+            m //= p
+            k += 1
+        if k:
+            parts.append(f"{p}{str(k).translate(sup) if k > 1 else ''}")
+        p += 1
+    if m > 1:
+        parts.append(str(m))
+    return "·".join(parts) or "1"
+
+
+def count_reason(problem: Problem, n_gpus: int, hb_domain_size: int) -> str | None:
+    """Why `n_gpus` has no valid strategy on a platform of HB domain `hb_domain_size`, naming the
+    arithmetic; None when it has one."""
+    if n_gpus % hb_domain_size:
+        return f"{n_gpus:,} is not a multiple of the HB domain size {hb_domain_size}"
+    ds = DesignSpace.build(problem.llm, problem.training, problem.space, n_gpus=n_gpus, hb_domain_size=hb_domain_size)
+    if not len(ds.layouts):
+        return (f"{n_gpus:,} = {factorization(n_gpus)}: no tp·pp·cp of the strategy space divides it "
+                f"(tp | {hb_domain_size}, heads {problem.llm.heads}; pp <= {problem.space.max_pp}, layers {problem.llm.layers})")
+    for i in range(len(ds.layouts)):
+        if ds.free_mask(i).any():
+            return None
+    lo, hi = problem.training.batch_range
+    batch = f"{lo:,}" if lo == hi else f"{lo:,}..{hi:,}"
+    return f"{n_gpus:,} = {factorization(n_gpus)}: no tp·pp·dp·cp split with dp dividing the batch {batch}"
+
+
+def gpu_counts(problem: Problem, hb_domain_size: int, candidates: Sequence[int]) -> tuple[list[int], list[DroppedCount], str]:
+    """The counts among `candidates` that admit a valid strategy, and those dropped with their reasons."""
+    keep: list[int] = []
+    dropped: list[DroppedCount] = []
+    for n in candidates:
+        why = count_reason(problem, int(n), hb_domain_size)
+        if why is None:
+            keep.append(int(n))
+        else:
+            dropped.append(DroppedCount("", int(n), why))
+    return keep, dropped, ""
+
+
+@dataclass(frozen=True)
+class OuterSpace:
+    """Every fabric, with the GPU counts each platform admits. Points are enumerated fabric-major in
+    a fixed order, so the exhaustive loop and any index over the space are deterministic."""
+
+    fabrics: tuple[Fabric, ...]
+    counts: dict[str, tuple[int, ...]]  # per platform
+    dropped: tuple[DroppedCount, ...] = ()
+
+    @property
+    def size(self) -> int:
+        return sum(len(self.counts.get(f.platform, ())) for f in self.fabrics)
+
+    def points(self) -> Iterator[Knobs]:
+        for f in self.fabrics:
+            for n in self.counts.get(f.platform, ()):
+                yield Knobs(f, n)
+
+    def dims(self) -> dict[str, tuple[str, ...]]:
+        """The categorical dimensions a sampler picks (the GPU count is an index per platform)."""
+        out: dict[str, tuple[str, ...]] = {}
+        out["platform"] = tuple(dict.fromkeys(f.platform for f in self.fabrics))
+        out["nic"] = tuple(dict.fromkeys(f"{f.nic}x{f.nics_per_gpu}" for f in self.fabrics))
+        out["switch"] = tuple(dict.fromkeys(f"{f.switch}/{f.radix}" if f.radix else f.switch for f in self.fabrics))
+        out["family"] = tuple(dict.fromkeys(f"{f.family}:{f.oversubscription:g}" if f.oversubscription else f.family
+                                            for f in self.fabrics))
+        return out
+
+    def from_params(self, params: dict[str, Any]) -> Knobs | None:
+        """The point a sampler's picks name, None where that combination is not a fabric of the space."""
+        for f in self.fabrics:
+            if (f.platform == params["platform"] and f"{f.nic}x{f.nics_per_gpu}" == params["nic"]
+                    and (f"{f.switch}/{f.radix}" if f.radix else f.switch) == params["switch"]
+                    and (f"{f.family}:{f.oversubscription:g}" if f.oversubscription else f.family) == params["family"]):
+                counts = self.counts.get(f.platform, ())
+                i = int(params[f"gpus_index@{f.platform}"])
+                return Knobs(f, counts[min(max(i, 0), len(counts) - 1)]) if counts else None
+        return None
+
+
+def build_outer_space(spec: Any, catalog: Any, problem: Problem) -> OuterSpace:
+    """The outer space of a co-design study (its `network` section: choices are the knob values, the
+    GPU range or frontier levels the counts)."""
+    net = spec.network
+    ch = net.choices
+    fabrics: list[Fabric] = []
+    for plat in ch.platforms:
+        max_nics = catalog.platform(plat).max_nics_per_gpu
+        for nic in ch.nics:
+            for k in nic.nics_per_gpu:
+                if k > max_nics:
+                    continue
+                for sw in ch.switches:
+                    for radix in (sw.radix or (0,)):
+                        for fam in ch.families:
+                            ratios = ch.oversubscription if fam == "oversubscribed" else (0.0,)
+                            for r in ratios:
+                                fabrics.append(Fabric(plat, nic.id, int(k), sw.id, int(radix), fam, float(r)))
+    counts: dict[str, tuple[int, ...]] = {}
+    dropped: list[DroppedCount] = []
+    g = net.gpus
+    fr = net.objective.frontier
+    for plat in ch.platforms:
+        hb = catalog.platform(plat).hb_domain_size
+        if fr is not None and fr.vary == "n_gpus":
+            cand = sorted({int(x) for x in fr.levels})
+        elif g.count is not None:
+            cand = [g.count]
+        else:
+            step = math.lcm(hb, g.multiple_of or 1)
+            first = -(-g.lo // step) * step
+            cand = list(range(first, g.hi + 1, step))
+        keep, drop, _ = gpu_counts(problem, hb, cand)
+        counts[plat] = tuple(keep)
+        dropped += [dataclasses.replace(d, platform=plat) for d in drop]
+    return OuterSpace(tuple(fabrics), counts, tuple(dropped))
+
+
+# ---- the middle level: the MILP per point, cached ---------------------------------------------
+
+@dataclass(frozen=True)
+class Priced:
+    """The MILP's answer for one point: a candidate design, or the reason there is none."""
+
+    knobs: Knobs
+    candidate: Candidate | None
+    reason: str = ""
+    milp_status: str = ""
+    milp_gap: float | None = None
+    milp_solve_time_s: float = 0.0
+
+
+def design_id_for(design: Any, prefix: str) -> str:
+    body = design.model_dump(mode="json", exclude={"level"})
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:8]
+    return f"{prefix}-{design.n_gpus}g-{digest}"
+
+
+class Pricer:
+    """Solves the network MILP for a point at most once (the cache is keyed by the knob tuple)."""
+
+    def __init__(self, network: Any, catalog: Any) -> None:
+        self.network, self.catalog = network, catalog
+        self.cache: dict[tuple, Priced] = {}
+        self.solves = 0
+        self.hits = 0
+
+    def study_for(self, k: Knobs) -> Any:
+        f = k.fabric
+        ch = self.network.choices.model_dump()
+        ch.update(platforms=[f.platform], nics=[{"id": f.nic, "nics_per_gpu": [f.nics_per_gpu]}],
+                  switches=[{"id": f.switch, "radix": [f.radix] if f.radix else []}], families=[f.family])
+        if f.oversubscription:
+            ch["oversubscription"] = [f.oversubscription]
+        gpus = {**self.network.gpus.model_dump(), "count": k.n_gpus, "min": None, "max": None, "multiple_of": None}
+        return self.network.with_updates(choices=ch, gpus=gpus, objective={"kind": "min_cost",
+                                                                          "precision": self.network.objective.precision})
+
+    def price(self, k: Knobs) -> Priced:
+        key = k.key()
+        hit = self.cache.get(key)
+        if hit is not None:
+            self.hits += 1
+            return hit
+        from designer.network.api import solve_network
+        from designer.network.design import design_to_system
+
+        self.solves += 1
+        try:
+            result = solve_network(self.study_for(k), catalog=self.catalog)
+        except (InfeasibleDesign, SolverError) as err:
+            out = Priced(k, None, reason=str(err).splitlines()[0])
+        else:
+            d = result.designs[0]
+            prefix = f"{d.family.value}-{d.platform}"
+            cand = Candidate(design_id_for(d, prefix), d, design_to_system(d, self.catalog), float(d.capex_usd),
+                             float(d.power_w), "codesign")
+            out = Priced(k, cand, milp_status=result.status, milp_gap=result.gap, milp_solve_time_s=result.solve_time_s)
+        self.cache[key] = out
+        return out
+
+
+# ---- the inner level, cached by the performance system -----------------------------------------
+
+class InnerCache:
+    """A design's inner search result, shared by designs whose performance system is the same."""
+
+    def __init__(self, search: Callable[[Candidate], ScoredTable]) -> None:
+        self.search = search
+        self.cache: dict[str, ScoredTable] = {}
+        self.runs = 0
+        self.hits = 0
+
+    @staticmethod
+    def system_key(c: Candidate) -> str:
+        return hashlib.sha256(c.system.model_dump_json().encode()).hexdigest()
+
+    def table(self, c: Candidate) -> ScoredTable:
+        key = self.system_key(c)
+        t = self.cache.get(key)
+        if t is None:
+            self.runs += 1
+            t = self.search(c)
+            self.cache[key] = t
+        else:
+            self.hits += 1
+        return t if t.design_id == c.design_id else dataclasses.replace(t, design_id=c.design_id)
+
+
+# ---- one evaluated point -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Outcome:
+    """An evaluated outer point: its price, its inner search, and why it has no result if it has none."""
+
+    knobs: Knobs
+    priced: Priced
+    table: ScoredTable | None = None
+    trial_number: int = -1
+
+    @property
+    def candidate(self) -> Candidate | None:
+        return self.priced.candidate
+
+    @property
+    def best_time_to_train_s(self) -> float:
+        t = self.table
+        if t is None or t.best is None:
+            return math.inf
+        return float(t.time_to_train_s[t.best])
+
+    @property
+    def reason(self) -> str:
+        if self.priced.candidate is None:
+            return self.priced.reason
+        if self.table is None or self.table.best is None:
+            return "no feasible strategy" + (f": {self.table.why_none_feasible()}" if self.table is not None and len(self.table) else "")
+        return ""
+
+
+class Evaluator:
+    """Price a point, then search its strategies: the function both outer loops call."""
+
+    def __init__(self, problem: Problem, pricer: Pricer, inner: InnerCache) -> None:
+        self.problem, self.pricer, self.inner = problem, pricer, inner
+
+    def __call__(self, k: Knobs, trial_number: int = -1) -> Outcome:
+        p = self.pricer.price(k)
+        if p.candidate is None:
+            return Outcome(k, p, None, trial_number)
+        return Outcome(k, p, self.inner.table(p.candidate), trial_number)
+
+
+def run_outer_exhaustive(space: OuterSpace, evaluate: Evaluator,
+                         progress: Callable[[int, int, Outcome], None] | None = None) -> list[Outcome]:
+    """Every point of the outer space, in its fixed order."""
+    out = []
+    total = space.size
+    for i, k in enumerate(space.points()):
+        o = evaluate(k)
+        out.append(o)
+        if progress is not None:
+            progress(i + 1, total, o)
+    return out
+
+
+def default_inner_search(problem: Problem) -> Callable[[Candidate], ScoredTable]:
+    return lambda c: run_exhaustive(problem, c)
+
+
+__all__ = ["DroppedCount", "Evaluator", "Fabric", "InnerCache", "Knobs", "Outcome", "OuterSpace", "Priced", "Pricer",
+           "build_outer_space", "count_reason", "default_inner_search", "design_id_for", "factorization", "gpu_counts",
+           "run_outer_exhaustive"]
