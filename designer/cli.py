@@ -131,18 +131,27 @@ def run(
     n_trials: Optional[int] = typer.Option(None, "--n-trials", help="trials per design for the optuna search"),
     workers: int = typer.Option(1, "--workers", help="worker processes on this machine"),
     storage: Optional[str] = typer.Option(None, "--storage", help="Optuna storage URL (default: a journal file in the output folder)"),
-    seed: Optional[int] = typer.Option(None, "--seed"),
+    seed: Optional[int] = typer.Option(None, "--seed", help="the search seed (search.seed)"),
+    design_trials: Optional[int] = typer.Option(None, "--design-trials", help="outer Optuna trials (cluster designs) in co-design"),
 ) -> None:
-    """Run a study: MILP candidate designs, strategy search, Pareto front, CSV/PNG/HTML export."""
-    from designer.pipeline import run_study
-    from designer.report import print_study_summary, progress_bar
+    """Run a study: cluster designs priced by the MILP, strategy search, the goal, Pareto front, export.
+    Exit 3 when no design meets the goal (the front found is still written)."""
+    from designer.pipeline import GoalNotMet, run_study
+    from designer.report import print_goal, print_study_summary, progress_bar
     from designer.spec.study import load_study
 
     spec = load_study(study)
-    with progress_bar() as progress:
-        result = run_study(spec, out_dir=out, n_trials=n_trials, workers=workers, storage=storage,
-                           seed=seed, progress=progress)
+    if design_trials is not None:
+        spec = spec.with_updates(design_search={**spec.design_search.model_dump(), "n_trials": design_trials})
+    try:
+        with progress_bar() as progress:
+            result = run_study(spec, out_dir=out, n_trials=n_trials, workers=workers, storage=storage,
+                               seed=seed, progress=progress)
+    except GoalNotMet as err:
+        print_study_summary(err.result)
+        _fail(str(err), EXIT_INFEASIBLE)
     print_study_summary(result)
+    print_goal(result)
 
 
 @app.command()

@@ -2,7 +2,8 @@
 
     pareto.csv          one row per front point, fixed column order (PARETO_COLUMNS), units in names
     pareto_by_<key>.csv one front per value of a design column (when the study asks for it)
-    trials.csv          every evaluated point: feasible, reason, objectives
+    trials.csv          one row per evaluated cluster design: its best strategy, or why it has none
+    strategies.csv      the inner strategies of the front's designs (output.strategies: all, of every design)
     designs.csv         every candidate design with its MILP status and the search method that ran
     megatron_args.txt   per front point, the Megatron-LM command-line arguments
     meta.json           versions, seed, spec hash, MILP status and gap, wall time, search methods
@@ -45,9 +46,17 @@ METRIC_COLUMNS: tuple[str, ...] = (
 PARETO_COLUMNS: tuple[str, ...] = (
     "front_rank", *DESIGN_COLUMNS, *STRATEGY_COLUMNS, *METRIC_COLUMNS, "search_method", "megatron_args",
 )
-TRIAL_COLUMNS: tuple[str, ...] = (
+# strategies.csv: the inner strategies of a design, one row each
+STRATEGY_TRIAL_COLUMNS: tuple[str, ...] = (
     "design_id", "search_method", "trial_number", *STRATEGY_COLUMNS, "feasible", "reason",
     "iteration_time_s", "time_to_train_s", "mfu", "memory_per_gpu_gb", "capex_usd", "power_w", "energy_mwh",
+)
+# trials.csv: one row per evaluated cluster design, with its best strategy (or why it has none)
+TRIAL_COLUMNS: tuple[str, ...] = (
+    "design_id", "trial_number", "design_source", "label", "family", "platform", "gpu", "n_gpus", "hb_domain_size",
+    "nic", "nics_per_gpu", "switch", "radix", "port_gbps", "oversubscription", "n_tiers", "scaleout_gbps_per_gpu",
+    "capex_usd", "power_w", "feasible", "reason", "time_to_train_s", "time_to_train_days", "iteration_time_s", "mfu",
+    "memory_per_gpu_gb", "energy_mwh", *STRATEGY_COLUMNS, "search_method", "space_size", "n_evaluations",
 )
 
 J_PER_MWH = 3.6e9
@@ -191,7 +200,7 @@ def _csv(df: pd.DataFrame, path: Path, columns: Sequence[str] | None = None) -> 
 
 def write_outputs(out_dir: Path, *, pareto: pd.DataFrame, trials: pd.DataFrame, designs: pd.DataFrame,
                   meta: Mapping[str, Any], fronts_by: pd.DataFrame | None = None, front_by: str | None = None,
-                  plots: bool = True, title: str = "") -> list[Path]:
+                  plots: bool = True, title: str = "", strategies: pd.DataFrame | None = None) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     p = out_dir / "pareto.csv"
@@ -200,6 +209,10 @@ def write_outputs(out_dir: Path, *, pareto: pd.DataFrame, trials: pd.DataFrame, 
     p = out_dir / "trials.csv"
     _csv(trials, p, TRIAL_COLUMNS + tuple(c for c in trials.columns if c not in TRIAL_COLUMNS))
     written.append(p)
+    if strategies is not None:
+        p = out_dir / "strategies.csv"
+        _csv(strategies, p, STRATEGY_TRIAL_COLUMNS + tuple(c for c in strategies.columns if c not in STRATEGY_TRIAL_COLUMNS))
+        written.append(p)
     p = out_dir / "designs.csv"
     _csv(designs, p)
     written.append(p)
@@ -338,5 +351,6 @@ def finite_or_none(x: float) -> float | None:
     return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
 
 
-__all__ = ["DESIGN_COLUMNS", "METRIC_COLUMNS", "PARETO_COLUMNS", "STRATEGY_COLUMNS", "TRIAL_COLUMNS", "megatron_args",
+__all__ = ["DESIGN_COLUMNS", "METRIC_COLUMNS", "PARETO_COLUMNS", "STRATEGY_COLUMNS", "STRATEGY_TRIAL_COLUMNS",
+           "TRIAL_COLUMNS", "megatron_args",
            "metrics_columns", "plot_front", "read_pareto", "strategy_columns", "write_outputs"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import multiprocessing as mp
 import platform
 import time
@@ -59,6 +60,18 @@ class StudyResult:
     designs: pd.DataFrame = field(repr=False)
     meta: dict[str, Any] = field(repr=False)
     fronts_by: pd.DataFrame | None = field(default=None, repr=False)
+    strategies: pd.DataFrame | None = field(default=None, repr=False)  # the inner strategies (output.strategies)
+    goal: Any = None  # designer.search.goal.GoalAnswer, None for the `front` goal
+
+
+class GoalNotMet(InfeasibleDesign):
+    """No design meets the study's goal; the outputs (the front that was found) are written."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, result: "StudyResult") -> None:
+        super().__init__(message)
+        self.result = result
 
 
 # ---- candidates --------------------------------------------------------------------------------
@@ -76,7 +89,8 @@ def _design_id(design: Any, prefix: str) -> str:
     return f"{prefix}-{design.n_gpus}g-{digest}"
 
 
-def generate_candidates(spec: StudySpec, progress: ProgressFn | None = None) -> tuple[list[Candidate], dict[str, MilpInfo]]:
+def generate_candidates(spec: StudySpec, progress: ProgressFn | None = None, *, problem: Problem | None = None,
+                        notes: list[str] | None = None) -> tuple[list[Candidate], dict[str, MilpInfo]]:
     """Solve the network MILP once per (family, platform) split of `network` (each across the frontier
     levels) and once per named design. Identical designs found twice are kept once."""
     from designer.network.api import solve_network
@@ -117,7 +131,14 @@ def generate_candidates(spec: StudySpec, progress: ProgressFn | None = None) -> 
                 raise InfeasibleDesign(f"design {prefix}: {err}") from None
             failures.append(f"{prefix}: {err}")
             continue
-        for d in result.designs:
+        designs = list(result.designs)
+        if problem is not None and sub.objective.base_kind in ("max_gpus", "max_flops"):
+            guard: list[str] = []
+            designs = [g for g in (_guard_count(sub, d, problem, catalog, guard, prefix) for d in designs) if g is not None]
+            failures += guard
+            if notes is not None:
+                notes += guard
+        for d in designs:
             did = prefix if source == "named" else _design_id(d, prefix)
             key = _design_id(d, "")
             if key in seen and source != "named":
@@ -128,6 +149,37 @@ def generate_candidates(spec: StudySpec, progress: ProgressFn | None = None) -> 
     if not cands:
         raise InfeasibleDesign("no candidate design: " + " | ".join(failures) if failures else "no candidate design")
     return cands, info
+
+
+def _guard_count(sub: Any, d: Any, problem: Problem, catalog: Any, notes: list[str], prefix: str) -> Any:
+    """A design whose GPU count (chosen by a max_gpus / max_flops MILP) no strategy can split is
+    replaced by the cheapest design at the largest smaller count that one can, under the same budgets;
+    the swap is noted. None when no count down to the range's minimum works."""
+    from designer.network.api import solve_network
+    from designer.search.outer import count_reason
+
+    hb = d.hb_domain_size
+    why = count_reason(problem, d.job_gpus, hb)
+    if why is None:
+        return d
+    step = math.lcm(hb, sub.gpus.multiple_of or 1)
+    budgets = sub.budgets.model_dump()
+    fr = sub.objective.frontier
+    if fr is not None and d.level is not None:
+        budgets[fr.vary] = d.level
+    for n in range((d.job_gpus // step) * step - (step if d.job_gpus % step == 0 else 0), sub.gpus.lo - 1, -step):
+        if n < 1 or count_reason(problem, n, hb) is not None:
+            continue
+        try:
+            fixed = sub.with_updates(gpus={**sub.gpus.model_dump(), "count": n, "min": None, "max": None, "multiple_of": None},
+                                     objective={"kind": "min_cost"}, budgets=budgets)
+            res = solve_network(fixed, catalog=catalog)
+        except (InfeasibleDesign, SpecError):
+            continue
+        notes.append(f"{prefix}: the MILP's {d.job_gpus:,} GPUs ({why}); took {n:,}, the largest count below that trains")
+        return res.designs[0].model_copy(update={"level": d.level})
+    notes.append(f"{prefix}: the MILP's {d.job_gpus:,} GPUs ({why}); no smaller count in the range trains")
+    return None
 
 
 # ---- search ------------------------------------------------------------------------------------
@@ -184,6 +236,8 @@ def run_worker(spec: StudySpec, storage: str, *, wait_s: float = 600.0) -> int:
     Returns the number of design studies it worked on."""
     from designer.search.runner import RunnerSettings, get_study_attr, open_storage, run_optuna
 
+    if spec.codesign:
+        return _codesign_worker(spec, storage, wait_s=wait_s)
     st = open_storage(storage)
     t0 = time.monotonic()
     manifest = None
@@ -207,6 +261,35 @@ def run_worker(spec: StudySpec, storage: str, *, wait_s: float = 600.0) -> int:
                    identity=search_identity(spec, cand.design_id))
         n += 1
     return n
+
+
+def _codesign_worker(spec: StudySpec, storage: str, *, wait_s: float) -> int:
+    """An extra worker of a co-design study's outer Optuna study: waits for the main run to create
+    it, then runs trials until it has its n_trials. Returns the number of trials this worker saw."""
+    import optuna
+
+    from designer.search.outer import Evaluator, InnerCache, Pricer, build_outer_space
+    from designer.search.runner import OuterSettings, open_storage, outer_study_name, run_outer_optuna
+    from designer.spec.network_study import study_catalog
+
+    st = open_storage(storage)
+    t0 = time.monotonic()
+    name = outer_study_name(spec.name)
+    while name not in optuna.get_all_study_names(storage=st):
+        if time.monotonic() - t0 > wait_s:
+            raise SpecError(f"storage '{storage}' holds no design study of '{spec.name}' after {wait_s:g} s; "
+                            "start `designer run` against the same storage first")
+        time.sleep(0.5)
+    problem = make_problem(spec)
+    catalog = study_catalog(spec.network)
+    space = build_outer_space(spec, catalog, problem)
+    evaluate = Evaluator(problem, Pricer(spec.network, catalog), InnerCache(lambda c: run_exhaustive(problem, c)))
+    ds = spec.design_search
+    done = run_outer_optuna(space, outer_scorer(spec, problem, evaluate), storage=st, study=spec.name,
+                            objectives=tuple(problem.objectives),
+                            settings=OuterSettings(ds.n_trials, spec.search.seed, ds.sampler, spec.search.population_size),
+                            identity=outer_identity(spec))
+    return len(done)
 
 
 def _search_all(spec: StudySpec, problem: Problem, cands: list[Candidate], out_dir: Path, *, workers: int,
@@ -277,12 +360,208 @@ def _search_all(spec: StudySpec, problem: Problem, cands: list[Candidate], out_d
     return tables, url
 
 
+# ---- co-design: the outer space of cluster designs -------------------------------------------
+
+@dataclass(frozen=True)
+class CodesignRun:
+    cands: list[Candidate]
+    tables: list[ScoredTable]
+    milp: dict[str, MilpInfo]
+    outcomes: list[Any]  # designer.search.outer.Outcome, one per evaluated outer point
+    meta: dict[str, Any]
+    storage_url: str | None
+
+
+def outer_identity(spec: StudySpec) -> str:
+    """What must match for a rerun to continue the outer study: the spec without the trial budgets and
+    the output settings."""
+    data = spec.model_dump(mode="json")
+    data["search"].pop("n_trials", None)
+    data["design_search"].pop("n_trials", None)
+    data.pop("output", None)
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def design_point(o: Any) -> Any:
+    """An evaluated outer point as the goal's DesignPoint (None when it has no feasible strategy)."""
+    from designer.search.goal import DesignPoint
+
+    c, t = o.candidate, o.table
+    if c is None or t is None or t.best is None:
+        return None
+    s = t.strategies.strategy(t.best)
+    return DesignPoint(c.design_id, o.knobs.fabric.label, c.design.family.value, c.design.platform, c.n_gpus,
+                       c.capex_usd, c.power_w, float(t.time_to_train_s[t.best]),
+                       f"tp{s.tp} pp{s.pp} dp{s.dp} ep{s.ep} cp{s.cp} mbs{s.microbatch_size} {s.schedule.value}")
+
+
+def outer_scorer(spec: StudySpec, problem: Problem, evaluate: Any) -> Callable[[Any], tuple]:
+    """Objective values, constraints and the stored record of one outer point (for the Optuna loop).
+    Constraints (<= 0 feasible): the MILP found a design under the budgets and hooks; the design has a
+    feasible strategy; each goal limit, relative to its value."""
+    def score(knobs: Any) -> tuple:
+        if knobs is None:
+            return ([LARGE_OBJ] * len(problem.objectives), {"no_such_design": 1.0, "network_infeasible": 0.0,
+                                                             "no_feasible_strategy": 0.0},
+                    {"knobs": None, "reason": "the picks name no design of the space"})
+        o = evaluate(knobs)
+        cons = {"no_such_design": 0.0, "network_infeasible": 0.0 if o.candidate is not None else 1.0,
+                "no_feasible_strategy": 0.0}
+        rec = {"knobs": list(knobs.key()), "label": knobs.label, "reason": o.reason}
+        if o.candidate is None:
+            vals = [LARGE_OBJ] * len(problem.objectives)
+        else:
+            ttt = o.best_time_to_train_s
+            cons["no_feasible_strategy"] = 0.0 if math.isfinite(ttt) else 1.0
+            vals = list(o.candidate.objective_values(problem.objectives, ttt if math.isfinite(ttt) else LARGE_OBJ))
+            rec.update(design_id=o.candidate.design_id, capex_usd=o.candidate.capex_usd,
+                       time_to_train_s=ttt if math.isfinite(ttt) else None)
+            p = design_point(o)
+            for lim in spec.goal.subject_to:
+                cons[f"goal_{lim.metric}"] = p.excess(lim) if p is not None else 1.0
+        for lim in spec.goal.subject_to:
+            cons.setdefault(f"goal_{lim.metric}", 1.0)
+        return vals, cons, rec
+
+    return score
+
+
+LARGE_OBJ = 1e30
+
+
+def _run_codesign(spec: StudySpec, problem: Problem, out_dir: Path, *, workers: int, storage: str | None,
+                  progress: ProgressFn | None) -> CodesignRun:
+    from designer.search.outer import Evaluator, InnerCache, Pricer, build_outer_space, run_outer_exhaustive
+    from designer.spec.network_study import study_catalog
+
+    t0 = time.perf_counter()
+    catalog = study_catalog(spec.network)
+    space = build_outer_space(spec, catalog, problem)
+    meta: dict[str, Any] = {"space_size": space.size, "n_fabrics": len(space.fabrics),
+                            "gpu_counts": {p: list(c) for p, c in space.counts.items()},
+                            "dropped_gpu_counts": [{"platform": d.platform, "n_gpus": d.n_gpus, "reason": d.reason}
+                                                   for d in space.dropped],
+                            "space_build_s": time.perf_counter() - t0}
+    if space.size == 0:
+        why = "; ".join(f"{d.platform}: {d.reason}" for d in space.dropped[:3])
+        raise InfeasibleDesign(f"no GPU count of the study has a valid strategy ({why})")
+    ds = spec.design_search
+    method = ds.method if ds.method != "auto" else ("exhaustive" if space.size <= ds.auto_max_exhaustive else "optuna")
+    st = None
+    url = None
+
+    def inner_search(c: Candidate) -> ScoredTable:
+        nonlocal st, url
+        size = problem.design_space(c).size
+        if choose_method(spec, size) == "exhaustive":
+            return run_exhaustive(problem, c)
+        from designer.search.runner import RunnerSettings, open_storage, run_optuna
+
+        if st is None:
+            url = _storage_url(spec, out_dir, storage)
+            st = open_storage(url)
+        settings = RunnerSettings(spec.search.n_trials, spec.search.seed, spec.search.sampler, spec.search.population_size)
+        return run_optuna(problem, c, storage=st, study=spec.name, settings=settings,
+                          identity=search_identity(spec, c.design_id))
+
+    pricer = Pricer(spec.network, catalog)
+    inner = InnerCache(inner_search)
+    evaluate = Evaluator(problem, pricer, inner)
+
+    def tick(done: int, total: int, o: Any = None) -> None:
+        if progress is not None:
+            progress(ProgressEvent("search", done, total, o.candidate.design_id if o is not None and o.candidate else "",
+                                   method, done, total, 0, message=f"design {done}/{total}"))
+
+    t1 = time.perf_counter()
+    if method == "exhaustive":
+        outcomes = run_outer_exhaustive(space, evaluate, progress=tick)
+    else:
+        from designer.search.runner import OuterSettings, open_storage, run_outer_optuna
+
+        if st is None:
+            url = _storage_url(spec, out_dir, storage)
+            st = open_storage(url)
+        settings = OuterSettings(ds.n_trials, spec.search.seed, ds.sampler, spec.search.population_size)
+        procs: list[Any] = []
+        if workers > 1:
+            ctx = mp.get_context("spawn")
+            for _ in range(workers - 1):
+                p = ctx.Process(target=_worker_main, args=(spec.model_dump_json(), url), daemon=True)
+                p.start()
+                procs.append(p)
+        try:
+            done = run_outer_optuna(space, outer_scorer(spec, problem, evaluate), storage=st, study=spec.name,
+                                    objectives=tuple(problem.objectives), settings=settings,
+                                    identity=outer_identity(spec), on_trial=lambda d, n: tick(d, n))
+            for p in procs:
+                p.join()
+            if procs:  # the workers' trials count too: read the study again
+                done = run_outer_optuna(space, outer_scorer(spec, problem, evaluate), storage=st, study=spec.name,
+                                        objectives=tuple(problem.objectives), settings=settings,
+                                        identity=outer_identity(spec))
+        finally:
+            for p in procs:
+                if p.is_alive():
+                    p.terminate()
+        from designer.search.outer import Knobs, Fabric
+
+        outcomes = []
+        seen: set[tuple] = set()
+        for number, key in done:
+            if key is None or key in seen:
+                continue
+            seen.add(key)
+            k = Knobs(Fabric(str(key[0]), str(key[1]), int(key[2]), str(key[3]), int(key[4]), str(key[5]),
+                             float(key[6])), int(key[7]))
+            o = evaluate(k, number)
+            outcomes.append(o)
+        meta.update(n_trials=len(done), sampler=ds.sampler)
+    cands: list[Candidate] = []
+    tables: list[ScoredTable] = []
+    milp: dict[str, MilpInfo] = {}
+    for o in outcomes:
+        c = o.candidate
+        if c is None or c.design_id in milp:
+            continue
+        cands.append(c)
+        tables.append(o.table)
+        milp[c.design_id] = MilpInfo(o.priced.milp_status, o.priced.milp_gap, o.priced.milp_solve_time_s)
+    for nd in spec.designs:  # named designs are evaluated beside the outer space
+        from designer.network.api import solve_network
+        from designer.network.design import design_to_system
+
+        sub = nd.resolve(spec.network)
+        cat = study_catalog(sub)
+        try:
+            res = solve_network(sub, catalog=cat)
+        except InfeasibleDesign as err:
+            raise InfeasibleDesign(f"design {nd.name}: {err}") from None
+        d = res.designs[0]
+        c = Candidate(nd.name, d, design_to_system(d, cat), float(d.capex_usd), float(d.power_w), "named")
+        cands.append(c)
+        tables.append(inner.table(c))
+        milp[c.design_id] = MilpInfo(res.status, res.gap, res.solve_time_s)
+    meta.update(method_requested=ds.method, method=method, n_evaluated=len(outcomes),
+                milp_solves=pricer.solves, milp_cache_hits=pricer.hits, inner_searches=inner.runs,
+                inner_cache_hits=inner.hits, search_wall_time_s=time.perf_counter() - t1,
+                n_network_infeasible=sum(o.candidate is None for o in outcomes),
+                n_without_strategy=sum(o.candidate is not None and not math.isfinite(o.best_time_to_train_s)
+                                       for o in outcomes))
+    if not cands:
+        reasons = sorted({o.reason for o in outcomes})
+        raise InfeasibleDesign("no cluster design is feasible: " + " | ".join(reasons[:3]))
+    return CodesignRun(cands, tables, milp, outcomes, meta, url)
+
+
 # ---- results -----------------------------------------------------------------------------------
 
-def _trials_frame(problem: Problem, cands: list[Candidate], tables: list[ScoredTable]) -> pd.DataFrame:
+def _strategies_frame(problem: Problem, cands: list[Candidate], tables: list[ScoredTable],
+                      only: set[str] | None = None) -> pd.DataFrame:
+    """Every evaluated strategy of the designs (of those in `only`, when given)."""
     frames = []
     for c, t in zip(cands, tables):
-        if not len(t):
+        if not len(t) or (only is not None and c.design_id not in only):
             continue
         cols = dict(t.strategies.columns)
         df = pd.DataFrame({k: cols[k] for k in STRATEGY_COLUMNS})
@@ -308,6 +587,61 @@ def _trials_frame(problem: Problem, cands: list[Candidate], tables: list[ScoredT
             df[f"constraint_{name}"] = v
         frames.append(df)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _design_trials_frame(problem: Problem, cands: list[Candidate], tables: list[ScoredTable],
+                         codesign: CodesignRun | None) -> pd.DataFrame:
+    """One row per evaluated design with its best strategy (or why it has none); in co-design also the
+    outer points the MILP found infeasible."""
+    rows = []
+    number = {}
+    if codesign is not None:
+        for o in codesign.outcomes:
+            if o.candidate is not None:
+                number.setdefault(o.candidate.design_id, o.trial_number)
+    for c, t in zip(cands, tables):
+        b = t.best
+        row: dict[str, Any] = {"design_id": c.design_id, "design_source": c.source,
+                               "trial_number": number.get(c.design_id, -1), **c.design.row(),
+                               "search_method": t.method, "space_size": t.space_size, "n_evaluations": t.n_evaluations}
+        if b is not None:
+            s = t.strategies.strategy(b)
+            row.update(strategy_columns(s, problem.training))
+            row.update(feasible=True, reason="", iteration_time_s=float(t.iteration_time_s[b]),
+                       time_to_train_s=float(t.time_to_train_s[b]), time_to_train_days=float(t.time_to_train_s[b]) / 86400,
+                       mfu=float(t.mfu[b]), memory_per_gpu_gb=float(t.memory_per_gpu_bytes[b]) / 1e9,
+                       energy_mwh=c.power_w * float(t.time_to_train_s[b]) / J_PER_MWH)
+        else:
+            row.update(feasible=False, reason=t.why_none_feasible() if len(t) else "no valid strategy")
+        rows.append(row)
+    if codesign is not None:
+        for o in codesign.outcomes:
+            if o.candidate is None:
+                f = o.knobs.fabric
+                rows.append({"design_id": "", "design_source": "codesign", "trial_number": o.trial_number,
+                             "label": o.knobs.label, "family": f.family, "platform": f.platform, "n_gpus": o.knobs.n_gpus,
+                             "nic": f.nic, "nics_per_gpu": f.nics_per_gpu, "switch": f.switch,
+                             "radix": f.radix or None, "oversubscription": f.oversubscription or None,
+                             "feasible": False, "reason": o.reason})
+    return pd.DataFrame(rows)
+
+
+def _goal_answer(spec: StudySpec, cands: list[Candidate], tables: list[ScoredTable], codesign: CodesignRun | None) -> Any:
+    from designer.search.goal import DesignPoint, answer_goal
+
+    if spec.goal.is_front:
+        return None
+    points = []
+    for c, t in zip(cands, tables):
+        b = t.best
+        if b is None:
+            continue
+        s = t.strategies.strategy(b)
+        label = c.design.label
+        points.append(DesignPoint(c.design_id, label, c.design.family.value, c.design.platform, c.n_gpus, c.capex_usd,
+                                  c.power_w, float(t.time_to_train_s[b]),
+                                  f"tp{s.tp} pp{s.pp} dp{s.dp} ep{s.ep} cp{s.cp} mbs{s.microbatch_size} {s.schedule.value}"))
+    return answer_goal(spec.goal, points)
 
 
 def _design_row(c: Candidate) -> dict[str, Any]:
@@ -416,8 +750,14 @@ def run_study(spec: StudySpec, *, out_dir: str | Path | None = None, n_trials: i
     out = Path(out_dir) if out_dir is not None else spec.out_dir
     out.mkdir(parents=True, exist_ok=True)
     problem = make_problem(spec)
-    cands, milp = generate_candidates(spec, progress)
-    tables, url = _search_all(spec, problem, cands, out, workers=workers, storage=storage, progress=progress)
+    codesign: CodesignRun | None = None
+    count_notes: list[str] = []
+    if spec.codesign:
+        codesign = _run_codesign(spec, problem, out, workers=workers, storage=storage, progress=progress)
+        cands, tables, milp, url = codesign.cands, codesign.tables, codesign.milp, codesign.storage_url
+    else:
+        cands, milp = generate_candidates(spec, progress, problem=problem, notes=count_notes)
+        tables, url = _search_all(spec, problem, cands, out, workers=workers, storage=storage, progress=progress)
     pareto = _front_frame(problem, cands, tables)
     if not len(pareto):
         raise _no_front_error(problem, cands, tables)
@@ -441,7 +781,9 @@ def run_study(spec: StudySpec, *, out_dir: str | Path | None = None, n_trials: i
                 f.insert(0, "front_group", g)
                 parts.append(f)
         fronts_by = pd.concat(parts, ignore_index=True) if parts else None
-    trials = _trials_frame(problem, cands, tables)
+    strategies = _strategies_frame(problem, cands, tables, set(pareto["design_id"]) if spec.output.strategies == "front" else None)
+    trials = _design_trials_frame(problem, cands, tables, codesign)
+    answer = _goal_answer(spec, cands, tables, codesign)
     gaps = [m.gap for m in milp.values() if m.gap is not None]
     methods = designs["search_method"].value_counts().to_dict()
     meta = {
@@ -451,15 +793,21 @@ def run_study(spec: StudySpec, *, out_dir: str | Path | None = None, n_trials: i
                    "evaluations": int(designs["n_evaluations"].sum()), "workers": workers, "storage": _redact(url)},
         "milp": {"status": "optimal" if all(m.status == "optimal" for m in milp.values()) else "incumbent",
                  "max_gap": max(gaps) if gaps else None, "solve_time_s": sum(m.solve_time_s for m in milp.values()),
-                 "n_designs": len(cands)},
+                 "n_designs": len(cands), "gpu_count_guard": count_notes},
         "model": problem.llm.name, "objectives": list(spec.objectives), "n_front_points": len(pareto),
+        "mode": "codesign" if codesign is not None else "cheapest",
+        "design_search": codesign.meta if codesign is not None else None,
+        "goal": answer.as_dict() if answer is not None else {"goal": "front"},
         "wall_time_s": time.perf_counter() - t0,
     }
     write_outputs(out, pareto=pareto, trials=trials, designs=designs, meta=meta, fronts_by=fronts_by, front_by=key,
-                  plots=spec.output.plots, title=f"{spec.name}: {problem.llm.name}")
+                  plots=spec.output.plots, title=f"{spec.name}: {problem.llm.name}", strategies=strategies)
     if progress is not None:
         progress(ProgressEvent("done", len(cands), len(cands), done=len(cands), total=len(cands), front_size=len(pareto)))
-    return StudyResult(spec, out, pareto, trials, designs, meta, fronts_by)
+    result = StudyResult(spec, out, pareto, trials, designs, meta, fronts_by, strategies, answer)
+    if answer is not None and not answer.met:
+        raise GoalNotMet(answer.message, result)
+    return result
 
 
 def run_study_file(path: str | Path, **kwargs: Any) -> StudyResult:
@@ -482,5 +830,5 @@ def summary_table(result: StudyResult) -> list[dict[str, Any]]:
     return rows
 
 
-__all__ = ["ProgressEvent", "StudyResult", "choose_method", "generate_candidates", "make_problem", "read_pareto",
+__all__ = ["GoalNotMet", "ProgressEvent", "StudyResult", "choose_method", "generate_candidates", "make_problem", "read_pareto",
            "run_study", "run_study_file", "run_worker", "summary_table"]

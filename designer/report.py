@@ -86,7 +86,27 @@ def print_study_summary(result: Any) -> None:
     from designer.pipeline import summary_table
 
     print_rows(f"Pareto front ({len(result.pareto)} points): capex vs time-to-train", summary_table(result))
-    console.print(f"written to {result.out_dir}: pareto.csv, trials.csv, meta.json, pareto.png, pareto.html")
+    ds = result.meta.get("design_search")
+    if ds:
+        console.print(f"co-design: {ds['n_evaluated']} of {ds['space_size']} cluster designs evaluated ({ds['method']}), "
+                      f"{ds['milp_solves']} MILP solves, {ds['inner_searches']} strategy searches, "
+                      f"{len(ds['dropped_gpu_counts'])} GPU counts without a valid strategy (meta.json)")
+    console.print(f"written to {result.out_dir}: pareto.csv, trials.csv, designs.csv, meta.json"
+                  + (", strategies.csv" if result.strategies is not None else "")
+                  + (", pareto.png, pareto.html" if result.spec.output.plots else ""))
+
+
+def print_goal(result: Any) -> None:
+    """The goal's answer, its binding limit and the runner-up of each other family and platform."""
+    a = result.goal
+    if a is None:
+        return
+    console.print(f"[bold]{a.message}[/bold]")
+    if a.answer is not None:
+        console.print(f"  strategy: {a.answer.strategy}; design {a.answer.design_id}")
+    for r in a.runners_up:
+        console.print(f"  runner-up, {r.group}: {r.point.n_gpus:,} x {r.point.platform} ({r.point.label}), "
+                      f"{r.behind:+.1%} on {result.spec.goal.minimize}")
 
 
 def print_front(front: Any) -> None:

@@ -446,6 +446,99 @@ def trials_summary(storage: BaseStorage, study: str) -> dict[str, dict[str, int]
     return out
 
 
+# ---- the outer study: trials are cluster designs ------------------------------------------------
+
+OUTER_STUDY_SUFFIX = "designs"
+OUTER_SAMPLERS = ("tpe", "nsga2", "random")
+LARGE = 1e30  # the objective value of a point with no result (Optuna needs a finite number)
+
+
+@dataclass(frozen=True)
+class OuterSettings:
+    n_trials: int
+    seed: int = 0
+    sampler: str = "tpe"
+    population_size: int = 32
+
+
+def outer_study_name(study: str) -> str:
+    return f"{study}/{OUTER_STUDY_SUFFIX}"
+
+
+def _outer_pick(trial: optuna.trial.Trial, space: Any) -> Any:
+    """The sampler's picks for one trial, as a point of the outer space (None: not a fabric of it)."""
+    dims = space.dims()
+    params = {name: trial.suggest_categorical(name, list(values)) for name, values in dims.items()}
+    counts = space.counts.get(params["platform"], ())
+    name = f"gpus_index@{params['platform']}"
+    params[name] = trial.suggest_int(name, 0, max(len(counts) - 1, 0))
+    return space.from_params(params)
+
+
+def _outer_tell(study: optuna.Study, trial: optuna.trial.Trial, knobs: Any, score: Callable[[Any], tuple]) -> None:
+    values, constraints, attrs = score(knobs)
+    trial.set_user_attr("result", attrs)
+    for name, v in constraints.items():
+        trial.set_constraint(name, float(v))
+    study.tell(trial, [min(float(v), LARGE) for v in values], skip_if_finished=True)
+
+
+def run_outer_optuna(space: Any, score: Callable[[Any], tuple], *, storage: BaseStorage, study: str,
+                     objectives: tuple[str, ...], settings: OuterSettings, identity: str,
+                     on_trial: Callable[[int, int], None] | None = None) -> list[tuple[int, tuple]]:
+    """One multi-objective Optuna study whose trials are cluster designs, run until it has
+    `settings.n_trials` finished trials (those already in the storage count: a rerun after a kill
+    continues, a RUNNING trial left by a dead process on this host is finished under its own number).
+
+    `score(knobs)` returns (objective values, constraint values (<= 0 feasible), a JSON-able record)
+    for a point, or for None (the picks named no fabric of the space). Returns (trial number, knob
+    key) for every finished trial, in number order."""
+    name = outer_study_name(study)
+    sampler = PerTrialSeededSampler(settings.sampler, settings.seed, settings.population_size)
+    ostudy = optuna.create_study(study_name=name, storage=storage, directions=["minimize"] * len(objectives),
+                                 sampler=sampler, load_if_exists=True)
+    have = ostudy.user_attrs.get("identity")
+    if have is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # set_metric_names is marked experimental
+            ostudy.set_metric_names(list(objectives))
+        ostudy.set_user_attr("identity", identity)
+        ostudy.set_user_attr("sampler", settings.sampler)
+        ostudy.set_user_attr("seed", settings.seed)
+    elif have != identity:
+        raise SpecError(f"storage already holds study '{name}' from a different spec or seed (identity {have[:12]} != "
+                        f"{identity[:12]}); use a new --out folder or --storage, or the original spec")
+    stale = [t for t in ostudy.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+             if _owner_dead(t.user_attrs.get("owner"))]
+    for t in sorted(stale, key=lambda t: t.number):
+        trial = optuna.trial.Trial(ostudy, t._trial_id)
+        trial.set_user_attr("owner", owner_tag())
+        _outer_tell(ostudy, trial, _outer_pick(trial, space), score)
+    while True:
+        if getattr(storage, "is_heartbeat_enabled", lambda: False)():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                optuna.storages.fail_stale_trials(ostudy)
+        trials = ostudy.get_trials(deepcopy=False)
+        done = sum(t.state == TrialState.COMPLETE for t in trials)
+        if on_trial is not None:
+            on_trial(done, settings.n_trials)
+        if done >= settings.n_trials:
+            _drain_waiting(ostudy, settings.n_trials)
+            break
+        mine = _within_budget(ostudy, [_ask_owned(ostudy)], settings.n_trials)
+        if not mine:
+            time.sleep(0.1)  # the other workers are finishing the budget
+            continue
+        trial = mine[0]
+        _outer_tell(ostudy, trial, _outer_pick(trial, space), score)
+    out = []
+    for t in ostudy.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        key = t.user_attrs.get("result", {}).get("knobs")
+        out.append((t.number, tuple(key) if key is not None else None))
+    return sorted(out, key=lambda x: x[0])
+
+
 def get_strategy(key: tuple):
     return strategy_from_key(key)
 
@@ -464,6 +557,6 @@ def get_study_attr(storage: BaseStorage, name: str, key: str) -> Any:
     return st.user_attrs.get(key)
 
 
-__all__ = ["FlockLock", "JOURNAL_NAME", "PerTrialSeededSampler", "RunnerSettings", "collect", "get_study_attr",
-           "open_storage", "owner_tag", "recover_stale_trials", "run_optuna", "set_study_attr", "study_name_for",
-           "trials_summary"]
+__all__ = ["FlockLock", "JOURNAL_NAME", "OUTER_SAMPLERS", "OuterSettings", "PerTrialSeededSampler", "RunnerSettings",
+           "collect", "get_study_attr", "open_storage", "outer_study_name", "owner_tag", "recover_stale_trials",
+           "run_optuna", "run_outer_optuna", "set_study_attr", "study_name_for", "trials_summary"]

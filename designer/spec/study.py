@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from pathlib import Path
 from typing import Literal
@@ -153,11 +154,92 @@ class SearchSettings(Record):
 
 
 class Candidates(Record):
-    """How MILP candidate designs are generated. The MILP minimizes cost and knows nothing of
-    training time, so one solve over several families or platforms would always return the cheapest;
-    `split_by` solves once per family and/or per platform so that each one is scored."""
+    """How candidate designs are generated.
 
+    mode `codesign` (the default): every combination of the network section's choices (platform, NIC
+    and NICs per GPU, switch and port mode, family and oversubscription ratio) at every GPU count the
+    range or frontier levels allow is one cluster design; the MILP prices each, the strategy search
+    times it, and `design_search` says how that outer space is searched. Training time thus chooses
+    the network as much as cost does.
+
+    mode `cheapest`: the MILP alone picks the cheapest network per (family, platform) split
+    (`split_by`) at each frontier level. A frontier that varies capex or power (max_gpus, max_flops)
+    always runs this way, with every GPU count the MILP returns checked for a valid strategy."""
+
+    mode: Literal["codesign", "cheapest"] = "codesign"
     split_by: tuple[SplitKey, ...] = ("family", "platform")
+
+
+OuterSampler = Literal["tpe", "nsga2", "random"]
+
+
+class DesignSearch(Record):
+    """How the outer space of cluster designs is searched (co-design mode).
+
+    method: `exhaustive` prices and times every design; `optuna` runs `n_trials` trials of one
+    multi-objective study whose trials are cluster designs (capex, time to train and the study's other
+    objectives; budgets, the goal's limits and the trial constraints through trial.set_constraint);
+    `auto` enumerates when the space holds at most `auto_max_exhaustive` designs. The seed is
+    `search.seed`. Measured sampler choice: studies/benchmarks/codesign.py."""
+
+    method: Literal["auto", "exhaustive", "optuna"] = "auto"
+    n_trials: int = Field(default=200, ge=1, description="outer Optuna trials (cluster designs)")
+    sampler: OuterSampler = "tpe"
+    auto_max_exhaustive: int = Field(default=5000, ge=0)
+
+
+GoalMetric = Literal["capex_usd", "time_to_train_s", "time_to_train_days", "power_w", "energy_j", "energy_mwh"]
+_LIMIT_RE = re.compile(r"^\s*(<=|>=)\s*([-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?)\s*$")
+
+
+class GoalLimit(Record):
+    metric: GoalMetric
+    sense: Literal["<=", ">="]
+    rhs: float
+
+    @property
+    def text(self) -> str:
+        return f"{self.metric} {self.sense} {self.rhs:g}"
+
+
+class Goal(Record):
+    """What the study answers. `front` (the default): the Pareto front of capex vs time to train.
+    `{minimize: capex_usd, subject_to: {time_to_train_days: "<= 60"}}`: the cheapest design that meets
+    a deadline; `{minimize: time_to_train_s, subject_to: {capex_usd: "<= 3e8", power_w: "<= 2.5e7"}}`:
+    the fastest under budgets. The front is always written too."""
+
+    minimize: GoalMetric | None = None
+    subject_to: tuple[GoalLimit, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _forms(cls, data):  # noqa: ANN001 - pydantic signature
+        if data == "front" or data is None:
+            return {}
+        if isinstance(data, str):
+            raise ValueError(f"goal = '{data}': allowed: front, or {{minimize: METRIC, subject_to: {{METRIC: '<= VALUE'}}}}")
+        if isinstance(data, dict) and isinstance(data.get("subject_to"), dict):
+            limits = []
+            for k, v in data["subject_to"].items():
+                m = _LIMIT_RE.match(str(v)) if isinstance(v, str) else None
+                if m is None:
+                    raise ValueError(f"goal.subject_to.{k} = {v!r}: write a limit as '<= VALUE' or '>= VALUE'")
+                limits.append({"metric": k, "sense": m.group(1), "rhs": float(m.group(2))})
+            data = {**data, "subject_to": limits}
+        return data
+
+    @model_validator(mode="after")
+    def _needs_minimize(self) -> "Goal":
+        if self.subject_to and self.minimize is None:
+            raise ValueError("goal.subject_to needs goal.minimize (the metric to optimize under the limits)")
+        for lim in self.subject_to:
+            if not math.isfinite(lim.rhs):
+                raise ValueError(f"goal.subject_to.{lim.metric} = {lim.rhs}: give a finite limit")
+        return self
+
+    @property
+    def is_front(self) -> bool:
+        return self.minimize is None
 
 
 class NamedDesign(Record):
@@ -202,6 +284,8 @@ class OutputSettings(Record):
     # A design column (e.g. family) to draw and export one front per value, besides the overall front.
     front_by: str | None = None
     plots: bool = True
+    # strategies.csv: every inner strategy of the front's designs, or of every design
+    strategies: Literal["front", "all"] = "front"
 
 
 class StudySpec(Record):
@@ -211,6 +295,8 @@ class StudySpec(Record):
     network: NetworkStudy | None = None
     designs: tuple[NamedDesign, ...] = ()
     candidates: Candidates = Candidates()
+    design_search: DesignSearch = DesignSearch()
+    goal: Goal = Goal()
     strategy_space: StrategySpace = StrategySpace()
     search: SearchSettings = SearchSettings()
     constraints: tuple[str, ...] = ()
@@ -254,6 +340,14 @@ class StudySpec(Record):
         return self
 
     @property
+    def codesign(self) -> bool:
+        """Whether the study runs the co-design search (see Candidates)."""
+        if self.network is None or self.candidates.mode != "codesign":
+            return False
+        fr = self.network.objective.frontier
+        return self.network.objective.base_kind == "min_cost" and (fr is None or fr.vary == "n_gpus")
+
+    @property
     def out_dir(self) -> Path:
         return Path(self.output.dir) if self.output.dir else Path("out") / self.name
 
@@ -285,6 +379,6 @@ def load_study(path: str | Path) -> StudySpec:
 
 
 __all__ = [
-    "Candidates", "NamedDesign", "ObjectiveName", "OutputSettings", "SearchSettings", "StrategySpace",
+    "Candidates", "DesignSearch", "Goal", "GoalLimit", "NamedDesign", "ObjectiveName", "OutputSettings", "SearchSettings", "StrategySpace",
     "StudySpec", "load_study",
 ]

@@ -1,0 +1,261 @@
+"""The co-design search: the outer space of cluster designs, the MILP per design, the GPU-count
+guard, goals, and the outer Optuna study (determinism and resumption after kill -9)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from designer.network.api import solve_network
+from designer.pareto import Point, pareto_front
+from designer.pipeline import GoalNotMet, make_problem, run_study
+from designer.search.exhaustive import Candidate, run_exhaustive
+from designer.search.goal import DesignPoint, answer_goal
+from designer.search.outer import build_outer_space, count_reason, factorization
+from designer.spec.network_study import study_catalog
+from designer.spec.study import Goal, StudySpec
+
+REPO = Path(__file__).resolve().parents[2]
+
+# 4 layers, batch 64: a count trains when it is tp * pp * dp with tp | 8, pp <= 4 layers, dp | 64,
+# i.e. 2^a or 3 * 2^a (pp 3); by hand in [64, 320] step 64: 64, 128, 192 (= 3 * 64), 256; not 320
+# (= 2^6 * 5: a factor 5 has nowhere to go).
+TINY = {"name": "tiny", "layers": 4, "hidden_size": 1024, "ffn_size": 4096, "heads": 16, "kv_heads": 16,
+        "vocab_size": 32000}
+
+
+def _spec(**over) -> StudySpec:
+    data = {
+        "name": "codesign-test", "model": TINY,
+        "training": {"sequence_length": 2048, "global_batch_sequences": 64, "total_tokens": 1e10},
+        "network": {"choices": {"platforms": ["hgx_h100_8"], "nics": [{"id": "cx7_400g", "nics_per_gpu": [1, 2]}],
+                                "switches": [{"id": "qm9790"}], "families": ["rail-optimized", "rail-only"]},
+                    "gpus": {"min": 64, "max": 320, "multiple_of": 64}},
+        "strategy_space": {"microbatch_sizes": [1, 2], "recompute": ["none"], "zero_stages": [1]},
+        "output": {"plots": False},
+    }
+    for k, v in over.items():
+        data[k] = v
+    return StudySpec.model_validate(data)
+
+
+def test_factorization_and_count_reason():
+    assert factorization(7848) == "2³·3²·109"
+    assert factorization(4608) == "2⁹·3²"
+    p = make_problem(_spec())
+    assert count_reason(p, 256, 8) is None and count_reason(p, 192, 8) is None
+    why = count_reason(p, 320, 8)
+    assert why == "320 = 2⁶·5: no tp·pp·dp·cp split with dp dividing the batch 64"
+    assert "not a multiple of the HB domain size 8" in count_reason(p, 324, 8)
+
+
+def test_outer_space_by_hand():
+    spec = _spec()
+    p = make_problem(spec)
+    space = build_outer_space(spec, study_catalog(spec.network), p)
+    assert space.counts == {"hgx_h100_8": (64, 128, 192, 256)}
+    assert [(d.n_gpus, d.reason.split(":")[0]) for d in space.dropped] == [(320, "320 = 2⁶·5")]
+    # 2 NIC widths x 1 switch x 2 families = 4 fabrics, x 4 counts
+    assert len(space.fabrics) == 4 and space.size == 16
+
+
+@pytest.fixture(scope="module")
+def exhaustive_run(tmp_path_factory):
+    spec = _spec()
+    return spec, run_study(spec, out_dir=tmp_path_factory.mktemp("cd"))
+
+
+def test_outer_exhaustive_equals_brute_force(exhaustive_run):
+    """Each knob tuple priced by its own min-cost MILP and searched exhaustively, by hand; the front of
+    those points is the study's front, and every tuple was solved once."""
+    spec, res = exhaustive_run
+    p = make_problem(spec)
+    catalog = study_catalog(spec.network)
+    from designer.network.design import design_to_system
+
+    pts = []
+    for k in (1, 2):
+        for fam in ("rail-optimized", "rail-only"):
+            for n in (64, 128, 192, 256):
+                sub = spec.network.with_updates(
+                    choices={**spec.network.choices.model_dump(), "nics": [{"id": "cx7_400g", "nics_per_gpu": [k]}],
+                             "families": [fam]},
+                    gpus={"count": n}, objective={"kind": "min_cost"})
+                d = solve_network(sub, catalog=catalog).designs[0]
+                c = Candidate(f"{fam}-{k}-{n}", d, design_to_system(d, catalog), d.capex_usd, d.power_w)
+                t = run_exhaustive(p, c)
+                pts.append(Point((d.capex_usd, float(t.time_to_train_s[t.best])), (fam, k, n)))
+    front = pareto_front(pts)
+    got = sorted(zip(res.pareto["capex_usd"], res.pareto["time_to_train_s"]))
+    want = sorted(pt.values for pt in front)
+    np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-12)
+    ds = res.meta["design_search"]
+    assert ds["method"] == "exhaustive" and ds["n_evaluated"] == 16 and ds["milp_solves"] == 16
+    assert len(res.trials) == 16 and res.trials["feasible"].all()
+    # two NICs per GPU: twice the NICs of one (the closed form's nic_count = GPUs x NICs per GPU)
+    t = res.trials
+    for n in (64, 256):
+        one = t[(t.n_gpus == n) & (t.nics_per_gpu == 1) & (t.family == "rail-optimized")].iloc[0]
+        two = t[(t.n_gpus == n) & (t.nics_per_gpu == 2) & (t.family == "rail-optimized")].iloc[0]
+        assert (two["nic_count"], one["nic_count"]) == (2 * n, n)
+
+
+def test_deadline_and_budget_goals(exhaustive_run, tmp_path):
+    spec, res = exhaustive_run
+    t = res.trials
+    days = t["time_to_train_s"] / 86400
+    # the cheapest design meeting a deadline set between the fastest and slowest designs, by hand
+    deadline = float(np.median(days))
+    meets = t[days <= deadline]
+    want = meets.sort_values(["capex_usd", "time_to_train_s"]).iloc[0]
+    g = spec.with_updates(goal={"minimize": "capex_usd", "subject_to": {"time_to_train_days": f"<= {deadline}"}})
+    r = run_study(g, out_dir=tmp_path / "deadline")
+    assert r.goal.met and r.goal.answer.design_id == want["design_id"]
+    assert r.goal.binding.startswith("time_to_train_days <=")
+    # the fastest under a capex budget
+    cap = float(np.median(t["capex_usd"]))
+    ok = t[t["capex_usd"] <= cap]
+    fastest = ok.sort_values(["time_to_train_s", "capex_usd"]).iloc[0]
+    b = spec.with_updates(goal={"minimize": "time_to_train_s", "subject_to": {"capex_usd": f"<= {cap}"}})
+    r2 = run_study(b, out_dir=tmp_path / "budget")
+    assert r2.goal.answer.design_id == fastest["design_id"]
+    assert r2.meta["goal"]["answer"]["design_id"] == fastest["design_id"]
+    # runner-up of the other family, and how far behind
+    other = ok[ok["family"] != fastest["family"]].sort_values("time_to_train_s").iloc[0]
+    ru = {x.group: x for x in r2.goal.runners_up}
+    fam_key = f"family {other['family']}"
+    assert ru[fam_key].point.design_id == other["design_id"]
+    assert ru[fam_key].behind == pytest.approx(other["time_to_train_s"] / fastest["time_to_train_s"] - 1, rel=1e-9)
+
+
+def test_goal_not_met_exits_3_and_keeps_the_front(exhaustive_run, tmp_path):
+    spec, res = exhaustive_run
+    fastest_days = float(res.trials["time_to_train_s"].min()) / 86400
+    bad = spec.with_updates(goal={"minimize": "capex_usd", "subject_to": {"time_to_train_days": f"<= {fastest_days / 2}"}})
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(json.loads(bad.model_dump_json())))
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "designer.cli", "run", str(path), "--out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 3, proc.stderr
+    err = proc.stderr.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in proc.stderr
+    assert err[0].startswith("error: no design meets time_to_train_days <=") and "closest is" in err[0]
+    assert f"{fastest_days:,.2f} days" in err[0]
+    assert (out / "pareto.csv").is_file() and (out / "meta.json").is_file()
+
+
+def test_goal_by_hand():
+    pts = [DesignPoint("a", "a", "rail-only", "h100", 1024, 100e6, 5e6, 40 * 86400.0),
+           DesignPoint("b", "b", "rail-optimized", "h100", 2048, 180e6, 9e6, 22 * 86400.0),
+           DesignPoint("c", "c", "rail-only", "b200", 2048, 250e6, 12e6, 12 * 86400.0)]
+    g = Goal.model_validate({"minimize": "capex_usd", "subject_to": {"time_to_train_days": "<= 30"}})
+    a = answer_goal(g, pts)
+    assert a.answer.design_id == "b" and a.n_meeting == 2
+    assert a.binding == "time_to_train_days <= 30 (slack 26.7%)"  # (30 - 22) / 30
+    assert [(r.group, r.point.design_id) for r in a.runners_up] == [("family rail-only", "c"), ("platform b200", "c")]
+    assert a.runners_up[0].behind == pytest.approx(250 / 180 - 1)
+    g2 = Goal.model_validate({"minimize": "capex_usd", "subject_to": {"time_to_train_days": "<= 10",
+                                                                      "power_w": "<= 1e7"}})
+    miss = answer_goal(g2, pts)
+    assert not miss.met and miss.closest.design_id == "c"  # c is 20 % late (and 20 % over power)
+    assert miss.message.startswith("no design meets time_to_train_days <= 10 under power_w <= 1e+07; closest is 2,048 x b200")
+
+
+@pytest.mark.parametrize("goal,needle", [
+    ("fastest", "allowed: front"),
+    ({"minimize": "capex_usd", "subject_to": {"time_to_train_days": "60"}}, "'<= VALUE'"),
+    ({"subject_to": {"capex_usd": "<= 1e8"}}, "needs goal.minimize"),
+    ({"minimize": "speed"}, "capex_usd"),
+])
+def test_bad_goals(goal, needle):
+    with pytest.raises(Exception) as err:
+        Goal.model_validate(goal)
+    assert needle in str(err.value)
+
+
+def test_max_gpus_count_guard(tmp_path):
+    """A budget-maximizing MILP whose count no strategy splits is moved to the largest count below it
+    that trains: with 4 layers and batch 64, counts are 2^a or 3 * 2^a, so below a budget that buys
+    328 GPUs (= 8 * 41) the answer is 256."""
+    base = _spec()
+    net = base.network.model_dump()
+    probe = solve_network(base.network.with_updates(gpus={"count": 328}, objective={"kind": "min_cost"},
+                                                    choices={**net["choices"], "nics": [{"id": "cx7_400g"}],
+                                                             "families": ["rail-optimized"]}))
+    cap = probe.designs[0].capex_usd * 1.0001
+    spec = base.with_updates(network={**net, "choices": {**net["choices"], "nics": [{"id": "cx7_400g"}],
+                                                          "families": ["rail-optimized"]},
+                                      "gpus": {"min": 8, "max": 400}, "budgets": {"capex_usd": cap},
+                                      "objective": {"kind": "max_gpus"}})
+    assert not spec.codesign
+    r = run_study(spec, out_dir=tmp_path / "guard")
+    assert list(r.pareto["n_gpus"]) == [256]
+    note = r.meta["milp"]["gpu_count_guard"][0]
+    assert "328 GPUs (328 = 2³·41: no tp·pp·dp·cp split" in note and "took 256" in note
+
+
+def _optuna_spec(n_trials: int, **over) -> StudySpec:
+    return _spec(network={"choices": {"platforms": ["hgx_h100_8"], "nics": [{"id": "cx7_400g", "nics_per_gpu": [1, 2]}],
+                                      "switches": [{"id": "qm9790"}], "families": ["rail-optimized", "rail-only"]},
+                          "gpus": {"min": 64, "max": 2048, "multiple_of": 64}},
+                 design_search={"method": "optuna", "n_trials": n_trials}, **over)
+
+
+def test_outer_optuna_is_deterministic(tmp_path):
+    a = run_study(_optuna_spec(8), out_dir=tmp_path / "a")
+    b = run_study(_optuna_spec(8), out_dir=tmp_path / "b")
+    assert a.meta["design_search"]["method"] == "optuna" and a.meta["design_search"]["n_trials"] == 8
+    cols = ["trial_number", "design_id", "time_to_train_s"]
+    assert a.trials[cols].equals(b.trials[cols])
+    # one Optuna study per run, whose trials are cluster designs with capex and time as objectives
+    import optuna
+
+    names = optuna.get_all_study_names(storage=optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(tmp_path / "a" / "optuna.journal"))))
+    assert names == ["codesign-test/designs"]
+
+
+@pytest.mark.slow
+def test_outer_optuna_resumes_after_kill_9(tmp_path):
+    n = 40
+    spec = _optuna_spec(n)
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(json.loads(spec.model_dump_json())))
+    out = tmp_path / "out"
+    journal = out / "optuna.journal"
+    proc = subprocess.Popen([sys.executable, "-m", "designer.cli", "run", str(path), "--out", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 120:
+        if journal.is_file() and journal.read_text().count('"state":1') >= 5:  # a few trials finished
+            break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    import optuna
+
+    from designer.search.runner import open_storage
+
+    before = optuna.load_study(study_name="codesign-test/designs", storage=open_storage(journal))
+    done_before = {t.number: t.params for t in before.get_trials(states=(optuna.trial.TrialState.COMPLETE,))}
+    assert 0 < len(done_before) < n, len(done_before)
+    again = subprocess.run([sys.executable, "-m", "designer.cli", "run", str(path), "--out", str(out)],
+                           capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    after = optuna.load_study(study_name="codesign-test/designs", storage=open_storage(journal))
+    done = [t for t in after.get_trials() if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(done) == n and len({t.number for t in done}) == n
+    # nothing finished before the kill was repeated or changed
+    assert all(done_before[t.number] == t.params for t in done if t.number in done_before)
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["design_search"]["n_trials"] == n
