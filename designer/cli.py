@@ -156,6 +156,26 @@ def run(
 
 @app.command()
 @one_line_errors
+def space(
+    study: Path = typer.Argument(..., help="study YAML"),
+    gpus: Optional[int] = typer.Option(None, "--gpus", help="also explain one GPU count"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+) -> None:
+    """Explain a study's spaces: the cluster designs and GPU counts of the outer space (and the counts
+    left out, with their arithmetic), and the strategy values the rules remove, per platform."""
+    from designer.pipeline import explain_study
+    from designer.report import print_space
+    from designer.spec.study import load_study
+
+    data = explain_study(load_study(study), gpus=gpus)
+    if as_json:
+        _print_json(data)
+    else:
+        print_space(data)
+
+
+@app.command()
+@one_line_errors
 def worker(
     study: Path = typer.Argument(..., help="study YAML"),
     storage: str = typer.Option(..., "--storage", help="shared storage URL, e.g. postgresql://user@host/db"),

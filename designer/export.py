@@ -6,6 +6,7 @@
     strategies.csv      the inner strategies of the front's designs (output.strategies: all, of every design)
     designs.csv         every candidate design with its MILP status and the search method that ran
     megatron_args.txt   per front point, the Megatron-LM command-line arguments
+    goal.json           the goal's answer: design, strategy, binding limit, runners-up (a goal other than front)
     meta.json           versions, seed, spec hash, MILP status and gap, wall time, search methods
     pareto.png          matplotlib plot; pareto.html the same as a self-contained interactive SVG
 """
@@ -228,6 +229,11 @@ def write_outputs(out_dir: Path, *, pareto: pd.DataFrame, trials: pd.DataFrame, 
         lines.append(str(r["megatron_args"]))
     p.write_text("\n".join(lines) + "\n")
     written.append(p)
+    goal = meta.get("goal") or {}
+    if goal.get("goal", "front") != "front":
+        p = out_dir / "goal.json"
+        p.write_text(json.dumps(goal, indent=2, sort_keys=True, default=str) + "\n")
+        written.append(p)
     p = out_dir / "meta.json"
     p.write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
     written.append(p)

@@ -98,6 +98,10 @@ def generate_candidates(spec: StudySpec, progress: ProgressFn | None = None, *, 
     from designer.spec.network_study import study_catalog
 
     jobs: list[tuple[str, str, Any]] = []  # (source, prefix, network study)
+    if spec.network is not None and spec.network.choices.oversubscribed_levels:
+        raise SpecError(f"field 'network.choices.oversubscribed_levels' = {list(spec.network.choices.oversubscribed_levels)}: "
+                        "several tier boundaries are design knobs of the co-design mode only; allowed here: "
+                        "one boundary as oversubscribed_level")
     if spec.network is not None:
         net = spec.network
         fams = list(net.choices.families) if "family" in spec.candidates.split_by else [None]
@@ -437,7 +441,15 @@ def _run_codesign(spec: StudySpec, problem: Problem, out_dir: Path, *, workers: 
     t0 = time.perf_counter()
     catalog = study_catalog(spec.network)
     space = build_outer_space(spec, catalog, problem)
+    from designer.search.space import explain_space
+
+    removed = {}
+    for plat in spec.network.choices.platforms:
+        hb = catalog.platform(plat).hb_domain_size
+        removed[plat] = [{"dim": r.dim, "value": r.value, "rule": r.rule}
+                         for r in explain_space(problem.llm, problem.training, problem.space, hb_domain_size=hb)]
     meta: dict[str, Any] = {"space_size": space.size, "n_fabrics": len(space.fabrics),
+                            "strategy_values_removed": removed,
                             "gpu_counts": {p: list(c) for p, c in space.counts.items()},
                             "dropped_gpu_counts": [{"platform": d.platform, "n_gpus": d.n_gpus, "reason": d.reason}
                                                    for d in space.dropped],
@@ -504,7 +516,7 @@ def _run_codesign(spec: StudySpec, problem: Problem, out_dir: Path, *, workers: 
             for p in procs:
                 if p.is_alive():
                     p.terminate()
-        from designer.search.outer import Knobs, Fabric
+        from designer.search.outer import Knobs
 
         outcomes = []
         seen: set[tuple] = set()
@@ -512,8 +524,7 @@ def _run_codesign(spec: StudySpec, problem: Problem, out_dir: Path, *, workers: 
             if key is None or key in seen:
                 continue
             seen.add(key)
-            k = Knobs(Fabric(str(key[0]), str(key[1]), int(key[2]), str(key[3]), int(key[4]), str(key[5]),
-                             float(key[6])), int(key[7]))
+            k = Knobs.from_key(key)
             o = evaluate(k, number)
             outcomes.append(o)
         meta.update(n_trials=len(done), sampler=ds.sampler)
@@ -727,7 +738,11 @@ def _no_front_error(problem: Problem, cands: list[Candidate], tables: list[Score
             if best is None or need - c.system.gpu.hbm_bytes < best[0] - best[2]:
                 best = (need, c, c.system.gpu.hbm_bytes, chunk.strategy(j))
     if best is None:
-        return SpecError("no design has a valid strategy in strategy_space; widen tp/pp/microbatch_sizes")
+        from designer.search.outer import count_reason
+
+        whys = sorted({count_reason(problem, c.n_gpus, c.hb_domain_size) or "the strategy_space lists leave no strategy"
+                       for c in cands})
+        return SpecError("no design has a valid strategy: " + " | ".join(whys[:3]))
     need, c, cap, s = best
     return InfeasibleDesign(
         f"model {problem.llm.name} fits no design: its leanest strategy (tp {s.tp}, pp {s.pp}, ZeRO-{s.zero_stage}, "
@@ -810,6 +825,39 @@ def run_study(spec: StudySpec, *, out_dir: str | Path | None = None, n_trials: i
     return result
 
 
+def explain_study(spec: StudySpec, *, gpus: int | None = None) -> dict[str, Any]:
+    """What `designer space` prints: per platform, the GPU counts of the outer space and those left
+    out with their arithmetic, the strategy values the rules remove, and (with `gpus`) that count."""
+    from designer.search.outer import build_outer_space, count_reason
+    from designer.search.space import DesignSpace, explain_space
+    from designer.spec.network_study import study_catalog
+
+    if spec.network is None:
+        raise SpecError("field 'network': `designer space` needs the study's network section")
+    problem = make_problem(spec)
+    catalog = study_catalog(spec.network)
+    out: dict[str, Any] = {"study": spec.name, "mode": "codesign" if spec.codesign else "cheapest", "platforms": {}}
+    if spec.codesign:
+        space = build_outer_space(spec, catalog, problem)
+        out["n_designs"] = space.size
+        out["fabrics"] = [f.label for f in space.fabrics]
+    for plat in spec.network.choices.platforms:
+        hb = catalog.platform(plat).hb_domain_size
+        entry: dict[str, Any] = {"hb_domain_size": hb, "strategy_values_removed": [
+            {"dim": r.dim, "value": r.value, "rule": r.rule}
+            for r in explain_space(problem.llm, problem.training, problem.space, hb_domain_size=hb, n_gpus=gpus)]}
+        if spec.codesign:
+            entry["gpu_counts"] = list(space.counts.get(plat, ()))
+            entry["gpu_counts_removed"] = [{"n_gpus": d.n_gpus, "reason": d.reason} for d in space.dropped if d.platform == plat]
+        if gpus is not None:
+            why = count_reason(problem, gpus, hb)
+            entry["count"] = {"n_gpus": gpus, "reason": why,
+                              "strategies": 0 if why else DesignSpace.build(problem.llm, problem.training, problem.space,
+                                                                            n_gpus=gpus, hb_domain_size=hb).size}
+        out["platforms"][plat] = entry
+    return out
+
+
 def run_study_file(path: str | Path, **kwargs: Any) -> StudyResult:
     return run_study(load_study(path), **kwargs)
 
@@ -820,6 +868,7 @@ def summary_table(result: StudyResult) -> list[dict[str, Any]]:
     for _, r in result.pareto.iterrows():
         rows.append({
             "design": r["design_id"], "family": r["family"], "gpus": int(r["n_gpus"]),
+            "NICs/GPU": f"{int(r['nics_per_gpu'])} x {r['nic']}",
             "capex ($M)": round(float(r["capex_usd"]) / 1e6, 2), "power (MW)": round(float(r["power_w"]) / 1e6, 3),
             "time to train (days)": round(float(r["time_to_train_days"]), 2), "MFU": round(float(r["mfu"]), 3),
             "strategy": (f"tp{r['tp']} pp{r['pp']} dp{r['dp']}" + (f" ep{r['ep']}" if r["ep"] > 1 else "")
@@ -830,5 +879,5 @@ def summary_table(result: StudyResult) -> list[dict[str, Any]]:
     return rows
 
 
-__all__ = ["GoalNotMet", "ProgressEvent", "StudyResult", "choose_method", "generate_candidates", "make_problem", "read_pareto",
+__all__ = ["GoalNotMet", "explain_study", "ProgressEvent", "StudyResult", "choose_method", "generate_candidates", "make_problem", "read_pareto",
            "run_study", "run_study_file", "run_worker", "summary_table"]

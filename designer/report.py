@@ -150,3 +150,23 @@ def print_network_result(result: Any) -> None:
         for s in result.budget_slacks[0]:
             budgets.add_row(s.name, s.metric.value, s.sense, _fmt(s.rhs), _fmt(s.value), _fmt(s.slack))
         console.print(budgets)
+
+
+def print_space(data: dict[str, Any]) -> None:
+    """`designer space`: the outer space and the rules that shape the strategy space, per platform."""
+    if "n_designs" in data:
+        console.print(f"{data['study']}: {data['n_designs']:,} cluster designs ({len(data['fabrics'])} fabrics x the GPU counts below)")
+    for plat, e in data["platforms"].items():
+        console.print(f"[bold]{plat}[/bold] (HB domain {e['hb_domain_size']})")
+        if "gpu_counts" in e:
+            counts = e["gpu_counts"]
+            console.print(f"  GPU counts with a strategy: {len(counts)}" + (f" ({counts[0]:,} .. {counts[-1]:,})" if counts else ""))
+            for d in e["gpu_counts_removed"][:20]:
+                console.print(f"  left out: {d['reason']}")
+            if len(e["gpu_counts_removed"]) > 20:
+                console.print(f"  ... and {len(e['gpu_counts_removed']) - 20} more (--json lists all)")
+        for r in e["strategy_values_removed"]:
+            console.print(f"  {r['dim']} {r['value']}: {r['rule']}")
+        if "count" in e:
+            c = e["count"]
+            console.print(f"  {c['n_gpus']:,} GPUs: " + (c["reason"] or f"{c['strategies']:,} valid strategies"))

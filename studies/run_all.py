@@ -19,7 +19,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
-REFERENCE_FILES = ("pareto.csv", "designs.csv", "megatron_args.txt", "pareto.png")
+REFERENCE_FILES = ("pareto.csv", "trials.csv", "designs.csv", "megatron_args.txt", "pareto.png")
 
 # (results folder, study spec) for the YAML studies.
 SPECS = (
@@ -29,6 +29,8 @@ SPECS = (
     ("llama405b_budget/power_sweep", "studies/llama405b_budget/power_sweep.yaml"),
     ("moe_rail_only", "studies/moe_rail_only/study.yaml"),
     ("railonly/headline", "studies/railonly/headline.yaml"),
+    ("deadline/llama405b_60_days", "studies/deadline/llama405b_60_days.yaml"),
+    ("deadline/llama70b_fastest_300m_25mw", "studies/deadline/llama70b_fastest_300m_25mw.yaml"),
 )
 # Scripts that write their own results; those with a --quick variant run it too (the tests compare it).
 SCRIPTS = (
@@ -59,7 +61,7 @@ def main() -> None:
         wall = _run([PYTHON, "-m", "designer.cli", "run", spec, "--out", str(work)])
         dest = REPO / "results" / folder
         dest.mkdir(parents=True, exist_ok=True)
-        for f in (*REFERENCE_FILES, *(p.name for p in work.glob("pareto_by_*.csv"))):
+        for f in (*REFERENCE_FILES, *(p.name for p in work.glob("pareto_by_*.csv")), *(p.name for p in work.glob("goal.json"))):
             shutil.copy2(work / f, dest / f)
         total += wall
         print(f"{spec:45s} {wall:7.1f} s")

@@ -98,11 +98,15 @@ def test_network_infeasible_budget_names_the_budget_and_shortfall(tmp_path):
 
 
 def test_network_reads_the_network_section_of_a_full_study(tmp_path):
-    # The quickstart's frontier fixes the GPU count at 256, 512, 1024 and 2048 (min cost each).
-    out = run_cli("network", str(ROOT / "studies" / "quickstart" / "study.yaml"), "--json")
+    # gpt1t_fabrics' frontier fixes the GPU count at 1024, 2048, 4096 and 8192 (min cost each); the
+    # quickstart's range [256, 2048] at min cost is its smallest count.
+    out = run_cli("network", str(ROOT / "studies" / "gpt1t_fabrics" / "study.yaml"), "--json")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    assert [d["n_gpus"] for d in data["designs"]] == [256, 512, 1024, 2048]
+    assert [d["n_gpus"] for d in data["designs"]] == [1024, 2048, 4096, 8192]
+    out = run_cli("network", str(ROOT / "studies" / "quickstart" / "study.yaml"), "--json")
+    assert out.returncode == 0, out.stderr
+    assert [d["n_gpus"] for d in json.loads(out.stdout)["designs"]] == [256]
 
 
 def test_evaluate_lists_every_defaulted_field():

@@ -298,10 +298,10 @@ def run_exhaustive(problem: Problem, cand: Candidate, *, progress: Callable[[int
 def check_space(problem: Problem, cand: Candidate) -> DesignSpace:
     ds = problem.design_space(cand)
     if ds.size == 0:
-        raise SpecError(
-            f"design {cand.design_id}: no valid strategy in strategy_space for {cand.n_gpus} GPUs with HB domain "
-            f"{cand.hb_domain_size} (model {problem.llm.name}: {problem.llm.layers} layers, {problem.llm.heads} heads; "
-            f"global batch {problem.training.global_batch_sequences}); widen tp/pp/microbatch_sizes")
+        from designer.search.outer import count_reason  # the arithmetic that rules the count out
+
+        why = count_reason(problem, cand.n_gpus, cand.hb_domain_size) or "the strategy_space lists leave no strategy"
+        raise SpecError(f"design {cand.design_id}: no valid strategy (model {problem.llm.name}): {why}")
     return ds
 
 

@@ -41,12 +41,18 @@ class Fabric:
     radix: int  # 0: the MILP picks among the switch's port modes
     family: str
     oversubscription: float  # 0: the family's own (1 for the non-oversubscribed families)
+    oversubscribed_level: int = 0  # the thinned tier boundary; 0: the study's (or the top one)
+
+    @property
+    def family_label(self) -> str:
+        if not self.oversubscription:
+            return self.family
+        return f"{self.family}:{self.oversubscription:g}" + (f"@{self.oversubscribed_level}" if self.oversubscribed_level else "")
 
     @property
     def label(self) -> str:
         sw = f"{self.switch}/{self.radix}" if self.radix else self.switch
-        fam = f"{self.family}:{self.oversubscription:g}" if self.oversubscription else self.family
-        return f"{self.platform} {self.nic}x{self.nics_per_gpu} {sw} {fam}"
+        return f"{self.platform} {self.nic}x{self.nics_per_gpu} {sw} {self.family_label}"
 
 
 @dataclass(frozen=True, order=True)
@@ -62,6 +68,13 @@ class Knobs:
 
     def key(self) -> tuple:
         return (*dataclasses.astuple(self.fabric), self.n_gpus)
+
+    @staticmethod
+    def from_key(key: Sequence) -> "Knobs":
+        """The inverse of `key` (a stored trial's record)."""
+        f = Fabric(str(key[0]), str(key[1]), int(key[2]), str(key[3]), int(key[4]), str(key[5]), float(key[6]),
+                   int(key[7]))
+        return Knobs(f, int(key[8]))
 
 
 @dataclass(frozen=True)
@@ -144,8 +157,7 @@ class OuterSpace:
         out["platform"] = tuple(dict.fromkeys(f.platform for f in self.fabrics))
         out["nic"] = tuple(dict.fromkeys(f"{f.nic}x{f.nics_per_gpu}" for f in self.fabrics))
         out["switch"] = tuple(dict.fromkeys(f"{f.switch}/{f.radix}" if f.radix else f.switch for f in self.fabrics))
-        out["family"] = tuple(dict.fromkeys(f"{f.family}:{f.oversubscription:g}" if f.oversubscription else f.family
-                                            for f in self.fabrics))
+        out["family"] = tuple(dict.fromkeys(f.family_label for f in self.fabrics))
         return out
 
     def from_params(self, params: dict[str, Any]) -> Knobs | None:
@@ -153,7 +165,7 @@ class OuterSpace:
         for f in self.fabrics:
             if (f.platform == params["platform"] and f"{f.nic}x{f.nics_per_gpu}" == params["nic"]
                     and (f"{f.switch}/{f.radix}" if f.radix else f.switch) == params["switch"]
-                    and (f"{f.family}:{f.oversubscription:g}" if f.oversubscription else f.family) == params["family"]):
+                    and f.family_label == params["family"]):
                 counts = self.counts.get(f.platform, ())
                 i = int(params[f"gpus_index@{f.platform}"])
                 return Knobs(f, counts[min(max(i, 0), len(counts) - 1)]) if counts else None
@@ -176,8 +188,10 @@ def build_outer_space(spec: Any, catalog: Any, problem: Problem) -> OuterSpace:
                     for radix in (sw.radix or (0,)):
                         for fam in ch.families:
                             ratios = ch.oversubscription if fam == "oversubscribed" else (0.0,)
+                            levels = (ch.oversubscribed_levels or (0,)) if fam == "oversubscribed" else (0,)
                             for r in ratios:
-                                fabrics.append(Fabric(plat, nic.id, int(k), sw.id, int(radix), fam, float(r)))
+                                for lvl in levels:
+                                    fabrics.append(Fabric(plat, nic.id, int(k), sw.id, int(radix), fam, float(r), int(lvl)))
     counts: dict[str, tuple[int, ...]] = {}
     dropped: list[DroppedCount] = []
     g = net.gpus
@@ -234,6 +248,9 @@ class Pricer:
                   switches=[{"id": f.switch, "radix": [f.radix] if f.radix else []}], families=[f.family])
         if f.oversubscription:
             ch["oversubscription"] = [f.oversubscription]
+        if f.oversubscribed_level:
+            ch["oversubscribed_level"] = f.oversubscribed_level
+        ch["oversubscribed_levels"] = []
         gpus = {**self.network.gpus.model_dump(), "count": k.n_gpus, "min": None, "max": None, "multiple_of": None}
         return self.network.with_updates(choices=ch, gpus=gpus, objective={"kind": "min_cost",
                                                                           "precision": self.network.objective.precision})
@@ -250,8 +267,10 @@ class Pricer:
         self.solves += 1
         try:
             result = solve_network(self.study_for(k), catalog=self.catalog)
-        except (InfeasibleDesign, SolverError) as err:
-            out = Priced(k, None, reason=str(err).splitlines()[0])
+        except (InfeasibleDesign, SolverError, SpecError) as err:
+            # SpecError: the combination cannot be built at all (e.g. a NIC speed no port mode of the
+            # switch offers); the study's own fields were checked against the catalog up front
+            out = Priced(k, None, reason=str(err).splitlines()[0].removeprefix("field 'choices': "))
         else:
             d = result.designs[0]
             prefix = f"{d.family.value}-{d.platform}"

@@ -482,10 +482,64 @@ def _concat(parts: list[dict[str, np.ndarray]]) -> StrategyTable:
     return StrategyTable({c: np.concatenate([p[c] for p in parts]) for c in COLUMNS})
 
 
+@dataclass(frozen=True)
+class Removed:
+    """A value of one dimension the space leaves out, and the rule that removes it."""
+
+    dim: str
+    value: Any
+    rule: str
+
+
+def explain_space(llm: LLMSpec, training: TrainingSpec, space: StrategySpace, *, hb_domain_size: int,
+                  n_gpus: int | None = None) -> list[Removed]:
+    """Every value of the study's (or the default) tp, pp, cp and ep lists that no strategy can use on
+    a platform of HB domain `hb_domain_size`, with its rule; with `n_gpus`, also the layouts the count
+    rules out and the free-grid rows the batch rules remove, as counts."""
+    out: list[Removed] = []
+    for t in (space.tp or divisors(hb_domain_size)):
+        if hb_domain_size % t:
+            out.append(Removed("tp", t, f"does not divide the HB domain size {hb_domain_size}"))
+            continue
+        for what, n in _tp_divides(llm):
+            if n % t:
+                out.append(Removed("tp", t, f"does not divide {what} {n}"))
+                break
+        else:
+            kv = llm.kv_heads_effective
+            if kv % t and t % kv:
+                out.append(Removed("tp", t, f"and kv_heads {kv} do not divide one another"))
+    for p_ in (space.pp or ()):
+        if p_ > llm.layers:
+            out.append(Removed("pp", p_, f"exceeds the {llm.layers} layers"))
+    if not space.pp and space.max_pp > llm.layers:
+        out.append(Removed("pp", f"{llm.layers + 1}..{space.max_pp}", f"exceeds the {llm.layers} layers"))
+    for c in space.cp:
+        if c > 1 and training.sequence_length % (2 * c):
+            out.append(Removed("cp", c, f"sequence length {training.sequence_length} is not a multiple of 2*cp = {2 * c}"))
+    if llm.moe is None:
+        if space.ep and any(e != 1 for e in space.ep):
+            out.append(Removed("ep", [e for e in space.ep if e != 1], "a dense model has no experts"))
+    else:
+        for e in (space.ep or ()):
+            if llm.moe.experts % e:
+                out.append(Removed("ep", e, f"does not divide the {llm.moe.experts} experts"))
+    if n_gpus is not None:
+        ds = DesignSpace.build(llm, training, space, n_gpus=n_gpus, hb_domain_size=hb_domain_size)
+        live = sum(1 for i in range(len(ds.layouts)) if ds._layout_counts[i] > 0)
+        dead = len(ds.layouts) - live
+        if dead:
+            out.append(Removed("layout", dead, f"tp·pp·dp·cp layouts of {n_gpus:,} GPUs with no microbatch split of the "
+                                                f"batch {list(training.batch_range) if training.batch_is_flexible else training.global_batch_sequences}"))
+        if not len(ds.layouts):
+            out.append(Removed("layout", 0, f"no tp·pp·cp of the lists divides {n_gpus:,}"))
+    return out
+
+
 def design_space(llm: LLMSpec, training: TrainingSpec, space: StrategySpace, *, n_gpus: int,
                  hb_domain_size: int) -> DesignSpace:
     return DesignSpace.build(llm, training, space, n_gpus=n_gpus, hb_domain_size=hb_domain_size)
 
 
-__all__ = ["COLUMNS", "DesignSpace", "RECOMPUTES", "SCHEDULES", "StrategyTable", "design_space", "invalid_reason",
+__all__ = ["COLUMNS", "DesignSpace", "RECOMPUTES", "Removed", "explain_space", "SCHEDULES", "StrategyTable", "design_space", "invalid_reason",
            "schedule_label", "strategy_from_key", "strategy_key"]

@@ -117,7 +117,17 @@ class Choices(Record):
     # The tier boundary that is thinned (1 = leaf uplinks); None = the top boundary (L-1), as the
     # closed form's default (designer.network.topology.resolve_oversubscribed_level).
     oversubscribed_level: int | None = Field(default=None, ge=1)
+    # Co-design: the tier boundaries to try, each one a design knob of the 'oversubscribed' family
+    # (empty: oversubscribed_level alone). The cheapest-network mode takes one level only.
+    oversubscribed_levels: tuple[int, ...] = ()
     media: LinkMediaPolicy = LinkMediaPolicy()
+
+    @field_validator("oversubscribed_levels")
+    @classmethod
+    def _levels(cls, v: tuple[int, ...]) -> tuple[int, ...]:
+        if any(x < 1 for x in v):
+            raise ValueError(f"{list(v)}: tier boundaries are >= 1 (1 = the leaf uplinks)")
+        return tuple(sorted(set(v)))
 
     @field_validator("oversubscription")
     @classmethod

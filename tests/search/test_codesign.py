@@ -259,3 +259,45 @@ def test_outer_optuna_resumes_after_kill_9(tmp_path):
     assert all(done_before[t.number] == t.params for t in done if t.number in done_before)
     meta = json.loads((out / "meta.json").read_text())
     assert meta["design_search"]["n_trials"] == n
+
+
+def test_designer_space_explains_removed_counts_and_values(tmp_path):
+    spec = _spec(strategy_space={"tp": [1, 2, 3, 8], "microbatch_sizes": [1], "recompute": ["none"]})
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(json.loads(spec.model_dump_json())))
+    proc = subprocess.run([sys.executable, "-m", "designer.cli", "space", str(path), "--gpus", "320", "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    e = data["platforms"]["hgx_h100_8"]
+    assert e["gpu_counts"] == [64, 128, 192, 256]
+    assert e["gpu_counts_removed"] == [{"n_gpus": 320, "reason": "320 = 2⁶·5: no tp·pp·dp·cp split with dp dividing the batch 64"}]
+    rules = {(r["dim"], str(r["value"])): r["rule"] for r in e["strategy_values_removed"]}
+    assert rules[("tp", "3")] == "does not divide the HB domain size 8"
+    assert rules[("pp", "5..64")] == "exceeds the 4 layers"
+    assert e["count"]["strategies"] == 0 and e["count"]["reason"].startswith("320 = 2⁶·5")
+
+
+def test_oversubscription_ratio_and_level_are_knobs(tmp_path):
+    # 2 ratios x 2 tier boundaries of the oversubscribed family, plus rail-optimized: 5 fabrics. 1,024
+    # GPUs on 64-port switches fit in two tiers (a rail of 1,024 ports: 32 leaves of 32 down ports and
+    # a spine tier), so boundary 2 needs a third tier and those designs are infeasible with that
+    # reason; boundary 1 thins the leaf uplinks.
+    spec = _spec(network={"choices": {"platforms": ["hgx_h100_8"], "nics": [{"id": "cx7_400g"}],
+                                      "switches": [{"id": "qm9790"}], "families": ["rail-optimized", "oversubscribed"],
+                                      "oversubscription": [2, 4], "oversubscribed_levels": [1, 2]},
+                          "gpus": {"count": 1024}})
+    res = run_study(spec, out_dir=tmp_path / "os")
+    t = res.trials
+    assert len(t) == 5
+    os_rows = t[t["family"] == "oversubscribed"]
+    assert len(os_rows) == 4
+    bad = os_rows[~os_rows["feasible"]]
+    assert len(bad) == 2 and bad["reason"].str.contains("oversubscribed_level 2 needs more than 2 tiers").all()
+    good = os_rows[os_rows["feasible"]].sort_values("oversubscription")
+    ro = t[t["family"] == "rail-optimized"].iloc[0]
+    # thinner uplinks, cheaper network: capex falls with the ratio
+    assert ro["capex_usd"] > good["capex_usd"].iloc[0] > good["capex_usd"].iloc[1]
+    with pytest.raises(Exception) as err:
+        run_study(spec.with_updates(candidates={"mode": "cheapest"}), out_dir=tmp_path / "cheap")
+    assert "co-design mode only" in str(err.value)
