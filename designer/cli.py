@@ -58,6 +58,7 @@ def bom(
     prices: str = typer.Option("railonly-v5", help="a price set id from the catalog (railonly-v1, railonly-v5)"),
     port_gbps: float = typer.Option(400.0, "--port-gbps", help="switch port and NIC speed"),
     nics_per_gpu: int = typer.Option(1, "--nics-per-gpu", help="rail width: NICs per GPU"),
+    gpus_per_nic: int = typer.Option(1, "--gpus-per-nic", help="GPUs sharing one NIC (2: 4 NICs in an 8-GPU node)"),
     oversubscription: float = typer.Option(1.0, help="r for r:1 at the oversubscribed boundary"),
     oversubscribed_level: Optional[int] = typer.Option(None, "--oversubscribed-level", help="tier boundary that is oversubscribed"),
     convention: str = typer.Option("physical", help="physical (integer switches) | paper (Rail-only counting)"),
@@ -70,7 +71,7 @@ def bom(
     result = bom_from_cli(topology=topology, n_gpus=gpus, hb_domain_size=hb_domain, radix=radix,
                           prices=prices, port_gbps=port_gbps, nics_per_gpu=nics_per_gpu,
                           oversubscription=oversubscription, oversubscribed_level=oversubscribed_level,
-                          convention=convention, catalog_files=tuple(catalog))
+                          convention=convention, catalog_files=tuple(catalog), gpus_per_nic=gpus_per_nic)
     if as_json:
         _print_json(result)
         return

@@ -10,6 +10,7 @@ Records stay frozen between stages; pandas appears only in the StudyResult and t
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -238,15 +239,19 @@ def run_worker(spec: StudySpec, storage: str, *, wait_s: float = 600.0) -> int:
     """An extra worker on a shared storage: waits for the main run's manifest (the designs the main run
     searches with Optuna), then runs trials on each of them until every study has its n_trials.
     Returns the number of design studies it worked on."""
-    from designer.search.runner import RunnerSettings, get_study_attr, open_storage, run_optuna
+    import optuna
 
-    if spec.codesign:
-        return _codesign_worker(spec, storage, wait_s=wait_s)
+    from designer.search.runner import (RunnerSettings, get_study_attr, open_storage, outer_study_name,
+                                        run_optuna)
+
     st = open_storage(storage)
     t0 = time.monotonic()
     manifest = None
     while manifest is None:
         manifest = get_study_attr(st, _manifest_name(spec), "manifest")
+        if manifest is None and spec.codesign and outer_study_name(spec.name) in optuna.get_all_study_names(storage=st):
+            # a co-design run whose outer level is an Optuna study: work on its trials
+            return _codesign_worker(spec, storage, wait_s=wait_s)
         if manifest is None:
             if time.monotonic() - t0 > wait_s:
                 raise SpecError(f"storage '{storage}' holds no designs of study '{spec.name}' after {wait_s:g} s; "
@@ -435,7 +440,7 @@ LARGE_OBJ = 1e30
 
 def _run_codesign(spec: StudySpec, problem: Problem, out_dir: Path, *, workers: int, storage: str | None,
                   progress: ProgressFn | None) -> CodesignRun:
-    from designer.search.outer import Evaluator, InnerCache, Pricer, build_outer_space, run_outer_exhaustive
+    from designer.search.outer import Evaluator, InnerCache, Pricer, build_outer_space
     from designer.spec.network_study import study_catalog
 
     t0 = time.perf_counter()
@@ -487,7 +492,32 @@ def _run_codesign(spec: StudySpec, problem: Problem, out_dir: Path, *, workers: 
 
     t1 = time.perf_counter()
     if method == "exhaustive":
-        outcomes = run_outer_exhaustive(space, evaluate, progress=tick)
+        # Price every design first; then search the strategies of one design per distinct performance
+        # system through the same loop as the cheapest mode (inner Optuna studies for large spaces, with
+        # --workers sharing them through the manifest).
+        from designer.search.outer import Outcome
+
+        priced = []
+        for i, k in enumerate(space.points()):
+            priced.append(pricer.price(k))
+            if progress is not None:
+                progress(ProgressEvent("milp", i, space.size, message=f"pricing design {i + 1}/{space.size}"))
+        first: dict[str, Candidate] = {}
+        for p in priced:
+            if p.candidate is not None:
+                first.setdefault(InnerCache.system_key(p.candidate), p.candidate)
+        unique = list(first.values())
+        tables_u, url = _search_all(spec, problem, unique, out_dir, workers=workers, storage=storage, progress=progress)
+        by_key = {InnerCache.system_key(c): t for c, t in zip(unique, tables_u)}
+        inner.runs, inner.hits = len(unique), sum(p.candidate is not None for p in priced) - len(unique)
+        outcomes = []
+        for p in priced:
+            t = None
+            if p.candidate is not None:
+                t = by_key[InnerCache.system_key(p.candidate)]
+                if t.design_id != p.candidate.design_id:
+                    t = dataclasses.replace(t, design_id=p.candidate.design_id)
+            outcomes.append(Outcome(p.knobs, p, t))
     else:
         from designer.search.runner import OuterSettings, open_storage, run_outer_optuna
 

@@ -37,6 +37,7 @@ class NetworkDesign(Record):
     nic: str
     nic_gbps: float
     nics_per_gpu: int = Field(ge=1)
+    gpus_per_nic: int = Field(default=1, ge=1)  # > 1: one NIC shared by that many GPUs (nics_per_gpu 1)
     switch: str
     radix: int
     port_gbps: float
@@ -82,7 +83,8 @@ class NetworkDesign(Record):
             "label": self.label, "family": self.family.value, "platform": self.platform, "gpu": self.gpu,
             "n_gpus": self.n_gpus, "n_domains": self.n_domains, "hb_domain_size": self.hb_domain_size,
             "hb_topology": self.hb_topology.value, "nic": self.nic, "nic_gbps": self.nic_gbps,
-            "nics_per_gpu": self.nics_per_gpu, "switch": self.switch, "radix": self.radix,
+            "nics_per_gpu": self.nics_per_gpu, "gpus_per_nic": self.gpus_per_nic, "switch": self.switch,
+            "radix": self.radix,
             "port_gbps": self.port_gbps, "oversubscription": self.oversubscription,
             "oversubscribed_level": self.oversubscribed_level, "n_tiers": self.n_tiers,
             "dac_for_nic_links": self.dac_for_nic_links, "optic": self.optic, "dac": self.dac,
@@ -162,7 +164,8 @@ def extract_design(built: BuiltModel, catalog: Catalog, level: float | None = No
     return NetworkDesign(
         label=combo.label, family=combo.family, platform=combo.platform, gpu=combo.gpu, n_gpus=n_gpus,
         n_domains=n_domains, hb_domain_size=combo.hb_domain_size, hb_topology=plat.hb_topology,
-        nic=combo.nic, nic_gbps=combo.nic_gbps, nics_per_gpu=combo.nics_per_gpu, switch=combo.switch,
+        nic=combo.nic, nic_gbps=combo.nic_gbps, nics_per_gpu=combo.nics_per_gpu, gpus_per_nic=combo.gpus_per_nic,
+        switch=combo.switch,
         radix=combo.radix, port_gbps=combo.port_gbps, oversubscription=combo.oversubscription,
         oversubscribed_level=combo.oversubscribed_level, n_tiers=combo.n_tiers,
         dac_for_nic_links=combo.dac_for_nic_links, optic=combo.optic, dac=combo.dac, bom=bom,

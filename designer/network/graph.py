@@ -121,10 +121,14 @@ def build_graph(
     oversubscribed_level: int | None = None,
     dac_for_nic_links: bool = False,
     hb_bandwidth_per_gpu_bytes_per_s: float = H100_NVLINK_BYTES_PER_S,
+    gpus_per_nic: int = 1,
 ) -> nx.Graph:
-    """The network of one family as an undirected graph (module docstring); small instances only."""
+    """The network of one family as an undirected graph (module docstring); small instances only.
+    With `gpus_per_nic` > 1, NIC nodes ("nic", domain, rank) each join that many consecutive GPUs of
+    a domain (a PCIe switch) and are the network's endpoints."""
     family = validate_inputs(
-        family, n_gpus, hb_domain_size, radix, port_gbps, nics_per_gpu, oversubscription, oversubscribed_level
+        family, n_gpus, hb_domain_size, radix, port_gbps, nics_per_gpu, oversubscription, oversubscribed_level,
+        gpus_per_nic,
     )
     if n_gpus > MAX_GRAPH_GPUS:
         raise SpecError(f"n_gpus={n_gpus}: build_graph is a cross-check for at most {MAX_GRAPH_GPUS} GPUs")
@@ -140,14 +144,27 @@ def build_graph(
             gpu = ("gpu", domain, rank)
             graph.add_node(gpu, kind="gpu", tier=0, rail=rank, domain=domain)
             graph.add_edge(gpu, hb, kind="hb", links=1, capacity=hb_bandwidth_per_gpu_bytes_per_s, medium="hb")
+    ranks = hb_domain_size // gpus_per_nic  # network endpoints per domain
+
+    def ep(domain: int, rank: int) -> tuple:
+        return ("gpu", domain, rank) if gpus_per_nic == 1 else ("nic", domain, rank)
+
+    if gpus_per_nic > 1:
+        for domain in range(n_domains):
+            for rank in range(ranks):
+                nic_node = ("nic", domain, rank)
+                graph.add_node(nic_node, kind="nic", tier=0, rail=rank, domain=domain)
+                for i in range(gpus_per_nic):
+                    graph.add_edge(("gpu", domain, rank * gpus_per_nic + i), nic_node, kind="pcie", links=1,
+                                   capacity=port_bytes_per_s, medium="pcie")
 
     # Planes and, per plane, its leaf groups (lists of GPUs) and the rail of each group.
     if family == Family.rail_only:
-        planes = [(rank, nic) for rank in range(hb_domain_size) for nic in range(nics_per_gpu)]
+        planes = [(rank, nic) for rank in range(ranks) for nic in range(nics_per_gpu)]
         endpoints = n_domains
     else:
         planes = [(None, nic) for nic in range(nics_per_gpu)]
-        endpoints = n_gpus
+        endpoints = n_domains * ranks
     n_tiers = graph_tier_count(endpoints, radix)
     boundary = None
     if family == Family.oversubscribed:
@@ -158,23 +175,23 @@ def build_graph(
     def leaf_groups(plane_rank: int | None) -> list[tuple[int | None, list]]:
         size = endpoints if n_tiers == 1 else half
         if family == Family.rail_only:
-            sequence = [("gpu", d, plane_rank) for d in range(n_domains)]
+            sequence = [ep(d, plane_rank) for d in range(n_domains)]
             return [(plane_rank, sequence[i : i + size]) for i in range(0, len(sequence), size)]
         if family in RAIL_PURE_LEAF_FAMILIES and n_tiers > 1:
-            rails = [[("gpu", d, rank) for d in range(n_domains)] for rank in range(hb_domain_size)]
+            rails = [[ep(d, rank) for d in range(n_domains)] for rank in range(ranks)]
             if n_domains <= half:  # short rails: floor(h / D) whole rails per leaf
                 per_leaf = half // n_domains
                 groups = []
-                for first in range(0, hb_domain_size, per_leaf):
-                    ranks = range(first, min(first + per_leaf, hb_domain_size))
-                    groups.append((first if len(ranks) == 1 else None, [gpu for r in ranks for gpu in rails[r]]))
+                for first in range(0, ranks, per_leaf):
+                    members = range(first, min(first + per_leaf, ranks))
+                    groups.append((first if len(members) == 1 else None, [gpu for r in members for gpu in rails[r]]))
                 return groups
             return [(rank, rail[i : i + size]) for rank, rail in enumerate(rails) for i in range(0, len(rail), size)]
-        sequence = [("gpu", d, r) for d in range(n_domains) for r in range(hb_domain_size)]
+        sequence = [ep(d, r) for d in range(n_domains) for r in range(ranks)]
         groups = []
         for i in range(0, len(sequence), size):
-            ranks = {gpu[2] for gpu in sequence[i : i + size]}
-            groups.append((ranks.pop() if len(ranks) == 1 else None, sequence[i : i + size]))
+            in_group = {gpu[2] for gpu in sequence[i : i + size]}
+            groups.append((in_group.pop() if len(in_group) == 1 else None, sequence[i : i + size]))
         return groups
 
     planes_per_chassis = max(1, radix // endpoints)
@@ -288,8 +305,9 @@ def _join_components(graph: nx.Graph, below: nx.Graph, tops: list[Hashable], por
 
 
 def network_subgraph(graph: nx.Graph) -> nx.Graph:
-    """GPUs and switches joined by network edges only (HB-domain edges and nodes dropped)."""
-    edges = [(u, v) for u, v, kind in graph.edges(data="kind") if kind == "network"]
+    """GPUs, shared NICs and switches joined by network (and GPU-to-NIC) edges; HB-domain edges and
+    nodes dropped."""
+    edges = [(u, v) for u, v, kind in graph.edges(data="kind") if kind in ("network", "pcie")]
     sub = graph.edge_subgraph(edges).copy()
     sub.add_nodes_from((n, a) for n, a in graph.nodes(data=True) if a["kind"] == "gpu")
     return sub

@@ -123,24 +123,38 @@ class Combo:
     # multiple_of / K; d_min and d_max are then multiples of `step` (job_step applies to J).
     step: int = 1
     job_step: int = 1
+    gpus_per_nic: int = 1  # > 1: one NIC shared by that many GPUs (nics_per_gpu is then 1)
+
+    @property
+    def nic_ranks(self) -> int:
+        """NICs of one index per HB domain: K, or K / gpus_per_nic when GPUs share a NIC."""
+        return self.hb_domain_size // self.gpus_per_nic
 
     @property
     def planes(self) -> int:
-        return self.hb_domain_size * self.nics_per_gpu if self.family == Family.rail_only else self.nics_per_gpu
+        return self.nic_ranks * self.nics_per_gpu if self.family == Family.rail_only else self.nics_per_gpu
 
     @property
     def endpoints_per_domain(self) -> int:
-        """E = this * D: endpoints of one plane per HB domain (1 on a rail, K on a full plane)."""
-        return 1 if self.family == Family.rail_only else self.hb_domain_size
+        """E = this * D: endpoints of one plane per HB domain (1 on a rail, K / g on a full plane)."""
+        return 1 if self.family == Family.rail_only else self.nic_ranks
+
+    @property
+    def nics_per_domain(self) -> int:
+        return self.nic_ranks * self.nics_per_gpu
 
     @property
     def scaleout_gbps_per_gpu(self) -> float:
-        return self.nics_per_gpu * self.nic_gbps
+        return self.nics_per_gpu * self.nic_gbps / self.gpus_per_nic
+
+    @property
+    def nic_label(self) -> str:
+        return f"{self.nic}x{self.nics_per_gpu}" if self.gpus_per_nic == 1 else f"{self.nic}x1/{self.gpus_per_nic}"
 
     @property
     def label(self) -> str:
         o = f"/os{self.oversubscription:g}@{self.oversubscribed_level}" if self.family == Family.oversubscribed else ""
-        return (f"{self.family.value}{o}/{self.platform}/{self.nic}x{self.nics_per_gpu}/{self.switch}-{self.radix}"
+        return (f"{self.family.value}{o}/{self.platform}/{self.nic_label}/{self.switch}-{self.radix}"
                 f"/L{self.n_tiers}{'/dac' if self.dac_for_nic_links else ''}")
 
     def bom(self, n_domains: int) -> BillOfMaterials:
@@ -150,7 +164,7 @@ class Combo:
             prices=self.prices, port_gbps=self.port_gbps, nics_per_gpu=self.nics_per_gpu,
             oversubscription=self.oversubscription,
             oversubscribed_level=self.oversubscribed_level if self.family == Family.oversubscribed else None,
-            convention=Convention.physical, dac_for_nic_links=self.dac_for_nic_links)
+            convention=Convention.physical, dac_for_nic_links=self.dac_for_nic_links, gpus_per_nic=self.gpus_per_nic)
 
 
 def _per_port(m: LinkMedia, what: str) -> tuple[float, float]:
@@ -239,12 +253,20 @@ def enumerate_combos(study: NetworkStudy, catalog: Catalog) -> tuple[Combo, ...]
             d_step, j_step = (step, 1) if study.spares is None else (1, step)
             for nc in ch.nics:
                 nic = catalog.nic(nc.id)
-                for npg in nc.nics_per_gpu:
-                    if npg > plat.max_nics_per_gpu:
+                for per_gpu in nc.nics_per_gpu:
+                    # below 1: one NIC shared by 1 / per_gpu GPUs (NicChoice checks it is 1/2, 1/4, ...)
+                    npg, gpn = (int(per_gpu), 1) if per_gpu >= 1 else (1, round(1 / per_gpu))
+                    if per_gpu > plat.max_nics_per_gpu:
                         reasons.add(f"platform {pid} takes at most {plat.max_nics_per_gpu} NICs per GPU")
                         continue
-                    if npg * nic.gbps < req.min_scaleout_gbps_per_gpu:
-                        reasons.add(f"{npg} x {nic.id} gives less than {req.min_scaleout_gbps_per_gpu:g} Gb/s per GPU")
+                    if per_gpu < plat.min_nics_per_gpu:
+                        reasons.add(f"platform {pid} takes at least {plat.min_nics_per_gpu:g} NICs per GPU")
+                        continue
+                    if k % gpn:
+                        reasons.add(f"{per_gpu:g} NICs per GPU: {gpn} GPUs per NIC do not divide the HB domain of {pid} ({k})")
+                        continue
+                    if npg * nic.gbps / gpn < req.min_scaleout_gbps_per_gpu:
+                        reasons.add(f"{per_gpu:g} x {nic.id} gives less than {req.min_scaleout_gbps_per_gpu:g} Gb/s per GPU")
                         continue
                     for sc in ch.switches:
                         sw = catalog.switch(sc.id)
@@ -267,7 +289,7 @@ def enumerate_combos(study: NetworkStudy, catalog: Catalog) -> tuple[Combo, ...]
                             for use_dac in media_opts[ch.media.nic_links]:
                                 prices = component_prices(catalog, sw.id, mode.radix, mode.port_gbps, nic.id,
                                                           optic, dac if use_dac else None)
-                                e = 1 if family == Family.rail_only else k
+                                e = 1 if family == Family.rail_only else k // gpn
                                 d_top = d_hi
                                 if study.spares is not None:
                                     try:
@@ -310,7 +332,7 @@ def enumerate_combos(study: NetworkStudy, catalog: Catalog) -> tuple[Combo, ...]
                                                 dac=dac.id if use_dac else None, prices=prices,
                                                 domain_usd=plat.price_usd, domain_w=plat.power_w, gpu_flops=flops,
                                                 d_min=lo_, d_max=hi_, packed_leaves=packed,
-                                                step=d_step, job_step=j_step)
+                                                step=d_step, job_step=j_step, gpus_per_nic=gpn)
                                             if lo_ == hi_:
                                                 # A fixed size: the closed form decides validity (e.g. an
                                                 # oversubscribed tier that leaves a switch without uplinks).
@@ -351,7 +373,7 @@ def combo_figures(c: Combo, n_domains: int) -> dict[Metric, float]:
     nic_links = P * E
     transceivers = 2 * (upper_links + (0 if c.dac_for_nic_links else nic_links))
     dacs = nic_links if c.dac_for_nic_links else 0
-    nics = c.hb_domain_size * c.nics_per_gpu * n_domains
+    nics = c.nics_per_domain * n_domains
     pr = c.prices
     net_usd = switches * R * pr.switch_port_usd + transceivers * pr.transceiver_usd + dacs * pr.dac_usd + nics * pr.nic_usd
     net_w = switches * R * pr.switch_port_w + transceivers * pr.transceiver_w + dacs * pr.dac_w + nics * pr.nic_w
@@ -535,8 +557,8 @@ def rail_leaves_per_plane(c: Combo, n_domains: int) -> int:
     rail, or, for rails shorter than a leaf (D <= h), floor(h/D) whole rails packed per leaf."""
     h = c.radix // 2
     if n_domains <= h:
-        return math.ceil(c.hb_domain_size / (h // n_domains))
-    return c.hb_domain_size * -(-n_domains // h)
+        return math.ceil(c.nic_ranks / (h // n_domains))
+    return c.nic_ranks * -(-n_domains // h)
 
 
 def _step_value(c: Combo, n_domains: int) -> int:
@@ -595,7 +617,7 @@ def define_tiers(model: pyo.ConcreteModel, combos: Sequence[Combo]) -> dict[int,
             sw[1] = step_expr
         elif c.family in RAIL_PURE_LEAF_FAMILIES:
             ceils.append((i, "g", lambda m, i=i: m.D[i], h, 1))  # g = ceil(D / h) leaves per rail
-            sw[1] = lambda m, i=i, k=c.hb_domain_size: k * m.v[i, "g"]
+            sw[1] = lambda m, i=i, k=c.nic_ranks: k * m.v[i, "g"]
         else:
             ceils.append((i, "s1", E, h, 1))
             sw[1] = lambda m, i=i: m.v[i, "s1"]
@@ -664,7 +686,7 @@ def define_cost(model: pyo.ConcreteModel, combos: Sequence[Combo], tiers: dict[i
     for c in combos:
         i, t = c.index, tiers[c.index]
         switch_count = sum(t["switches"].values())
-        nic_count = c.hb_domain_size * c.nics_per_gpu * model.D[i]
+        nic_count = c.nics_per_domain * model.D[i]
         nic_links = t["links"][0]
         optical_links = sum(v for k, v in t["links"].items() if k > 0) + (0 if c.dac_for_nic_links else nic_links)
         transceivers = 2 * optical_links  # an optic at both ends (railonly.md §2)
@@ -759,7 +781,9 @@ def _spare_exposure(spares: SparesSpec, family: Family, k: int, radix: int, npg:
 
 
 def spare_need(spares: SparesSpec, c: Combo, n_domains: int) -> int:
-    """g_c(D): spare domains the availability model asks of combination c built with D domains."""
+    """g_c(D): spare domains the availability model asks of combination c built with D domains.
+    A NIC shared by g GPUs is counted as g NICs of one GPU each: g times the NICs, each failure taking
+    one GPU instead of g, the same expected loss."""
     e = _spare_exposure(spares, c.family, c.hb_domain_size, c.radix, c.nics_per_gpu, n_domains)
     return spare_domains_needed(e, spares.rates, spares.confidence)
 

@@ -56,7 +56,7 @@ def _enum(enum_cls: Any, value: str, field: str) -> Any:
 def bom_from_cli(*, topology: str, n_gpus: int, hb_domain_size: int, radix: int, prices: str,
                  port_gbps: float, nics_per_gpu: int, oversubscription: float,
                  oversubscribed_level: int | None, convention: str,
-                 catalog_files: tuple[Path, ...] = ()) -> dict[str, Any]:
+                 catalog_files: tuple[Path, ...] = (), gpus_per_nic: int = 1) -> dict[str, Any]:
     """The `designer bom` command as data: one JSON-ready dict."""
     family = _enum(Family, topology, "--topology")
     conv = _enum(Convention, convention, "--convention")
@@ -70,7 +70,7 @@ def bom_from_cli(*, topology: str, n_gpus: int, hb_domain_size: int, radix: int,
         component_prices = prices_from_price_set(catalog, prices)
     bom = bill_of_materials(family, n_gpus, hb_domain_size, radix, prices=component_prices, port_gbps=port_gbps,
                             nics_per_gpu=nics_per_gpu, oversubscription=oversubscription,
-                            oversubscribed_level=oversubscribed_level, convention=conv)
+                            oversubscribed_level=oversubscribed_level, convention=conv, gpus_per_nic=gpus_per_nic)
     data = bom.model_dump(mode="json")
     # The short names the command documents, beside the full record.
     data["switches"] = bom.switch_count

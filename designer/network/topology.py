@@ -173,6 +173,7 @@ class BillOfMaterials(Record):
     oversubscribed_level: int | None
     n_planes: int
     endpoints_per_plane: int
+    gpus_per_nic: int = 1  # GPUs behind one NIC (a shared NIC); endpoints are NICs
     tiers: tuple[TierBOM, ...]
     n_tiers: int
     switch_count: int | float
@@ -240,11 +241,14 @@ def rail_leaf_count(hb_domain_size: int, n_domains: int, half: int) -> int:
     return hb_domain_size * math.ceil(n_domains / half)
 
 
-def plane_layout(family: Family, n_gpus: int, hb_domain_size: int, nics_per_gpu: int) -> tuple[int, int]:
-    """(planes, endpoints per plane): rail-only has one plane per (rank, NIC); the rest one per NIC."""
+def plane_layout(family: Family, n_gpus: int, hb_domain_size: int, nics_per_gpu: int,
+                 gpus_per_nic: int = 1) -> tuple[int, int]:
+    """(planes, endpoints per plane): rail-only has one plane per (NIC rank, NIC); the rest one per NIC
+    index. With a NIC shared by `gpus_per_nic` GPUs, a domain has K / gpus_per_nic NIC ranks."""
+    ranks = hb_domain_size // gpus_per_nic
     if family == Family.rail_only:
-        return hb_domain_size * nics_per_gpu, n_gpus // hb_domain_size
-    return nics_per_gpu, n_gpus
+        return ranks * nics_per_gpu, n_gpus // hb_domain_size
+    return nics_per_gpu, n_gpus // gpus_per_nic
 
 
 def validate_inputs(
@@ -256,6 +260,7 @@ def validate_inputs(
     nics_per_gpu: int,
     oversubscription: float,
     oversubscribed_level: int | None,
+    gpus_per_nic: int = 1,
 ) -> Family:
     """Shared by the closed form and the graph builder; returns the family as an enum."""
     try:
@@ -269,6 +274,11 @@ def validate_inputs(
             raise SpecError(f"{field}={value!r}: must be an integer >= 1")
     if n_gpus % hb_domain_size:
         raise SpecError(f"n_gpus={n_gpus}: must be a multiple of hb_domain_size={hb_domain_size}")
+    if isinstance(gpus_per_nic, bool) or not isinstance(gpus_per_nic, int) or gpus_per_nic < 1:
+        raise SpecError(f"gpus_per_nic={gpus_per_nic!r}: must be an integer >= 1")
+    if gpus_per_nic > 1 and (nics_per_gpu != 1 or hb_domain_size % gpus_per_nic):
+        raise SpecError(f"gpus_per_nic={gpus_per_nic}: a shared NIC needs nics_per_gpu 1 and an HB domain "
+                        f"({hb_domain_size}) that it divides")
     if not port_gbps > 0:
         raise SpecError(f"port_gbps={port_gbps!r}: must be > 0")
     if not oversubscription >= 1.0 or math.isinf(oversubscription):
@@ -421,6 +431,7 @@ def bill_of_materials(
     oversubscribed_level: int | None = None,
     convention: Convention | str = Convention.physical,
     dac_for_nic_links: bool = False,
+    gpus_per_nic: int = 1,
 ) -> BillOfMaterials:
     """Switches, links, optics, cost, power and bisection of one family (module docstring).
 
@@ -432,17 +443,22 @@ def bill_of_materials(
     P * min(E, u_b) / 2 * port bandwidth. A rail-only fabric has no path between planes, so under an
     arbitrary split its bisection would be 0; the plane-respecting bisection is what rail-aware
     traffic (railonly.md §1) uses.
+
+    gpus_per_nic > 1: one NIC serves that many GPUs of a domain (e.g. 4 NICs in an 8-GPU node, two GPUs
+    behind each PCIe switch). The fabric is then the one of a cluster of N / g endpoints in domains
+    of K / g NIC ranks, and each GPU gets 1 / g of a port.
     """
     family = validate_inputs(
-        family, n_gpus, hb_domain_size, radix, port_gbps, nics_per_gpu, oversubscription, oversubscribed_level
+        family, n_gpus, hb_domain_size, radix, port_gbps, nics_per_gpu, oversubscription, oversubscribed_level,
+        gpus_per_nic,
     )
     try:
         convention = Convention(convention)
     except ValueError:
         raise SpecError(f"convention={convention!r}: must be paper or physical") from None
-    planes, endpoints = plane_layout(family, n_gpus, hb_domain_size, nics_per_gpu)
+    planes, endpoints = plane_layout(family, n_gpus, hb_domain_size, nics_per_gpu, gpus_per_nic)
     port_bytes_per_s = gbps_to_bytes_per_s(port_gbps)
-    nic_bytes_per_s = port_bytes_per_s * nics_per_gpu
+    nic_bytes_per_s = port_bytes_per_s * nics_per_gpu / gpus_per_nic
     n_tiers = tiers_needed(endpoints, radix)
 
     boundary = None
@@ -457,7 +473,8 @@ def bill_of_materials(
         tiers = _paper_tiers(endpoints, planes, radix, nic_bytes_per_s)
     else:
         tiers = _physical_tiers(
-            family, endpoints, planes, hb_domain_size, radix, exact_ratio(oversubscription), boundary, nic_bytes_per_s
+            family, endpoints, planes, hb_domain_size // gpus_per_nic, radix, exact_ratio(oversubscription), boundary,
+            nic_bytes_per_s
         )
 
     link_layers = {link_name(0): tiers[0].down_links}
@@ -472,7 +489,7 @@ def bill_of_materials(
     switch_count = sum(t.switches for t in tiers)
     switch_port_count = switch_count * radix
     transceiver_count = sum(transceivers_by_link.values())
-    nic_count = n_gpus * nics_per_gpu
+    nic_count = n_gpus * nics_per_gpu // gpus_per_nic
     bisection_links = min(endpoints, tiers[boundary - 1].up_links // planes) if boundary else endpoints
 
     switch_cost_usd = switch_port_count * prices.switch_port_usd
@@ -492,6 +509,7 @@ def bill_of_materials(
         radix=radix,
         port_gbps=port_gbps,
         nics_per_gpu=nics_per_gpu,
+        gpus_per_nic=gpus_per_nic,
         oversubscription=oversubscription,
         oversubscribed_level=boundary,
         n_planes=planes,
@@ -545,9 +563,10 @@ def to_network_tiers(bom: BillOfMaterials, *, latency_per_tier_s: float = 1e-6) 
         elif top:
             span, cross_rail = n_domains, True
         elif bom.family == Family.fat_tree:
-            span, cross_rail = max(1, tier.span_gpus // bom.hb_domain_size), True
+            # span_gpus counts endpoints (NICs), K / g of them per domain
+            span, cross_rail = max(1, tier.span_gpus * bom.gpus_per_nic // bom.hb_domain_size), True
         else:
-            span, cross_rail = min(tier.span_gpus, n_domains), bom.hb_domain_size == 1
+            span, cross_rail = min(tier.span_gpus, n_domains), bom.hb_domain_size // bom.gpus_per_nic == 1
         out.append(
             NetworkTier(
                 name=tier.name,

@@ -245,26 +245,52 @@ def evaluate_row(problem: Problem, cand: Candidate, strategy: Strategy) -> RowRe
     return evaluate_rows(problem, cand, [strategy])[0]
 
 
-def run_exhaustive(problem: Problem, cand: Candidate, *, progress: Callable[[int], None] | None = None) -> ScoredTable:
-    """Every valid strategy of `cand`, scored; user constraints in time order up to the first pass."""
+KEEP_ROWS = 1_000_000  # rows of a design's scored table kept in memory (the fastest, see run_exhaustive)
+
+
+def _chunk_rows(cand: Candidate, chunk: StrategyTable, vm: VectorMetrics) -> dict[str, np.ndarray]:
+    rows = {f"s:{c}": v for c, v in chunk.columns.items()}
+    rows.update(feasible=np.asarray(vm.feasible).astype(bool), reason=_reasons(vm),
+                mem_excess=_memory_excess_gb(vm, cand), model_inf=_model_infeasible(vm),
+                it=np.asarray(vm.iteration_time_s, float), ttt=np.asarray(vm.time_to_train_s, float),
+                mfu=np.asarray(vm.mfu, float), mem=np.asarray(vm.memory_per_gpu_bytes, float))
+    return rows
+
+
+def _fastest(rows: dict[str, np.ndarray], keep: int) -> dict[str, np.ndarray]:
+    """The `keep` rows that come first by (feasible, time to train), in their enumeration order."""
+    n = len(rows["ttt"])
+    if n <= keep:
+        return rows
+    key = np.where(rows["feasible"], rows["ttt"], np.inf)
+    key = np.where(np.isnan(key), np.inf, key)
+    idx = np.sort(np.argpartition(key, keep - 1)[:keep])
+    return {k: v[idx] for k, v in rows.items()}
+
+
+def run_exhaustive(problem: Problem, cand: Candidate, *, progress: Callable[[int], None] | None = None,
+                   keep: int = KEEP_ROWS) -> ScoredTable:
+    """Every valid strategy of `cand`, scored; user constraints in time order up to the first pass.
+
+    Memory stays bounded past millions of strategies: the scored table keeps the `keep` fastest
+    feasible strategies (then the fastest infeasible ones), in enumeration order; every strategy is
+    still scored (`n_evaluations` counts them all), and the best one is always kept."""
     import time
 
     t0 = time.perf_counter()
     ds = problem.design_space(cand)
-    parts: list[tuple[StrategyTable, VectorMetrics]] = []
+    kept: dict[str, np.ndarray] | None = None
+    n_scored = 0
     for chunk in ds.chunks():
-        parts.append((chunk, evaluate_vector(problem, cand, chunk)))
+        rows = _chunk_rows(cand, chunk, evaluate_vector(problem, cand, chunk))
+        n_scored += len(chunk)
+        kept = _fastest(rows if kept is None else {k: np.concatenate([kept[k], rows[k]]) for k in rows}, keep)
         if progress is not None:
             progress(len(chunk))
-    if parts:
-        table = StrategyTable({c: np.concatenate([p[0].columns[c] for p in parts]) for c in COLUMNS})
-        cat = lambda name: np.concatenate([np.asarray(getattr(p[1], name)) for p in parts])  # noqa: E731
-        feasible = cat("feasible").astype(bool)
-        reason = np.concatenate([_reasons(p[1]) for p in parts])
-        mem_excess = np.concatenate([_memory_excess_gb(p[1], cand) for p in parts])
-        model_inf = np.concatenate([_model_infeasible(p[1]) for p in parts])
-        it, ttt, mfu, mem = (cat(n).astype(float) for n in ("iteration_time_s", "time_to_train_s", "mfu",
-                                                            "memory_per_gpu_bytes"))
+    if kept is not None:
+        table = StrategyTable({c: kept[f"s:{c}"] for c in COLUMNS})
+        feasible, reason, mem_excess, model_inf = kept["feasible"], kept["reason"], kept["mem_excess"], kept["model_inf"]
+        it, ttt, mfu, mem = kept["it"], kept["ttt"], kept["mfu"], kept["mem"]
     else:
         table = ds.table()
         feasible = np.zeros(0, bool)
@@ -291,7 +317,7 @@ def run_exhaustive(problem: Problem, cand: Candidate, *, progress: Callable[[int
                 break  # the fastest strategy that satisfies everything: nothing slower can be on the front
             feasible[i] = False
         constraints.update(user)
-    return ScoredTable(cand.design_id, "exhaustive", ds.size, len(table), table, feasible, reason, it, ttt, mfu,
+    return ScoredTable(cand.design_id, "exhaustive", ds.size, n_scored, table, feasible, reason, it, ttt, mfu,
                        mem, constraints, np.full(len(table), -1, np.int64), time.perf_counter() - t0)
 
 

@@ -36,7 +36,7 @@ class Fabric:
 
     platform: str
     nic: str
-    nics_per_gpu: int
+    nics_per_gpu: float  # below 1: a NIC shared by 1 / nics_per_gpu GPUs
     switch: str
     radix: int  # 0: the MILP picks among the switch's port modes
     family: str
@@ -52,7 +52,7 @@ class Fabric:
     @property
     def label(self) -> str:
         sw = f"{self.switch}/{self.radix}" if self.radix else self.switch
-        return f"{self.platform} {self.nic}x{self.nics_per_gpu} {sw} {self.family_label}"
+        return f"{self.platform} {self.nic}x{self.nics_per_gpu:g} {sw} {self.family_label}"
 
 
 @dataclass(frozen=True, order=True)
@@ -72,8 +72,9 @@ class Knobs:
     @staticmethod
     def from_key(key: Sequence) -> "Knobs":
         """The inverse of `key` (a stored trial's record)."""
-        f = Fabric(str(key[0]), str(key[1]), int(key[2]), str(key[3]), int(key[4]), str(key[5]), float(key[6]),
-                   int(key[7]))
+        npg = float(key[2])
+        f = Fabric(str(key[0]), str(key[1]), int(npg) if npg >= 1 else npg, str(key[3]), int(key[4]), str(key[5]),
+                   float(key[6]), int(key[7]))
         return Knobs(f, int(key[8]))
 
 
@@ -155,7 +156,7 @@ class OuterSpace:
         """The categorical dimensions a sampler picks (the GPU count is an index per platform)."""
         out: dict[str, tuple[str, ...]] = {}
         out["platform"] = tuple(dict.fromkeys(f.platform for f in self.fabrics))
-        out["nic"] = tuple(dict.fromkeys(f"{f.nic}x{f.nics_per_gpu}" for f in self.fabrics))
+        out["nic"] = tuple(dict.fromkeys(f"{f.nic}x{f.nics_per_gpu:g}" for f in self.fabrics))
         out["switch"] = tuple(dict.fromkeys(f"{f.switch}/{f.radix}" if f.radix else f.switch for f in self.fabrics))
         out["family"] = tuple(dict.fromkeys(f.family_label for f in self.fabrics))
         return out
@@ -163,7 +164,7 @@ class OuterSpace:
     def from_params(self, params: dict[str, Any]) -> Knobs | None:
         """The point a sampler's picks name, None where that combination is not a fabric of the space."""
         for f in self.fabrics:
-            if (f.platform == params["platform"] and f"{f.nic}x{f.nics_per_gpu}" == params["nic"]
+            if (f.platform == params["platform"] and f"{f.nic}x{f.nics_per_gpu:g}" == params["nic"]
                     and (f"{f.switch}/{f.radix}" if f.radix else f.switch) == params["switch"]
                     and f.family_label == params["family"]):
                 counts = self.counts.get(f.platform, ())
@@ -180,9 +181,10 @@ def build_outer_space(spec: Any, catalog: Any, problem: Problem) -> OuterSpace:
     fabrics: list[Fabric] = []
     for plat in ch.platforms:
         max_nics = catalog.platform(plat).max_nics_per_gpu
+        min_nics = catalog.platform(plat).min_nics_per_gpu
         for nic in ch.nics:
             for k in nic.nics_per_gpu:
-                if k > max_nics:
+                if k > max_nics or k < min_nics:
                     continue
                 for sw in ch.switches:
                     for radix in (sw.radix or (0,)):
@@ -191,7 +193,8 @@ def build_outer_space(spec: Any, catalog: Any, problem: Problem) -> OuterSpace:
                             levels = (ch.oversubscribed_levels or (0,)) if fam == "oversubscribed" else (0,)
                             for r in ratios:
                                 for lvl in levels:
-                                    fabrics.append(Fabric(plat, nic.id, int(k), sw.id, int(radix), fam, float(r), int(lvl)))
+                                    fabrics.append(Fabric(plat, nic.id, int(k) if k >= 1 else float(k), sw.id, int(radix),
+                                                          fam, float(r), int(lvl)))
     counts: dict[str, tuple[int, ...]] = {}
     dropped: list[DroppedCount] = []
     g = net.gpus

@@ -70,6 +70,8 @@ class Platform(Entry):
     hb_gb_per_s_per_direction: float | None = Field(default=None, gt=0, description="None means the GPU's figure")
     in_network_reduction: bool = False
     max_nics_per_gpu: int = Field(default=2, ge=1)
+    # Below 1: a NIC may serve several GPUs (0.5: 4 NICs in an 8-GPU node, two GPUs per PCIe switch).
+    min_nics_per_gpu: float = Field(default=1.0, gt=0, le=1)
 
 
 class Nic(Entry):

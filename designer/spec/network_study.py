@@ -75,15 +75,22 @@ class CatalogSource(Record):
 
 
 class NicChoice(Record):
+    """A NIC model and how many per GPU: whole numbers (1, 2: rails per GPU), or 1/2, 1/4, 1/8 for a
+    NIC shared by 2, 4 or 8 GPUs (e.g. 0.5: 4 NICs in an 8-GPU node), where the platform allows it
+    (catalog `min_nics_per_gpu`)."""
+
     id: str
-    nics_per_gpu: tuple[int, ...] = Field(default=(1,), min_length=1)
+    nics_per_gpu: tuple[float, ...] = Field(default=(1,), min_length=1)
 
     @field_validator("nics_per_gpu")
     @classmethod
-    def _pos(cls, v: tuple[int, ...]) -> tuple[int, ...]:
-        if any(k < 1 for k in v):
-            raise ValueError(f"{v}: every NIC count must be >= 1")
-        return tuple(sorted(set(v)))
+    def _pos(cls, v: tuple[float, ...]) -> tuple[float, ...]:
+        for k in v:
+            whole = k >= 1 and float(k).is_integer()
+            shared = 0 < k < 1 and float(1 / k).is_integer() and round(1 / k) in (2, 4, 8)
+            if not (whole or shared):
+                raise ValueError(f"{k}: allowed NIC counts per GPU are whole numbers >= 1, or 0.5, 0.25, 0.125 (a NIC shared by 2, 4 or 8 GPUs)")
+        return tuple(sorted({int(k) if k >= 1 else float(k) for k in v}))
 
 
 class SwitchChoice(Record):
@@ -404,6 +411,11 @@ def check_against_catalog(study: NetworkStudy, catalog: Catalog) -> None:
                 raise SpecError(
                     f"field 'choices.nics.{i}.nics_per_gpu' = {k}: no chosen platform takes that many NICs per GPU; "
                     f"allowed: <= {max(limits.values())}")
+            lows = {p: catalog.platform(p).min_nics_per_gpu for p in ch.platforms}
+            if all(k < lo for lo in lows.values()):
+                raise SpecError(
+                    f"field 'choices.nics.{i}.nics_per_gpu' = {k:g}: no chosen platform shares a NIC between GPUs; "
+                    f"allowed: >= {min(lows.values()):g}")
     for i, s in enumerate(ch.switches):
         if s.id not in _ids(catalog.switches):
             raise SpecError(f"field 'choices.switches.{i}.id' = '{s.id}': not in the catalog; allowed: {', '.join(_ids(catalog.switches))}")

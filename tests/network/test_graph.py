@@ -213,3 +213,40 @@ def test_graph_matches_closed_form_property(case):
         return
     graph, _ = assert_graph_matches_closed_form(family, n, k, radix, **kw)
     assert_reachability(graph, family)
+
+
+SHARED_NIC_CASES = [
+    # 4 NICs per 8-GPU node (two GPUs behind each PCIe switch), and 36 per NVL72 rack
+    (Family.rail_only, 1024, 8, 64),
+    (Family.rail_optimized, 2048, 8, 16),
+    (Family.rail_optimized, 576, 72, 32),
+    (Family.fat_tree, 1024, 8, 16),
+    (Family.oversubscribed, 2048, 8, 16),
+]
+
+
+@pytest.mark.parametrize("family, n, k, radix", SHARED_NIC_CASES)
+def test_shared_nics_graph_matches_closed_form(family, n, k, radix):
+    kw = {"gpus_per_nic": 2} | ({"oversubscription": 2.0} if family == Family.oversubscribed else {})
+    graph, bom = assert_graph_matches_closed_form(family, n, k, radix, **kw)
+    assert bom.nic_count == n // 2 == sum(1 for _, kind in graph.nodes(data="kind") if kind == "nic")
+    # the fabric is the one of N/2 endpoints in domains of K/2: the same switches and links
+    half = closed_form(family, n // 2, k // 2, radix, **{a: b for a, b in kw.items() if a != "gpus_per_nic"})
+    assert (bom.switch_count, bom.link_count, bom.transceiver_count) == (half.switch_count, half.link_count,
+                                                                         half.transceiver_count)
+    # each GPU gets half a port
+    assert bom.tiers[0].capacity_per_gpu_bytes_per_s == pytest.approx(PORT_BYTES_PER_S / 2)
+    gpus = [x for x, kind in graph.nodes(data="kind") if kind == "gpu"]
+    reached = gpus_reached(graph)
+    for gpu in gpus[:: max(1, len(gpus) // 64)]:
+        if family == Family.rail_only:  # its NIC's rail: GPUs of the same NIC rank in every domain
+            assert reached[gpu] == {g for g in gpus if g[2] // 2 == gpu[2] // 2}
+        else:
+            assert reached[gpu] == set(gpus)
+
+
+def test_shared_nics_need_one_nic_per_gpu_and_a_domain_they_divide():
+    with pytest.raises(SpecError, match="gpus_per_nic=3"):
+        closed_form(Family.rail_only, 1024, 8, 64, gpus_per_nic=3)
+    with pytest.raises(SpecError, match="nics_per_gpu 1"):
+        closed_form(Family.rail_only, 1024, 8, 64, gpus_per_nic=2, nics_per_gpu=2)

@@ -301,3 +301,55 @@ def test_oversubscription_ratio_and_level_are_knobs(tmp_path):
     with pytest.raises(Exception) as err:
         run_study(spec.with_updates(candidates={"mode": "cheapest"}), out_dir=tmp_path / "cheap")
     assert "co-design mode only" in str(err.value)
+
+
+def test_fewer_nics_than_gpus_is_a_knob(tmp_path):
+    """0.5 NICs per GPU (4 per 8-GPU node): the MILP's design has N/2 NICs, the closed form's switches
+    for N/2 endpoints, and each GPU half a port; the search times it with that bandwidth."""
+    from designer.network.design import design_to_system
+    from designer.network.topology import RAILONLY_V1_PRICES, bill_of_materials
+
+    spec = _spec(network={"choices": {"platforms": ["hgx_h100_8"], "nics": [{"id": "cx7_400g", "nics_per_gpu": [0.5, 1]}],
+                                      "switches": [{"id": "qm9790"}], "families": ["rail-optimized"]},
+                          "gpus": {"count": 256}})
+    res = run_study(spec, out_dir=tmp_path / "half")
+    t = res.trials.set_index("gpus_per_nic")
+    assert set(t.index) == {1, 2}
+    half, full = t.loc[2], t.loc[1]
+    assert half["nic_count"] == 128 and full["nic_count"] == 256
+    assert half["scaleout_gbps_per_gpu"] == 200 and full["scaleout_gbps_per_gpu"] == 400
+    catalog = study_catalog(spec.network)
+    bom = bill_of_materials("rail-optimized", 128, 4, 64, prices=RAILONLY_V1_PRICES, port_gbps=400)
+    assert half["switch_count"] == bom.switch_count
+    assert half["capex_usd"] < full["capex_usd"]
+    assert half["time_to_train_s"] >= full["time_to_train_s"]
+    sub = spec.network.with_updates(choices={**spec.network.choices.model_dump(),
+                                             "nics": [{"id": "cx7_400g", "nics_per_gpu": [0.5]}]})
+    d = solve_network(sub, catalog=catalog).designs[0]
+    assert design_to_system(d, catalog).nic_bandwidth_per_gpu_bytes_per_s == pytest.approx(200e9 / 8)
+    # a platform that does not share NICs says so
+    bad = spec.network.with_updates(choices={**spec.network.choices.model_dump(), "platforms": ["gb200_nvl72"],
+                                             "nics": [{"id": "cx7_400g", "nics_per_gpu": [0.5]}]},
+                                    gpus={"count": 288})
+    with pytest.raises(Exception) as err:
+        study_catalog(bad)
+    assert "no chosen platform shares a NIC between GPUs; allowed: >= 1" in str(err.value)
+
+
+def test_exhaustive_keeps_the_fastest_rows_within_its_bound():
+    spec = _spec(strategy_space={"microbatch_sizes": [1, 2, 4], "recompute": ["none", "full"], "zero_stages": [0, 1, 3]})
+    p = make_problem(spec)
+    catalog = study_catalog(spec.network)
+    from designer.network.design import design_to_system
+
+    sub = spec.network.with_updates(gpus={"count": 256}, objective={"kind": "min_cost"},
+                                    choices={**spec.network.choices.model_dump(), "nics": [{"id": "cx7_400g"}],
+                                             "families": ["rail-optimized"]})
+    d = solve_network(sub, catalog=catalog).designs[0]
+    c = Candidate("k", d, design_to_system(d, catalog), d.capex_usd, d.power_w)
+    full = run_exhaustive(p, c)
+    small = run_exhaustive(p, c, keep=7)
+    assert full.n_evaluations == small.n_evaluations == full.space_size > 7 == len(small)
+    fast = np.sort(full.time_to_train_s[full.feasible])[:7]
+    np.testing.assert_allclose(np.sort(small.time_to_train_s), fast, rtol=0)
+    assert small.time_to_train_s[small.best] == full.time_to_train_s[full.best]

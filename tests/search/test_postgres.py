@@ -36,6 +36,7 @@ def spec(name: str, method: str) -> StudySpec:
                            "recompute": ["none"],
                            "sequence_parallel": [True]},
         "search": {"method": method, "n_trials": 30, "seed": 5},
+        "output": {"strategies": "all"},
     })
 
 
@@ -58,8 +59,8 @@ def test_two_workers_share_one_postgres_study(tmp_path):
         numbers = [t.number for t in trials]
         assert len(numbers) == len(set(numbers)) == len(trials)
         owners |= {t.user_attrs["owner"].split(":")[1] for t in done}
-        # The result table holds every finished trial of every worker.
-        n_rows = int((multi.trials["design_id"] == design_id).sum())
+        # The strategies table holds every finished trial of every worker.
+        n_rows = int((multi.strategies["design_id"] == design_id).sum())
         assert n_rows == len(done)
     assert len(owners) >= 2, "the trials must come from more than one worker process"
 

@@ -1,0 +1,60 @@
+"""One design's exhaustive strategy search at millions of strategies: wall time, rate and peak memory.
+
+Llama-3 70B on 2,048 H100 GPUs (rail-optimized, one 400G NIC per GPU) with a wide strategy space
+(every tp and pp, cp 1-8 with three CP schemes, microbatch 1-8, four schedules, ZeRO 0-3, three recompute
+modes, overlap and offload options). Printed: the space size, the wall time, strategies per second,
+the rows kept and the process's peak RSS (resource.getrusage).
+
+    .venv/bin/python studies/benchmarks/bench_exhaustive.py [--scale 1.0]
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+
+import typer
+
+from designer.network.api import solve_network
+from designer.network.design import design_to_system
+from designer.pipeline import make_problem
+from designer.search.exhaustive import Candidate, run_exhaustive
+from designer.spec.network_study import study_catalog
+from designer.spec.study import StudySpec
+
+app = typer.Typer(add_completion=False)
+
+
+@app.command()
+def main(wide: bool = typer.Option(True, help="the wide space (about 10M strategies); --no-wide: about 1M")) -> None:
+    space = {"cp": [1, 2, 4, 8], "cp_comm": ["p2p", "all_gather", "a2a"], "microbatch_sizes": [1, 2, 4, 8],
+             "schedules": ["1f1b", "interleaved", "zero_bubble", "gpipe"], "virtual_stages": [2, 4],
+             "zero_stages": [0, 1, 2, 3], "recompute": ["none", "selective", "full"],
+             "overlap_tp_comm": [False, True], "offload_optimizer": [False, True], "max_pp": 16}
+    if wide:
+        space.update(offload_activation_layers=[0, 1, 2, 4], offload_weights=[False, True], cuda_graphs=[False, True],
+                     overlap_dp_comm=[False, True], virtual_stages=[2, 3, 4], microbatch_sizes=[1, 2, 4, 8, 16])
+    spec = StudySpec.model_validate({
+        "name": "bench_exhaustive", "model": "llama3-70b",
+        "training": {"sequence_length": 8192, "global_batch_sequences": {"target": 1024, "tolerance": 0.1},
+                     "total_tokens": 1.5e13},
+        "network": {"choices": {"platforms": ["hgx_h100_8"], "nics": [{"id": "cx7_400g"}], "switches": [{"id": "sn5600", "radix": [128]}],
+                                "families": ["rail-optimized"]}, "gpus": {"count": 2048}},
+        "strategy_space": space})
+    problem = make_problem(spec)
+    catalog = study_catalog(spec.network)
+    d = solve_network(spec.network, catalog=catalog).designs[0]
+    cand = Candidate("bench", d, design_to_system(d, catalog), d.capex_usd, d.power_w)
+    t0 = time.perf_counter()
+    size = problem.design_space(cand).size
+    t1 = time.perf_counter()
+    table = run_exhaustive(problem, cand)
+    t2 = time.perf_counter()
+    peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+    print(f"space: {size:,} strategies (counted in {t1 - t0:.1f} s)")
+    print(f"exhaustive: {t2 - t1:.1f} s, {table.n_evaluations / (t2 - t1):,.0f} strategies/s, {len(table):,} rows kept, "
+          f"best {table.time_to_train_s[table.best] / 86400:.2f} days; peak RSS {peak_gb:.2f} GB")
+
+
+if __name__ == "__main__":
+    app()
