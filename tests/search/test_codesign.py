@@ -353,3 +353,18 @@ def test_exhaustive_keeps_the_fastest_rows_within_its_bound():
     fast = np.sort(full.time_to_train_s[full.feasible])[:7]
     np.testing.assert_allclose(np.sort(small.time_to_train_s), fast, rtol=0)
     assert small.time_to_train_s[small.best] == full.time_to_train_s[full.best]
+
+
+def test_outer_optuna_with_two_workers_on_one_journal(tmp_path):
+    import optuna
+
+    from designer.search.runner import open_storage
+
+    res = run_study(_optuna_spec(16), out_dir=tmp_path / "w2", workers=2)
+    st = optuna.load_study(study_name="codesign-test/designs", storage=open_storage(tmp_path / "w2" / "optuna.journal"))
+    trials = st.get_trials()
+    done = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(done) == 16 and len({t.number for t in done}) == 16
+    assert not [t for t in trials if t.state in (optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.WAITING)]
+    assert res.meta["design_search"]["n_trials"] == 16
+    assert set(res.trials["trial_number"]) <= {t.number for t in done}
