@@ -3,7 +3,7 @@
     pareto.csv          one row per front point, fixed column order (PARETO_COLUMNS), units in names
     pareto_by_<key>.csv one front per value of a design column (when the study asks for it)
     trials.csv          one row per evaluated cluster design: its best strategy, or why it has none
-    strategies.csv      the inner strategies of the front's designs (output.strategies: all, of every design)
+    strategies/ID.csv   per design, its inner strategies (the front's designs; output.strategies: all, every design)
     designs.csv         every candidate design with its MILP status and the search method that ran
     megatron_args.txt   per front point, the Megatron-LM command-line arguments
     goal.json           the goal's answer: design, strategy, binding limit, runners-up (a goal other than front)
@@ -47,7 +47,7 @@ METRIC_COLUMNS: tuple[str, ...] = (
 PARETO_COLUMNS: tuple[str, ...] = (
     "front_rank", *DESIGN_COLUMNS, *STRATEGY_COLUMNS, *METRIC_COLUMNS, "search_method", "megatron_args",
 )
-# strategies.csv: the inner strategies of a design, one row each
+# strategies/<design id>.csv: the inner strategies of a design, one row each
 STRATEGY_TRIAL_COLUMNS: tuple[str, ...] = (
     "design_id", "search_method", "trial_number", *STRATEGY_COLUMNS, "feasible", "reason",
     "iteration_time_s", "time_to_train_s", "mfu", "memory_per_gpu_gb", "capex_usd", "power_w", "energy_mwh",
@@ -210,10 +210,14 @@ def write_outputs(out_dir: Path, *, pareto: pd.DataFrame, trials: pd.DataFrame, 
     p = out_dir / "trials.csv"
     _csv(trials, p, TRIAL_COLUMNS + tuple(c for c in trials.columns if c not in TRIAL_COLUMNS))
     written.append(p)
-    if strategies is not None:
-        p = out_dir / "strategies.csv"
-        _csv(strategies, p, STRATEGY_TRIAL_COLUMNS + tuple(c for c in strategies.columns if c not in STRATEGY_TRIAL_COLUMNS))
-        written.append(p)
+    if strategies is not None and len(strategies):
+        folder = out_dir / "strategies"
+        folder.mkdir(exist_ok=True)
+        cols = STRATEGY_TRIAL_COLUMNS + tuple(c for c in strategies.columns if c not in STRATEGY_TRIAL_COLUMNS)
+        for design_id, rows in strategies.groupby("design_id", sort=True):
+            p = folder / f"{design_id}.csv"
+            _csv(rows, p, cols)
+            written.append(p)
     p = out_dir / "designs.csv"
     _csv(designs, p)
     written.append(p)

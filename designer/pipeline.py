@@ -231,6 +231,17 @@ def _manifest_name(spec: StudySpec) -> str:
     return f"{spec.name}/__manifest__"
 
 
+def _spawn_workers(spec: StudySpec, url: str | None, n: int) -> list[Any]:
+    """`n` worker processes on this machine (spawned, so no state is shared but the storage)."""
+    procs: list[Any] = []
+    ctx = mp.get_context("spawn")
+    for _ in range(max(0, n)):
+        p = ctx.Process(target=_worker_main, args=(spec.model_dump_json(), url), daemon=True)
+        p.start()
+        procs.append(p)
+    return procs
+
+
 def _worker_main(spec_json: str, storage: str) -> None:
     run_worker(StudySpec.model_validate_json(spec_json), storage)
 
@@ -319,12 +330,7 @@ def _search_all(spec: StudySpec, problem: Problem, cands: list[Candidate], out_d
                                  "system": c.system.model_dump(mode="json"), "capex_usd": c.capex_usd,
                                  "power_w": c.power_w, "source": c.source} for c in optuna_cands]}
         set_study_attr(st, _manifest_name(spec), "manifest", manifest)
-        if workers > 1:
-            ctx = mp.get_context("spawn")
-            for _ in range(workers - 1):
-                p = ctx.Process(target=_worker_main, args=(spec.model_dump_json(), url), daemon=True)
-                p.start()
-                procs.append(p)
+        procs = _spawn_workers(spec, url, workers - 1)
     settings = RunnerSettings(spec.search.n_trials, spec.search.seed, spec.search.sampler, spec.search.population_size)
     tables: list[ScoredTable] = []
     front: list[Point] = []
@@ -525,13 +531,7 @@ def _run_codesign(spec: StudySpec, problem: Problem, out_dir: Path, *, workers: 
             url = _storage_url(spec, out_dir, storage)
             st = open_storage(url)
         settings = OuterSettings(ds.n_trials, spec.search.seed, ds.sampler, spec.search.population_size)
-        procs: list[Any] = []
-        if workers > 1:
-            ctx = mp.get_context("spawn")
-            for _ in range(workers - 1):
-                p = ctx.Process(target=_worker_main, args=(spec.model_dump_json(), url), daemon=True)
-                p.start()
-                procs.append(p)
+        procs = _spawn_workers(spec, url, workers - 1)
         try:
             done = run_outer_optuna(space, outer_scorer(spec, problem, evaluate), storage=st, study=spec.name,
                                     objectives=tuple(problem.objectives), settings=settings,

@@ -92,7 +92,8 @@ def print_study_summary(result: Any) -> None:
                       f"{ds['milp_solves']} MILP solves, {ds['inner_searches']} strategy searches, "
                       f"{len(ds['dropped_gpu_counts'])} GPU counts without a valid strategy (meta.json)")
     console.print(f"written to {result.out_dir}: pareto.csv, trials.csv, designs.csv, meta.json"
-                  + (", strategies.csv" if result.strategies is not None else "")
+                  + (f", strategies/ ({result.strategies['design_id'].nunique()} designs)"
+                     if result.strategies is not None and len(result.strategies) else "")
                   + (", pareto.png, pareto.html" if result.spec.output.plots else ""))
 
 

@@ -364,6 +364,25 @@ def recover_stale_trials(study: optuna.Study, runner: _DesignTrials) -> int:
     return len(stale)
 
 
+def _budget_met(ostudy: optuna.Study, trials: list, n_trials: int, on_trial: Callable[[int, int], None] | None) -> bool:
+    """Whether the study has its `n_trials` finished trials (then WAITING leftovers are closed)."""
+    done = sum(t.state == TrialState.COMPLETE for t in trials)
+    if on_trial is not None:
+        on_trial(done, n_trials)
+    if done >= n_trials:
+        _drain_waiting(ostudy, n_trials)
+        return True
+    return False
+
+
+def _fail_stale(storage: BaseStorage, ostudy: optuna.Study) -> None:
+    """With an RDB storage's heartbeats, fail the RUNNING trials of workers that stopped beating."""
+    if getattr(storage, "is_heartbeat_enabled", lambda: False)():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "heartbeat is supposed to be used with Study.optimize": we beat by hand
+            optuna.storages.fail_stale_trials(ostudy)
+
+
 def run_optuna(problem: Problem, cand: Candidate, *, storage: BaseStorage, study: str, settings: RunnerSettings,
                identity: str, on_trial: Callable[[int, int], None] | None = None,
                stop: Callable[[], bool] | None = None) -> ScoredTable:
@@ -378,18 +397,12 @@ def run_optuna(problem: Problem, cand: Candidate, *, storage: BaseStorage, study
     runner.refresh()
     recover_stale_trials(ostudy, runner)
     while True:
-        if getattr(storage, "is_heartbeat_enabled", lambda: False)():
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # "heartbeat is supposed to be used with Study.optimize": we beat by hand
-                optuna.storages.fail_stale_trials(ostudy)
+        _fail_stale(storage, ostudy)
         trials = runner.refresh()
+        if _budget_met(ostudy, trials, settings.n_trials, on_trial):
+            break
         done = sum(t.state == TrialState.COMPLETE for t in trials)
         running = sum(t.state == TrialState.RUNNING for t in trials)
-        if on_trial is not None:
-            on_trial(done, settings.n_trials)
-        if done >= settings.n_trials:
-            _drain_waiting(ostudy, settings.n_trials)
-            break
         if stop is not None and stop():
             break
         k = max(1, min(settings.batch_size, settings.n_trials - done - running))
@@ -453,12 +466,8 @@ OUTER_SAMPLERS = ("tpe", "nsga2", "random")
 LARGE = 1e30  # the objective value of a point with no result (Optuna needs a finite number)
 
 
-@dataclass(frozen=True)
-class OuterSettings:
-    n_trials: int
-    seed: int = 0
-    sampler: str = "tpe"
-    population_size: int = 32
+# The outer study's settings are a RunnerSettings (its batch_size is unused: one design per ask).
+OuterSettings = RunnerSettings
 
 
 def outer_study_name(study: str) -> str:
@@ -515,16 +524,8 @@ def run_outer_optuna(space: Any, score: Callable[[Any], tuple], *, storage: Base
         trial.set_user_attr("owner", owner_tag())
         _outer_tell(ostudy, trial, _outer_pick(trial, space), score)
     while True:
-        if getattr(storage, "is_heartbeat_enabled", lambda: False)():
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                optuna.storages.fail_stale_trials(ostudy)
-        trials = ostudy.get_trials(deepcopy=False)
-        done = sum(t.state == TrialState.COMPLETE for t in trials)
-        if on_trial is not None:
-            on_trial(done, settings.n_trials)
-        if done >= settings.n_trials:
-            _drain_waiting(ostudy, settings.n_trials)
+        _fail_stale(storage, ostudy)
+        if _budget_met(ostudy, ostudy.get_trials(deepcopy=False), settings.n_trials, on_trial):
             break
         mine = _within_budget(ostudy, [_ask_owned(ostudy)], settings.n_trials)
         if not mine:

@@ -285,7 +285,7 @@ class OutputSettings(Record):
     # A design column (e.g. family) to draw and export one front per value, besides the overall front.
     front_by: str | None = None
     plots: bool = True
-    # strategies.csv: every inner strategy of the front's designs, or of every design
+    # strategies/<design id>.csv: every inner strategy of the front's designs, or of every design
     strategies: Literal["front", "all"] = "front"
 
 

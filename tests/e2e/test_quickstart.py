@@ -61,6 +61,8 @@ def test_front_is_nondominated_and_consistent(result):
         mine = st[st["design_id"] == r["design_id"]]
         if r["design_id"] in set(p["design_id"]):
             assert len(mine) == int(r["space_size"])
+            on_disk = pd.read_csv(result.out_dir / "strategies" / f"{r['design_id']}.csv")
+            assert len(on_disk) == len(mine) and set(on_disk["design_id"]) == {r["design_id"]}
             row = t[t["design_id"] == r["design_id"]].iloc[0]
             assert row["time_to_train_s"] == pytest.approx(mine.loc[mine["feasible"], "time_to_train_s"].min(), rel=1e-12)
         else:
