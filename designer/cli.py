@@ -113,8 +113,11 @@ def evaluate(
     from designer.evaluate import defaulted_fields, evaluate_scenario, load_scenario, metrics_json
     from designer.report import print_mapping
 
+    from designer.perf.records import Infeasible
+
     sc = load_scenario(scenario)
-    data = metrics_json(evaluate_scenario(sc))
+    result = evaluate_scenario(sc)
+    data = metrics_json(result)
     defaults = {k: (list(v) if isinstance(v, tuple) else v) for k, v in defaulted_fields(sc)}
     if as_json:
         _print_json({**data, "defaulted": defaults})
@@ -122,6 +125,11 @@ def evaluate(
         data.pop("breakdown", None)
         print_mapping(f"evaluate {scenario.name}", data)
         print_mapping("defaulted (not set in the scenario)", defaults)
+    if isinstance(result, Infeasible):
+        # a strategy the cluster cannot run is an answer, not a success: 3 when it does not fit in
+        # memory, 2 when the strategy itself is invalid for the model or the cluster
+        _fail(f"strategy is infeasible ({result.kind}): {result.reason}",
+              EXIT_INFEASIBLE if result.kind == "memory" else EXIT_BAD_INPUT)
 
 
 @app.command()
@@ -134,6 +142,7 @@ def run(
     storage: Optional[str] = typer.Option(None, "--storage", help="Optuna storage URL (default: a journal file in the output folder)"),
     seed: Optional[int] = typer.Option(None, "--seed", help="the search seed (search.seed)"),
     design_trials: Optional[int] = typer.Option(None, "--design-trials", help="outer Optuna trials (cluster designs) in co-design"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="replace another study's results in --out"),
 ) -> None:
     """Run a study: cluster designs priced by the MILP, strategy search, the goal, Pareto front, export.
     Exit 3 when no design meets the goal (the front found is still written)."""
@@ -147,7 +156,7 @@ def run(
     try:
         with progress_bar() as progress:
             result = run_study(spec, out_dir=out, n_trials=n_trials, workers=workers, storage=storage,
-                               seed=seed, progress=progress)
+                               seed=seed, progress=progress, overwrite=overwrite)
     except GoalNotMet as err:
         print_study_summary(err.result)
         _fail(str(err), EXIT_INFEASIBLE)
@@ -180,7 +189,8 @@ def space(
 def worker(
     study: Path = typer.Argument(..., help="study YAML"),
     storage: str = typer.Option(..., "--storage", help="shared storage URL, e.g. postgresql://user@host/db"),
-    n_trials: Optional[int] = typer.Option(None, "--n-trials"),
+    n_trials: Optional[int] = typer.Option(None, "--n-trials", help="trials per design (the inner Optuna studies)"),
+    wait_s: float = typer.Option(600.0, "--wait-s", help="how long to wait for the main run's study before giving up"),
 ) -> None:
     """Run one more worker of a study against a shared storage."""
     from designer.pipeline import run_worker
@@ -189,7 +199,7 @@ def worker(
     spec = load_study(study)
     if n_trials is not None:
         spec = spec.with_updates(search={**spec.search.model_dump(), "n_trials": n_trials})
-    count = run_worker(spec, storage=storage)
+    count = run_worker(spec, storage=storage, wait_s=wait_s)
     typer.echo(f"worker finished; it worked on {count} design studies")
 
 
@@ -212,7 +222,29 @@ def pareto(
 
 
 def main() -> None:
-    app()
+    """The entry point: typer in non-standalone mode, so that a bad flag or value is one line too
+    (click's usage boxes are for humans at a terminal; scripts read the first line of stderr)."""
+    try:
+        rv = app(standalone_mode=False)
+    except typer.Exit as err:
+        sys.exit(err.exit_code)
+    except typer.Abort:
+        typer.echo("error: interrupted", err=True)
+        sys.exit(130)
+    except Exception as err:
+        # typer's usage errors (bad flag, bad value, missing argument): duck-typed on the public
+        # interface every one of them has, since typer does not export their base class
+        if not (hasattr(err, "format_message") and hasattr(err, "exit_code")):
+            raise
+        if type(err).__name__ == "NoArgsIsHelpError":
+            ctx = getattr(err, "ctx", None)
+            typer.echo(ctx.get_help() if ctx is not None else err.format_message())
+            sys.exit(0)
+        ctx = getattr(err, "ctx", None)
+        path = getattr(ctx, "command_path", "designer") if ctx is not None else "designer"
+        typer.echo(f"error: {' '.join(str(err.format_message()).split())} (see `{path} --help`)", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    sys.exit(rv if isinstance(rv, int) else 0)
 
 
 if __name__ == "__main__":

@@ -199,10 +199,107 @@ def _csv(df: pd.DataFrame, path: Path, columns: Sequence[str] | None = None) -> 
     df.to_csv(path, index=False, float_format="%.10g")
 
 
+COMPLETION_RECORD = "meta.json"
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _fsync(path: Path) -> None:
+    import os
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_outputs(out_dir: Path, *, pareto: pd.DataFrame, trials: pd.DataFrame, designs: pd.DataFrame,
                   meta: Mapping[str, Any], fronts_by: pd.DataFrame | None = None, front_by: str | None = None,
                   plots: bool = True, title: str = "", strategies: pd.DataFrame | None = None) -> list[Path]:
+    """Write the output set atomically: every file into a staging folder inside `out_dir`, fsynced;
+    then the previous completion record (meta.json) is removed, each file renamed into place, and the
+    new meta.json, which lists every file with its size, row count and sha256, renamed in last. A kill
+    at any point leaves either the previous complete set or a folder without a matching record, which
+    `read_pareto` refuses; never a torn file. Returns the paths written."""
+    import os
+    import shutil
+
     out_dir.mkdir(parents=True, exist_ok=True)
+    stage = out_dir / f".staging-{os.getpid()}"
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir()
+    staged = _write_files(stage, pareto=pareto, trials=trials, designs=designs, meta=meta, fronts_by=fronts_by,
+                          front_by=front_by, plots=plots, title=title, strategies=strategies)
+    files: dict[str, dict[str, Any]] = {}
+    rows = {"pareto.csv": len(pareto), "trials.csv": len(trials), "designs.csv": len(designs)}
+    for p in staged:
+        rel = p.relative_to(stage).as_posix()
+        _fsync(p)
+        files[rel] = {"bytes": p.stat().st_size, "sha256": _sha256(p), **({"rows": rows[rel]} if rel in rows else {})}
+    record = {**meta, "files": files}
+    rec = stage / COMPLETION_RECORD
+    rec.write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
+    _fsync(rec)
+    old = out_dir / COMPLETION_RECORD
+    if old.exists():
+        old.unlink()  # from here until the new record lands, the folder reads as incomplete
+    written = []
+    for rel in files:
+        dest = out_dir / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(stage / rel, dest)
+        written.append(dest)
+    os.replace(rec, old)
+    written.append(old)
+    dfd = os.open(out_dir, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+    shutil.rmtree(stage, ignore_errors=True)
+    return written
+
+
+def check_complete(out_dir: str | Path) -> dict[str, Any]:
+    """The completion record of an output folder, after checking that every file it lists is there
+    with its recorded size and hash; SpecError (one line, saying to rerun) otherwise."""
+    from designer.errors import SpecError
+
+    d = Path(out_dir)
+    rec = d / COMPLETION_RECORD
+    if not d.is_dir():
+        raise SpecError(f"'{out_dir}' is not a study output folder (no such folder)")
+    if not rec.is_file():
+        if (d / "pareto.csv").exists():
+            raise SpecError(f"'{out_dir}' is incomplete (no meta.json: a run was stopped while writing); rerun the study")
+        raise SpecError(f"'{out_dir}' holds no study results; run `designer run STUDY.yaml --out {out_dir}` first")
+    try:
+        meta = json.loads(rec.read_text())
+    except (ValueError, UnicodeDecodeError):
+        raise SpecError(f"'{out_dir}': meta.json is not a completion record; rerun the study") from None
+    files = meta.get("files") if isinstance(meta, dict) else None
+    if not isinstance(files, dict):
+        raise SpecError(f"'{out_dir}': meta.json lists no files (written by an older designer?); rerun the study")
+    for rel, info in files.items():
+        p = d / rel
+        if not p.is_file() or p.stat().st_size != info.get("bytes") or _sha256(p) != info.get("sha256"):
+            raise SpecError(f"'{out_dir}': {rel} does not match meta.json (another run, or one stopped while "
+                            "writing, changed it); rerun the study")
+    return meta
+
+
+def _write_files(out_dir: Path, *, pareto: pd.DataFrame, trials: pd.DataFrame, designs: pd.DataFrame,
+                 meta: Mapping[str, Any], fronts_by: pd.DataFrame | None = None, front_by: str | None = None,
+                 plots: bool = True, title: str = "", strategies: pd.DataFrame | None = None) -> list[Path]:
     written = []
     p = out_dir / "pareto.csv"
     _csv(pareto, p, PARETO_COLUMNS)
@@ -238,9 +335,6 @@ def write_outputs(out_dir: Path, *, pareto: pd.DataFrame, trials: pd.DataFrame, 
         p = out_dir / "goal.json"
         p.write_text(json.dumps(goal, indent=2, sort_keys=True, default=str) + "\n")
         written.append(p)
-    p = out_dir / "meta.json"
-    p.write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
-    written.append(p)
     if plots:
         written += plot_front(out_dir, pareto, designs, fronts_by, front_by, title)
     return written
@@ -349,18 +443,21 @@ def _svg_page(groups: list[tuple[str, pd.DataFrame]], others: pd.DataFrame, titl
 
 
 def read_pareto(out_dir: str | Path) -> pd.DataFrame:
-    p = Path(out_dir) / "pareto.csv"
-    if not p.is_file():
+    """The front of a complete output folder (check_complete first: a torn or mixed folder is refused)."""
+    meta = check_complete(out_dir)
+    front = pd.read_csv(Path(out_dir) / "pareto.csv")
+    want = meta["files"].get("pareto.csv", {}).get("rows")
+    if want is not None and len(front) != want:
         from designer.errors import SpecError
 
-        raise SpecError(f"'{out_dir}' holds no pareto.csv; run `designer run STUDY.yaml --out {out_dir}` first")
-    return pd.read_csv(p)
+        raise SpecError(f"'{out_dir}': pareto.csv has {len(front)} rows, meta.json says {want}; rerun the study")
+    return front
 
 
 def finite_or_none(x: float) -> float | None:
     return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
 
 
-__all__ = ["DESIGN_COLUMNS", "METRIC_COLUMNS", "PARETO_COLUMNS", "STRATEGY_COLUMNS", "STRATEGY_TRIAL_COLUMNS",
+__all__ = ["COMPLETION_RECORD", "DESIGN_COLUMNS", "check_complete", "METRIC_COLUMNS", "PARETO_COLUMNS", "STRATEGY_COLUMNS", "STRATEGY_TRIAL_COLUMNS",
            "TRIAL_COLUMNS", "megatron_args",
            "metrics_columns", "plot_front", "read_pareto", "strategy_columns", "write_outputs"]

@@ -15,6 +15,7 @@ import hashlib
 import json
 import math
 import multiprocessing as mp
+import os
 import platform
 import time
 from dataclasses import dataclass, field
@@ -255,18 +256,34 @@ def run_worker(spec: StudySpec, storage: str, *, wait_s: float = 600.0) -> int:
     from designer.search.runner import (RunnerSettings, get_study_attr, open_storage, outer_study_name,
                                         run_optuna)
 
-    st = open_storage(storage)
     t0 = time.monotonic()
+    if "://" not in str(storage):
+        # a journal path: wait for the main run to create it, never create an empty one here
+        announced = False
+        while not Path(storage).is_file():
+            if not announced:
+                print(f"worker: waiting up to {wait_s:g} s for the journal '{storage}' of study '{spec.name}' "
+                      "(start `designer run` with the same --storage)", flush=True)
+                announced = True
+            if time.monotonic() - t0 > wait_s:
+                raise SpecError(f"--storage '{storage}': no journal appeared in {wait_s:g} s; start `designer run "
+                                "STUDY.yaml --storage` with this path first, or check the path")
+            time.sleep(0.5)
+    st = open_storage(storage, create=False) if "://" not in str(storage) else open_storage(storage)
     manifest = None
+    announced = False
     while manifest is None:
         manifest = get_study_attr(st, _manifest_name(spec), "manifest")
         if manifest is None and spec.codesign and outer_study_name(spec.name) in optuna.get_all_study_names(storage=st):
             # a co-design run whose outer level is an Optuna study: work on its trials
             return _codesign_worker(spec, storage, wait_s=wait_s)
         if manifest is None:
+            if not announced:
+                print(f"worker: waiting up to {wait_s:g} s for study '{spec.name}' in '{_redact(str(storage))}'", flush=True)
+                announced = True
             if time.monotonic() - t0 > wait_s:
-                raise SpecError(f"storage '{storage}' holds no designs of study '{spec.name}' after {wait_s:g} s; "
-                                "start `designer run` against the same storage first")
+                raise SpecError(f"storage '{_redact(str(storage))}' holds no designs of study '{spec.name}' after "
+                                f"{wait_s:g} s; start `designer run` against the same storage first")
             time.sleep(0.5)
     problem = make_problem(spec)
     from designer.network.design import NetworkDesign
@@ -325,6 +342,11 @@ def _search_all(spec: StudySpec, problem: Problem, cands: list[Candidate], out_d
     st = open_storage(url) if url else None
     procs: list[Any] = []
     if st is not None:
+        # Identity first: a run refused for another spec or seed must change nothing in the storage
+        from designer.search.runner import check_identity, study_name_for
+
+        for c in optuna_cands:
+            check_identity(st, study_name_for(spec.name, c.design_id), search_identity(spec, c.design_id))
         manifest = {"n_trials": spec.search.n_trials, "seed": spec.search.seed,
                     "designs": [{"design_id": c.design_id, "design": c.design.model_dump(mode="json"),
                                  "system": c.system.model_dump(mode="json"), "capex_usd": c.capex_usd,
@@ -735,11 +757,9 @@ def _versions() -> dict[str, str]:
 
 
 def _redact(url: str | None) -> str | None:
-    if url and "://" in url and "@" in url:
-        scheme, rest = url.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        return f"{scheme}://{creds.split(':')[0]}:***@{host}"
-    return url
+    from designer.search.runner import redact_url
+
+    return redact_url(url)
 
 
 def _no_front_error(problem: Problem, cands: list[Candidate], tables: list[ScoredTable]) -> DesignerError:
@@ -780,9 +800,62 @@ def _no_front_error(problem: Problem, cands: list[Candidate], tables: list[Score
         f"per GPU, HBM holds {cap / 1e9:.1f} GB; allow zero_stages [3], recompute [full] or more GPUs")
 
 
+def _claim_output(out: Path, spec: StudySpec, overwrite: bool) -> Any:
+    """Take the output folder for this run: an exclusive lock (released by the kernel if the process
+    dies) so that two runs never write one folder at once, and a refusal to replace another study's
+    results unless `overwrite`. Returns the open lock file, to keep until the run ends."""
+    import fcntl
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise SpecError(f"--out '{out}': cannot create the folder ({err.strerror})") from None
+    if not out.is_dir():
+        raise SpecError(f"--out '{out}': not a folder")
+    try:
+        fh = open(out / ".designer-run.lock", "a+")
+    except OSError as err:
+        raise SpecError(f"--out '{out}': cannot write there ({err.strerror})") from None
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.seek(0)
+        holder = fh.read().strip() or "another process"
+        fh.close()
+        raise SpecError(f"--out '{out}' is in use by another designer run ({holder}); wait for it, or give "
+                        "another --out (extra workers of one study share a --storage, not an output folder)") from None
+    fh.seek(0)
+    fh.truncate()
+    fh.write(f"study {spec.name}, pid {os.getpid()}\n")
+    fh.flush()
+    prev = out / "meta.json"
+    if prev.is_file() and not overwrite:
+        try:
+            other = json.loads(prev.read_text()).get("study")
+        except (ValueError, UnicodeDecodeError, AttributeError):
+            other = "unknown"
+        if other != spec.name:
+            fh.close()
+            raise SpecError(f"--out '{out}' holds the results of study '{other}', not '{spec.name}'; give another "
+                            "--out, or --overwrite to replace them")
+    return fh
+
+
 def run_study(spec: StudySpec, *, out_dir: str | Path | None = None, n_trials: int | None = None, workers: int = 1,
-              storage: str | None = None, seed: int | None = None, progress: ProgressFn | None = None) -> StudyResult:
-    """Run a study end to end and write its output folder. Arguments override the spec's settings."""
+              storage: str | None = None, seed: int | None = None, progress: ProgressFn | None = None,
+              overwrite: bool = False) -> StudyResult:
+    """Run a study end to end and write its output folder. Arguments override the spec's settings.
+    The folder is locked for the run; another study's results in it are refused unless `overwrite`."""
+    out = Path(out_dir) if out_dir is not None else spec.out_dir
+    lock = _claim_output(out, spec, overwrite)
+    try:
+        return _run_study(spec, out, n_trials=n_trials, workers=workers, storage=storage, seed=seed, progress=progress)
+    finally:
+        lock.close()
+
+
+def _run_study(spec: StudySpec, out: Path, *, n_trials: int | None, workers: int, storage: str | None,
+               seed: int | None, progress: ProgressFn | None) -> StudyResult:
     t0 = time.perf_counter()
     if workers < 1:
         raise SpecError(f"workers = {workers}: must be >= 1")
@@ -792,8 +865,6 @@ def run_study(spec: StudySpec, *, out_dir: str | Path | None = None, n_trials: i
     if seed is not None:
         search["seed"] = seed
     spec = spec.with_updates(search=search)
-    out = Path(out_dir) if out_dir is not None else spec.out_dir
-    out.mkdir(parents=True, exist_ok=True)
     problem = make_problem(spec)
     codesign: CodesignRun | None = None
     count_notes: list[str] = []

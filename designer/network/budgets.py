@@ -12,7 +12,7 @@ from typing import Mapping
 
 import pyomo.environ as pyo
 
-from designer.spec.base import Record
+from designer.spec.base import Record, Result
 from designer.spec.network_study import Budgets, DeclaredBudget, Metric
 
 UNITS: dict[Metric, str] = {
@@ -37,7 +37,7 @@ def row_scale(metric: Metric) -> float:
     return ROW_SCALE.get(metric, 1.0)
 
 
-class BudgetSlack(Record):
+class BudgetSlack(Result):
     """A budget after the solve. slack >= 0 means met; binding means (almost) no slack left."""
 
     name: str

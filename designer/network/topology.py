@@ -272,6 +272,8 @@ def validate_inputs(
     for field, value in (("n_gpus", n_gpus), ("hb_domain_size", hb_domain_size), ("nics_per_gpu", nics_per_gpu)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise SpecError(f"{field}={value!r}: must be an integer >= 1")
+    if n_gpus > 100_000_000:
+        raise SpecError(f"n_gpus={n_gpus}: beyond the supported range; allowed: 1 .. 100,000,000")
     if n_gpus % hb_domain_size:
         raise SpecError(f"n_gpus={n_gpus}: must be a multiple of hb_domain_size={hb_domain_size}")
     if isinstance(gpus_per_nic, bool) or not isinstance(gpus_per_nic, int) or gpus_per_nic < 1:

@@ -91,7 +91,7 @@ import numpy as np
 import yaml
 from pydantic import Field, model_validator
 
-from designer.spec.base import Record
+from designer.spec.base import Record, Result
 from designer.spec.system import ClusterSystem, HBTopology
 
 OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce", "send_recv")
@@ -275,7 +275,7 @@ class GroupShape(Record):
         return self
 
 
-class CollectiveEstimate(Record):
+class CollectiveEstimate(Result):
     """One collective: its time, the chosen algorithm and protocol, and bytes sent per GPU on each
     level (hb: HB fabric; rail: scale-out traffic that stays on rails / the lowest tier; spine:
     scale-out traffic that climbs to a cross-rail tier above the lowest)."""

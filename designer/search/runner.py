@@ -97,9 +97,45 @@ def _repair_journal(path: Path) -> None:
         lock.release()
 
 
-def open_storage(url: str | Path) -> BaseStorage:
+def redact_url(url: str | None) -> str | None:
+    """A storage URL with its password masked (user:***@host), for every message and meta.json."""
+    if url and "://" in url and "@" in url:
+        scheme, rest = url.split("://", 1)
+        creds, host = rest.rsplit("@", 1)
+        return f"{scheme}://{creds.split(':')[0]}:***@{host}" if ":" in creds else url
+    return url
+
+
+def _redact_text(text: str) -> str:
+    import re
+
+    return re.sub(r"(://[^:/@\s]+):[^@\s]*@", r"\1:***@", text)
+
+
+def _check_journal(path: Path) -> None:
+    """Refuse a file that is not an Optuna journal: designer never modifies a file it did not create."""
+    if not path.exists():
+        return
+    if not path.is_file():
+        raise SpecError(f"--storage '{path}': not a file; give a journal file path or a database URL")
+    if path.stat().st_size == 0:
+        return
+    with open(path, "rb") as f:
+        first = f.readline(1 << 20)
+    try:
+        op = json.loads(first.decode("utf-8"))
+        ok = isinstance(op, dict) and "op_code" in op
+    except (ValueError, UnicodeDecodeError):
+        ok = False
+    if not ok:
+        raise SpecError(f"--storage '{path}': not an Optuna journal (its first line is no journal operation); "
+                        "designer never modifies a file it did not create: give a new path")
+
+
+def open_storage(url: str | Path, *, create: bool = True) -> BaseStorage:
     """An Optuna storage from a URL: `postgresql://...`, `mysql://...`, `sqlite:///...` (RDB), or a
-    file path (JournalStorage with a JournalFileBackend, the embedded default)."""
+    file path (JournalStorage with a JournalFileBackend, the embedded default). A file that is not a
+    journal is refused; with create=False a missing journal is an error, not a new empty file."""
     text = str(url)
     if "://" in text:
         scheme = text.split("://", 1)[0]
@@ -118,11 +154,19 @@ def open_storage(url: str | Path) -> BaseStorage:
                 return RDBStorage(text, engine_kwargs={"pool_pre_ping": True}, heartbeat_interval=HEARTBEAT_S,
                                   grace_period=4 * HEARTBEAT_S)
         except ImportError as err:
-            raise SpecError(f"storage '{text}': database driver missing ({err}); for PostgreSQL: pip install psycopg2-binary") from None
-        except Exception as err:  # sqlalchemy OperationalError etc.: one line
-            raise SpecError(f"storage '{text}': cannot connect ({str(err).splitlines()[0]})") from None
+            raise SpecError(f"storage '{redact_url(str(url))}': database driver missing ({err}); for PostgreSQL: "
+                            "pip install psycopg2-binary") from None
+        except Exception as err:  # sqlalchemy OperationalError etc.: one line, credentials masked
+            raise SpecError(f"storage '{redact_url(str(url))}': cannot connect "
+                            f"({_redact_text(str(err).splitlines()[0])})") from None
     path = Path(text)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _check_journal(path)
+    if not create and not path.is_file():
+        raise SpecError(f"--storage '{path}': no such journal file")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise SpecError(f"--storage '{path}': cannot create its folder ({err.strerror})") from None
     _repair_journal(path)
     return JournalStorage(JournalFileBackend(str(path), lock_obj=FlockLock(str(path))))
 
@@ -226,13 +270,25 @@ def study_name_for(study: str, design_id: str) -> str:
     return f"{study}/{design_id}"
 
 
+def check_identity(storage: BaseStorage, name: str, identity: str) -> None:
+    """Refuse, before anything is written, a study already in the storage under another identity."""
+    try:
+        have = optuna.load_study(study_name=name, storage=storage).user_attrs.get("identity")
+    except KeyError:
+        return
+    if have is not None and have != identity:
+        raise SpecError(
+            f"storage already holds study '{name}' from a different spec or seed (identity {have[:12]} != "
+            f"{identity[:12]}); use a new --out folder or --storage, or the original spec")
+
+
 def _open_study(storage: BaseStorage, name: str, problem: Problem, cand: Candidate, settings: RunnerSettings,
                 identity: str) -> optuna.Study:
+    check_identity(storage, name, identity)
     sampler = PerTrialSeededSampler(settings.sampler, settings.seed, settings.population_size)
     study = optuna.create_study(study_name=name, storage=storage, directions=["minimize"] * len(problem.objectives),
                                 sampler=sampler, load_if_exists=True)
-    have = study.user_attrs.get("identity")
-    if have is None:
+    if study.user_attrs.get("identity") is None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # set_metric_names is marked experimental
             study.set_metric_names(list(problem.objectives))
@@ -240,10 +296,6 @@ def _open_study(storage: BaseStorage, name: str, problem: Problem, cand: Candida
         study.set_user_attr("design_id", cand.design_id)
         study.set_user_attr("sampler", settings.sampler)
         study.set_user_attr("seed", settings.seed)
-    elif have != identity:
-        raise SpecError(
-            f"storage already holds study '{name}' from a different spec or seed (identity {have[:12]} != "
-            f"{identity[:12]}); use a new --out folder or --storage, or the original spec")
     return study
 
 
@@ -503,20 +555,17 @@ def run_outer_optuna(space: Any, score: Callable[[Any], tuple], *, storage: Base
     for a point, or for None (the picks named no fabric of the space). Returns (trial number, knob
     key) for every finished trial, in number order."""
     name = outer_study_name(study)
+    check_identity(storage, name, identity)
     sampler = PerTrialSeededSampler(settings.sampler, settings.seed, settings.population_size)
     ostudy = optuna.create_study(study_name=name, storage=storage, directions=["minimize"] * len(objectives),
                                  sampler=sampler, load_if_exists=True)
-    have = ostudy.user_attrs.get("identity")
-    if have is None:
+    if ostudy.user_attrs.get("identity") is None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # set_metric_names is marked experimental
             ostudy.set_metric_names(list(objectives))
         ostudy.set_user_attr("identity", identity)
         ostudy.set_user_attr("sampler", settings.sampler)
         ostudy.set_user_attr("seed", settings.seed)
-    elif have != identity:
-        raise SpecError(f"storage already holds study '{name}' from a different spec or seed (identity {have[:12]} != "
-                        f"{identity[:12]}); use a new --out folder or --storage, or the original spec")
     stale = [t for t in ostudy.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
              if _owner_dead(t.user_attrs.get("owner"))]
     for t in sorted(stale, key=lambda t: t.number):
@@ -558,6 +607,6 @@ def get_study_attr(storage: BaseStorage, name: str, key: str) -> Any:
     return st.user_attrs.get(key)
 
 
-__all__ = ["FlockLock", "JOURNAL_NAME", "OUTER_SAMPLERS", "OuterSettings", "PerTrialSeededSampler", "RunnerSettings",
+__all__ = ["FlockLock", "JOURNAL_NAME", "check_identity", "redact_url", "OUTER_SAMPLERS", "OuterSettings", "PerTrialSeededSampler", "RunnerSettings",
            "collect", "get_study_attr", "open_storage", "outer_study_name", "owner_tag", "recover_stale_trials",
            "run_optuna", "run_outer_optuna", "set_study_attr", "study_name_for", "trials_summary"]

@@ -1,7 +1,13 @@
-"""YAML loading and the translation of validation errors into one-line SpecErrors."""
+"""YAML loading and the translation of validation errors into one-line SpecErrors.
+
+A study file is read defensively: at most MAX_FILE_BYTES, UTF-8 only, duplicate keys rejected with
+both lines, and at most MAX_ALIAS_USES alias references (a few hundred bytes of nested aliases
+otherwise expand to billions of nodes, the "billion laughs").
+"""
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -12,43 +18,166 @@ from designer.errors import SpecError
 
 M = TypeVar("M", bound=BaseModel)
 
+MAX_FILE_BYTES = 4 * 1024 * 1024  # a study or catalog file; the shipped ones are under 60 kB
+MAX_ALIAS_USES = 1000
+MAX_EXPANDED_NODES = 1_000_000  # YAML nodes once every alias is expanded
+MAX_ERRORS = 5  # validation errors of one file reported together
+
 
 def _loc(loc: tuple[Any, ...]) -> str:
     return ".".join(str(p) for p in loc) or "<root>"
 
 
-def one_line(err: ValidationError, where: str = "") -> str:
-    """The first validation error as one line: field, value, what is allowed."""
-    first = err.errors()[0]
-    field = _loc(first["loc"])
-    value = first.get("input")
-    msg = first["msg"]
-    if first["type"] == "extra_forbidden":
-        msg = "unknown key"
-    prefix = f"{where}: " if where else ""
+def _allowed_keys(model_cls: type[BaseModel] | None, loc: tuple[Any, ...]) -> list[str]:
+    """The keys of the section at `loc` (the record the unknown key sits in)."""
+    cls: Any = model_cls
+    for part in loc[:-1]:
+        if cls is None or not hasattr(cls, "model_fields"):
+            return []
+        if isinstance(part, int):
+            continue
+        f = cls.model_fields.get(part)
+        if f is None:
+            return []
+        cls = _record_of(f.annotation)
+    return list(cls.model_fields) if cls is not None and hasattr(cls, "model_fields") else []
+
+
+def _record_of(annotation: Any) -> Any:
+    """The BaseModel class inside an annotation such as `X | None` or `tuple[X, ...]`."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = _record_of(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _describe(e: dict[str, Any], model_cls: type[BaseModel] | None) -> str:
+    field = _loc(e["loc"])
+    value = e.get("input")
+    msg = e["msg"]
+    if e["type"] == "extra_forbidden":
+        allowed = _allowed_keys(model_cls, tuple(e["loc"]))
+        key = str(e["loc"][-1])
+        close = difflib.get_close_matches(key, allowed, n=1)
+        msg = "unknown key" + (f"; did you mean '{close[0]}'?" if close else "")
+        if allowed:
+            msg += f" allowed: {', '.join(allowed)}"
     shown = repr(value)
     if len(shown) > 60:
         shown = shown[:57] + "..."
-    return f"{prefix}field '{field}' = {shown}: {msg}"
+    return f"field '{field}' = {shown}: {msg}"
+
+
+def one_line(err: ValidationError, where: str = "", model_cls: type[BaseModel] | None = None) -> str:
+    """The validation errors as one line: per error the field, the value and what is allowed (the
+    first MAX_ERRORS of them, then how many more)."""
+    errors = err.errors()
+    parts = [_describe(e, model_cls) for e in errors[:MAX_ERRORS]]
+    more = len(errors) - MAX_ERRORS
+    prefix = f"{where}: " if where else ""
+    return prefix + "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
 
 
 def validate(model_cls: type[M], data: Any, where: str = "") -> M:
     try:
         return model_cls.model_validate(data)
     except ValidationError as err:
-        raise SpecError(one_line(err, where)) from None
+        raise SpecError(one_line(err, where, model_cls)) from None
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate keys and bounds alias expansion."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self._alias_uses = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:  # noqa: ANN401 - PyYAML's signature
+        if self.check_event(yaml.AliasEvent):
+            self._alias_uses += 1
+            if self._alias_uses > MAX_ALIAS_USES:
+                mark = self.peek_event().start_mark
+                raise SpecError(f"line {mark.line + 1}: more than {MAX_ALIAS_USES} YAML alias references; "
+                                "write the values out (aliases are limited to keep expansion bounded)")
+        return super().compose_node(parent, index)
+
+    def construct_document(self, node: Any) -> Any:  # noqa: ANN401 - PyYAML's signature
+        # aliases share nodes, so a few hundred bytes can stand for billions of them: count the nodes
+        # of the expanded tree (memoized over the shared ones) before building anything
+        sizes: dict[int, int] = {}
+
+        def size(n: Any) -> int:
+            k = id(n)
+            if k in sizes:
+                return sizes[k]
+            sizes[k] = 1  # a cycle counts once (PyYAML builds recursive objects for it)
+            if isinstance(n, yaml.SequenceNode):
+                total = 1 + sum(size(c) for c in n.value)
+            elif isinstance(n, yaml.MappingNode):
+                total = 1 + sum(size(a) + size(b) for a, b in n.value)
+            else:
+                total = 1
+            sizes[k] = min(total, MAX_EXPANDED_NODES + 1)
+            return sizes[k]
+
+        if size(node) > MAX_EXPANDED_NODES:
+            raise SpecError(f"the document expands to more than {MAX_EXPANDED_NODES:,} YAML nodes through its aliases; "
+                            "write the values out")
+        return super().construct_document(node)
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:  # noqa: ANN401
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                hash(key)
+            except TypeError:
+                continue  # PyYAML reports unhashable keys itself
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise SpecError(f"duplicate key '{key}' at lines {seen[key]} and {line}; give each key once")
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _StrictLoader.construct_mapping)
+
+
+def parse_yaml_text(text: str, where: str = "") -> Any:
+    """YAML text through the strict loader; errors as one line naming `where`."""
+    prefix = f"{where}: " if where else ""
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except SpecError as err:
+        raise SpecError(f"{prefix}{err}") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark is not None else ""
+        raise SpecError(f"{where}:{line} is not valid YAML ({getattr(err, 'problem', err)})") from None
+    except RecursionError:
+        raise SpecError(f"{prefix}nesting too deep to read") from None
 
 
 def read_yaml(path: str | Path) -> Any:
     p = Path(path)
+    if p.is_dir():
+        raise SpecError(f"'{p}' is a directory; give a YAML file")
     if not p.is_file():
         raise SpecError(f"file '{p}' does not exist")
+    size = p.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise SpecError(f"{p}: {size:,} bytes; a study or catalog file may hold at most {MAX_FILE_BYTES:,}")
+    raw = p.read_bytes()
     try:
-        return yaml.safe_load(p.read_text())
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        line = f" line {mark.line + 1}" if mark is not None else ""
-        raise SpecError(f"{p}:{line} is not valid YAML ({getattr(err, 'problem', err)})") from None
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise SpecError(f"{p}: not UTF-8 text (byte {err.start}); save it as UTF-8") from None
+    if "\x00" in text:
+        raise SpecError(f"{p}: holds NUL bytes; a study file is UTF-8 YAML text")
+    return parse_yaml_text(text, str(p))
 
 
 def load_yaml(path: str | Path, model_cls: type[M]) -> M:

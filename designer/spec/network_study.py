@@ -30,6 +30,9 @@ FamilyName = Literal["rail-optimized", "rail-only", "oversubscribed", "fat-tree"
 # set. 1 is non-blocking; 3, 7 and 15 are the common 1:3, Meta's 1:7 aggregation and HPN's reported
 # 15:1 tier 3 (hardware-and-libraries.md §3.3). The closed form takes the ratio as an exact rational.
 MAX_OVERSUBSCRIPTION = 64.0
+# The largest GPU count a study may ask for: 100x the largest clusters planned (~1M GPUs); beyond it
+# counts are typos (1e30) that the MILP would turn into nonsense rather than an error.
+MAX_GPUS = 100_000_000
 
 _HOOK_RE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
 _NAME_RE = re.compile(r"^[A-Za-z_][\w]*$")
@@ -152,10 +155,10 @@ class GpuRequirement(Record):
     budget-maximizing objective returns counts the model's parallel strategies divide. It must itself
     be a multiple of every chosen platform's HB-domain size (checked against the catalog)."""
 
-    count: int | None = Field(default=None, ge=1)
-    min: int | None = Field(default=None, ge=1)
-    max: int | None = Field(default=None, ge=1)
-    multiple_of: int | None = Field(default=None, ge=1)
+    count: int | None = Field(default=None, ge=1, le=MAX_GPUS)
+    min: int | None = Field(default=None, ge=1, le=MAX_GPUS)
+    max: int | None = Field(default=None, ge=1, le=MAX_GPUS)
+    multiple_of: int | None = Field(default=None, ge=1, le=MAX_GPUS)
     min_scaleout_gbps_per_gpu: float = Field(default=0.0, ge=0, description="NIC injection bandwidth per GPU")
 
     @model_validator(mode="after")

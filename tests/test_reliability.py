@@ -1,0 +1,276 @@
+"""No result lost, torn or silently replaced; bad input is one line; storages and folders the tool did
+not create are never modified."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from designer.errors import SpecError
+from designer.export import check_complete, read_pareto
+from designer.pipeline import run_study
+from designer.spec.study import load_study
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICK = ROOT / "studies" / "quickstart" / "study.yaml"
+SCENARIO = ROOT / "studies" / "scenarios" / "gpt-145b-selene.yaml"
+
+
+def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "designer.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+
+
+def one_error_line(out: subprocess.CompletedProcess, code: int = 2) -> str:
+    assert out.returncode == code, (out.returncode, out.stderr)
+    assert "Traceback" not in out.stderr + out.stdout
+    lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, out.stderr
+    return lines[0]
+
+
+def _small_study(tmp_path: Path, name: str = "rel-a", **over) -> Path:
+    data = yaml.safe_load(QUICK.read_text())
+    data["name"] = name
+    data["network"]["gpus"] = {"min": 256, "max": 512, "multiple_of": 256}
+    data["network"]["choices"]["nics"] = [{"id": "cx7_400g"}]
+    data["network"]["choices"]["families"] = ["rail-optimized"]
+    data["output"] = {"plots": False}
+    data.update(over)
+    p = tmp_path / f"{name}.yaml"
+    p.write_text(yaml.safe_dump(data))
+    return p
+
+
+# ---- bad input: one line naming the field, the value and what is allowed ------------------------
+
+def _mutated(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "bad.yaml"
+    p.write_text(text)
+    return p
+
+
+def test_duplicate_keys_name_the_key_and_both_lines(tmp_path):
+    text = QUICK.read_text().replace("name: quickstart\n", "name: quickstart\nname: again\n")
+    line = one_error_line(run_cli("run", str(_mutated(tmp_path, text))))
+    assert "duplicate key 'name' at lines" in line
+
+
+def test_not_utf8_and_directory_and_missing(tmp_path):
+    p = tmp_path / "u16.yaml"
+    p.write_bytes(QUICK.read_text().encode("utf-16"))
+    assert "not UTF-8 text" in one_error_line(run_cli("run", str(p)))
+    assert "is a directory" in one_error_line(run_cli("run", str(tmp_path)))
+    assert "does not exist" in one_error_line(run_cli("run", str(tmp_path / "nope.yaml")))
+
+
+def test_alias_bomb_is_refused_quickly(tmp_path):
+    rows = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for prev, cur in zip("abcdefgh", "bcdefghi"):
+        rows.append(f"{cur}: &{cur} [" + ",".join([f"*{prev}"] * 9) + "]")
+    p = _mutated(tmp_path, "\n".join(rows) + "\n")
+    line = one_error_line(run_cli("run", str(p), timeout=60))
+    assert "expands to more than 1,000,000 YAML nodes" in line
+
+
+def test_non_finite_numbers_are_rejected(tmp_path):
+    text = QUICK.read_text().replace("total_tokens: 1.0e12", "total_tokens: .inf")
+    line = one_error_line(run_cli("run", str(_mutated(tmp_path, text))))
+    assert "training.total_tokens" in line and "finite" in line
+
+
+def test_unknown_key_gets_the_closest_and_the_allowed_keys_and_every_error(tmp_path):
+    text = (QUICK.read_text().replace("  sequence_length: 8192", "  sequence_lenght: 8192")
+            .replace("  precision: bf16", "  precision: bf17"))
+    line = one_error_line(run_cli("run", str(_mutated(tmp_path, text))))
+    assert "training.sequence_lenght" in line and "did you mean 'sequence_length'?" in line
+    assert "allowed: sequence_length, global_batch_sequences" in line
+    assert "training.precision" in line and "'bf17'" in line  # the second error is reported too
+
+
+def test_gpu_counts_beyond_the_physical_range(tmp_path):
+    text = QUICK.read_text().replace("gpus: {min: 256, max: 2048, multiple_of: 128}", "gpus: {count: 1.0e30}")
+    line = one_error_line(run_cli("run", str(_mutated(tmp_path, text))))
+    assert "network.gpus.count" in line
+    line = one_error_line(run_cli("bom", "--topology", "rail-only", "--gpus", "1000000000000"))
+    assert "allowed: 1 .. 100,000,000" in line
+    assert "Invalid value for '--gpus'" in one_error_line(run_cli("bom", "--topology", "rail-only", "--gpus", "1e30"))
+
+
+def test_bad_flags_are_one_line():
+    assert "No such option" in one_error_line(run_cli("run", str(QUICK), "--bogus"))
+    assert "Missing argument" in one_error_line(run_cli("run"))
+    assert "No such command 'frob'" in one_error_line(run_cli("frob"))
+
+
+def test_evaluate_an_invalid_strategy_exits_2_with_its_reason(tmp_path):
+    data = yaml.safe_load(SCENARIO.read_text())
+    data["strategy"]["zeropp_quantized_weights"] = True  # with zero_stage 0
+    p = tmp_path / "sc.yaml"
+    p.write_text(yaml.safe_dump(data))
+    out = run_cli("evaluate", str(p))
+    line = one_error_line(out, code=2)
+    assert "strategy is infeasible (compatibility): ZeRO++ options need ZeRO stage 3 (stage 0)" in line
+    # one that does not fit in memory exits 3 (infeasible), with the numbers
+    data["strategy"].pop("zeropp_quantized_weights")
+    data["strategy"]["tp"], data["strategy"]["dp"] = 3, 64
+    p.write_text(yaml.safe_dump(data))
+    line = one_error_line(run_cli("evaluate", str(p)), code=3)
+    assert "(memory): needs" in line and "HBM holds 80.0 GB" in line
+
+
+# ---- storages and folders ------------------------------------------------------------------------
+
+def test_storage_that_is_not_a_journal_is_refused_and_untouched(tmp_path):
+    other = tmp_path / "notes.txt"
+    other.write_text("my notes\nline two\n")
+    before = hashlib.sha256(other.read_bytes()).hexdigest()
+    spec = _small_study(tmp_path, search={"method": "optuna", "n_trials": 5, "seed": 0})
+    line = one_error_line(run_cli("run", str(spec), "--out", str(tmp_path / "o"), "--storage", str(other)))
+    assert "not an Optuna journal" in line
+    assert hashlib.sha256(other.read_bytes()).hexdigest() == before
+
+
+def test_worker_with_a_missing_journal_gives_up_with_one_line_and_creates_nothing(tmp_path):
+    path = tmp_path / "nowhere" / "optuna.journal"
+    out = run_cli("worker", str(QUICK), "--storage", str(path), "--wait-s", "1")
+    line = one_error_line(out)
+    assert "no journal appeared in 1 s" in line
+    assert "waiting up to 1 s" in out.stdout
+    assert not path.exists() and not path.parent.exists()
+
+
+def test_credentials_are_masked_in_connection_errors():
+    out = run_cli("worker", str(QUICK), "--storage", "postgresql://alice:s3cret@127.0.0.1:1/db", "--wait-s", "1")
+    line = one_error_line(out)
+    assert "s3cret" not in out.stderr + out.stdout and "alice:***@" in line
+
+
+def test_another_studys_folder_is_refused_unless_overwrite(tmp_path):
+    out = tmp_path / "shared"
+    a = _small_study(tmp_path, "rel-a")
+    b = _small_study(tmp_path, "rel-b")
+    assert run_cli("run", str(a), "--out", str(out)).returncode == 0
+    before = (out / "pareto.csv").read_bytes()
+    line = one_error_line(run_cli("run", str(b), "--out", str(out)))
+    assert "holds the results of study 'rel-a', not 'rel-b'" in line and "--overwrite" in line
+    assert (out / "pareto.csv").read_bytes() == before
+    ok = run_cli("run", str(b), "--out", str(out), "--overwrite")
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads((out / "meta.json").read_text())["study"] == "rel-b"
+
+
+def test_a_folder_in_use_by_another_run_is_refused(tmp_path):
+    out = tmp_path / "busy"
+    out.mkdir()
+    with open(out / ".designer-run.lock", "a+") as fh:  # another run holds the folder
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fh.write("study other, pid 1\n")
+        fh.flush()
+        line = one_error_line(run_cli("run", str(_small_study(tmp_path)), "--out", str(out)))
+    assert "is in use by another designer run (study other, pid 1)" in line
+
+
+def test_a_refused_rerun_changes_nothing_in_the_storage(tmp_path):
+    from designer.search.runner import get_study_attr, open_storage
+
+    spec = _small_study(tmp_path, search={"method": "optuna", "n_trials": 4, "seed": 0},
+                        candidates={"mode": "cheapest", "split_by": ["family"]},
+                        network={**yaml.safe_load(QUICK.read_text())["network"],
+                                 "gpus": {"min": 256, "max": 512},
+                                 "objective": {"kind": "frontier", "frontier": {"vary": "n_gpus", "levels": [256],
+                                                                               "optimize": "min_cost"}},
+                                 "choices": {"platforms": ["hgx_h100_8"], "nics": [{"id": "cx7_400g"}],
+                                             "switches": [{"id": "qm9790"}], "families": ["rail-optimized"]}})
+    out = tmp_path / "o"
+    assert run_cli("run", str(spec), "--out", str(out)).returncode == 0
+    journal = out / "optuna.journal"
+    before = get_study_attr(open_storage(journal), "rel-a/__manifest__", "manifest")
+    size = journal.stat().st_size
+    line = one_error_line(run_cli("run", str(spec), "--out", str(out), "--seed", "7"))
+    assert "different spec or seed" in line
+    assert journal.stat().st_size == size
+    assert get_study_attr(open_storage(journal), "rel-a/__manifest__", "manifest") == before
+
+
+# ---- the output set is atomic ----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def complete_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("atomic")
+    spec = load_study(_small_study(tmp))
+    return spec, run_study(spec, out_dir=tmp / "out")
+
+
+def test_meta_json_records_every_file(complete_run):
+    _, res = complete_run
+    meta = check_complete(res.out_dir)
+    assert {"pareto.csv", "trials.csv", "designs.csv", "megatron_args.txt"} <= set(meta["files"])
+    assert meta["files"]["pareto.csv"]["rows"] == len(res.pareto)
+    for rel, info in meta["files"].items():
+        assert hashlib.sha256((res.out_dir / rel).read_bytes()).hexdigest() == info["sha256"]
+    assert not [p for p in res.out_dir.iterdir() if p.name.startswith(".staging")]
+
+
+@pytest.mark.parametrize("damage", ["truncate", "cut_line", "drop_meta", "swap_trials"])
+def test_readers_refuse_a_torn_or_mixed_folder(complete_run, tmp_path, damage):
+    import shutil
+
+    _, res = complete_run
+    d = tmp_path / "copy"
+    shutil.copytree(res.out_dir, d)
+    if damage == "truncate":
+        (d / "pareto.csv").write_bytes(b"")
+    elif damage == "cut_line":
+        text = (d / "pareto.csv").read_text().splitlines(keepends=True)
+        (d / "pareto.csv").write_text("".join(text[:-1]))
+    elif damage == "drop_meta":
+        (d / "meta.json").unlink()
+    else:
+        (d / "trials.csv").write_text("design_id\nsomething else\n")
+    with pytest.raises(SpecError) as err:
+        read_pareto(d)
+    assert "rerun" in str(err.value)
+    line = one_error_line(run_cli("pareto", str(d)))
+    assert "rerun" in line
+
+
+@pytest.mark.parametrize("after", [0, 1, 3, 6])
+def test_a_kill_during_the_export_leaves_a_refused_folder_and_a_rerun_restores_it(complete_run, tmp_path, after,
+                                                                                 monkeypatch):
+    """The export interrupted after `after` files were moved into place (the process dies there): the
+    folder is refused by every reader, and a rerun writes a complete set."""
+    import shutil
+
+    spec, res = complete_run
+    d = tmp_path / "out"
+    shutil.copytree(res.out_dir, d)
+    real = os.replace
+    moved = [0]
+
+    class Killed(BaseException):
+        pass
+
+    def dying_replace(src, dst):
+        if moved[0] >= after:
+            raise Killed
+        moved[0] += 1
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", dying_replace)
+    with pytest.raises(Killed):
+        run_study(spec, out_dir=d)
+    monkeypatch.setattr(os, "replace", real)
+    with pytest.raises(SpecError):
+        read_pareto(d)
+    again = run_study(spec, out_dir=d)
+    front = read_pareto(d)
+    assert len(front) == len(again.pareto) and list(front["design_id"]) == list(again.pareto["design_id"])
