@@ -237,13 +237,30 @@ def _spawn_workers(spec: StudySpec, url: str | None, n: int) -> list[Any]:
     procs: list[Any] = []
     ctx = mp.get_context("spawn")
     for _ in range(max(0, n)):
-        p = ctx.Process(target=_worker_main, args=(spec.model_dump_json(), url), daemon=True)
+        p = ctx.Process(target=_worker_main, args=(spec.model_dump_json(), url, os.getpid()), daemon=True)
         p.start()
         procs.append(p)
     return procs
 
 
-def _worker_main(spec_json: str, storage: str) -> None:
+def _exit_with_parent(parent_pid: int) -> None:
+    """A child worker ends when the run that spawned it dies (even by SIGKILL): a daemon thread polls
+    the parent's pid; once the child is re-parented, it exits (its trials are taken over or failed by
+    the survivors)."""
+    import threading
+
+    def watch() -> None:
+        while True:
+            if os.getppid() != parent_pid:
+                os._exit(0)
+            time.sleep(0.5)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _worker_main(spec_json: str, storage: str, parent_pid: int | None = None) -> None:
+    if parent_pid is not None:
+        _exit_with_parent(parent_pid)
     run_worker(StudySpec.model_validate_json(spec_json), storage)
 
 

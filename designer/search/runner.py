@@ -53,7 +53,7 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
 JOURNAL_NAME = "optuna.journal"
-HEARTBEAT_S = 15
+HEARTBEAT_S = 10  # a dead worker's trials fail after 2 intervals without a beat (grace_period)
 SAMPLERS = ("tpe", "nsga2", "nsga3", "random")
 
 
@@ -152,7 +152,8 @@ def open_storage(url: str | Path, *, create: bool = True) -> BaseStorage:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # heartbeat_interval is marked experimental
                 return RDBStorage(text, engine_kwargs={"pool_pre_ping": True}, heartbeat_interval=HEARTBEAT_S,
-                                  grace_period=4 * HEARTBEAT_S)
+                                  grace_period=2 * HEARTBEAT_S,
+                                  failed_trial_callback=optuna.storages.RetryFailedTrialCallback(max_retry=3))
         except ImportError as err:
             raise SpecError(f"storage '{redact_url(str(url))}': database driver missing ({err}); for PostgreSQL: "
                             "pip install psycopg2-binary") from None
@@ -317,8 +318,8 @@ class _DesignTrials:
     another (TPE's constant liar sees the earlier ones as running), then scored in one vectorized call,
     because one call of the model costs about as much for one strategy as for a thousand."""
 
-    def __init__(self, study: optuna.Study, problem: Problem, cand: Candidate) -> None:
-        self.study, self.problem, self.cand = study, problem, cand
+    def __init__(self, study: optuna.Study, problem: Problem, cand: Candidate, storage: BaseStorage) -> None:
+        self.study, self.problem, self.cand, self.storage = study, problem, cand, storage
         self.space = check_space(problem, cand)
         self.choices = self.space.choices
         self.cache: dict[tuple, RowResult] = {}
@@ -332,6 +333,10 @@ class _DesignTrials:
         return trials
 
     def run(self, trials: list[optuna.trial.Trial]) -> None:
+        with Heartbeat(self.storage, self.study, trials):
+            self._run(trials)
+
+    def _run(self, trials: list[optuna.trial.Trial]) -> None:
         tag = owner_tag()
         picks = []
         for trial in trials:
@@ -360,22 +365,73 @@ class _DesignTrials:
             self.study.tell(trial, list(self.cand.objective_values(self.problem.objectives, ttt)), skip_if_finished=True)
 
 
-def _ask_owned(study: optuna.Study) -> optuna.trial.Trial:
+def _ask_owned(study: optuna.Study, storage: BaseStorage) -> optuna.trial.Trial:
     """A new trial that carries its owner from the moment it exists: enqueued (one storage operation,
     with the owner attribute) and then popped. A kill between the two leaves a WAITING trial, which the
     next ask pops; a kill after leaves a RUNNING trial whose owner is known, so it can be taken over."""
     tag = owner_tag()
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # RDB heartbeats are recorded by hand (_heartbeat), not by optimize()
+        warnings.simplefilter("ignore")  # RDB heartbeats are recorded by hand (Heartbeat), not by optimize()
         study.enqueue_trial({}, user_attrs={"owner": tag})
-        return study.ask()
+        trial = study.ask()
+    if _heartbeat_interval(storage):
+        # the first beat at once, as optimize() does: a trial that never beat is never found stale
+        storage.record_heartbeat(trial_id_of(storage, study, trial.number))
+    return trial
 
 
-def _heartbeat(study: optuna.Study, trials: list[optuna.trial.Trial]) -> None:
-    storage = study._storage
-    if getattr(storage, "is_heartbeat_enabled", lambda: False)():
-        for t in trials:
-            storage.record_heartbeat(t._trial_id)
+def _heartbeat_interval(storage: BaseStorage) -> float | None:
+    """The storage's heartbeat interval (RDBStorage built with heartbeat_interval), None without."""
+    get = getattr(storage, "get_heartbeat_interval", None)
+    return get() if callable(get) else None
+
+
+def trial_id_of(storage: BaseStorage, study: optuna.Study, number: int) -> int:
+    """A trial's storage id from its study and number, through the storage's public lookups."""
+    return storage.get_trial_id_from_study_id_trial_number(storage.get_study_id_from_name(study.study_name), number)
+
+
+class Heartbeat:
+    """Records heartbeats for some trials every third of the storage's interval while the block runs
+    (Optuna's optimize() does this for its own trials; an ask-and-tell loop must do it itself), so a
+    worker that dies stops beating and the others fail its trials after the grace period; with
+    RetryFailedTrialCallback each comes back as a WAITING copy with its parameters."""
+
+    def __init__(self, storage: BaseStorage, study: optuna.Study, trials: list[optuna.trial.Trial]) -> None:
+        import threading
+
+        self.interval = _heartbeat_interval(storage)
+        self.storage = storage
+        self.ids = [trial_id_of(storage, study, t.number) for t in trials] if self.interval else []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._beat, daemon=True) if self.ids else None
+
+    def _beat(self) -> None:
+        while not self.stop.is_set():
+            for i in self.ids:
+                try:
+                    self.storage.record_heartbeat(i)
+                except Exception:  # a finished trial or a lost connection: the next beat or the caller sees it
+                    pass
+            self.stop.wait(max(0.5, self.interval / 3))
+
+    def __enter__(self) -> "Heartbeat":
+        if self.thread is not None:
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join(timeout=5)
+
+
+def _budget_full(study: optuna.Study, n_trials: int) -> bool:
+    """Finished and running trials already fill the budget: asking now would only make a surplus
+    ticket, so a worker waits instead (for a finish, or for a dead worker's trials to fail). WAITING
+    trials do not count: a failed trial's retry waits there, and an ask is what picks it up."""
+    live = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
+    return len(live) >= n_trials
 
 
 def _within_budget(study: optuna.Study, tickets: list[optuna.trial.Trial], n_trials: int) -> list[optuna.trial.Trial]:
@@ -383,7 +439,6 @@ def _within_budget(study: optuna.Study, tickets: list[optuna.trial.Trial], n_tri
     they order the workers' asks: a trial whose number has n_trials finished, running or waiting
     trials before it is surplus and is closed as PRUNED (user attribute `surplus`) before it draws
     anything. This keeps several workers from overshooting n_trials."""
-    _heartbeat(study, tickets)
     live = sorted(t.number for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING,
                                                                               TrialState.WAITING)))
     rank = {num: i for i, num in enumerate(live)}
@@ -412,7 +467,9 @@ def recover_stale_trials(study: optuna.Study, runner: _DesignTrials) -> int:
     stale = [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
              if _owner_dead(t.user_attrs.get("owner"))]
     if stale:
-        runner.run([optuna.trial.Trial(study, t._trial_id) for t in sorted(stale, key=lambda t: t.number)])
+        storage = runner.storage
+        runner.run([optuna.trial.Trial(study, trial_id_of(storage, study, t.number))
+                    for t in sorted(stale, key=lambda t: t.number)])
     return len(stale)
 
 
@@ -429,7 +486,7 @@ def _budget_met(ostudy: optuna.Study, trials: list, n_trials: int, on_trial: Cal
 
 def _fail_stale(storage: BaseStorage, ostudy: optuna.Study) -> None:
     """With an RDB storage's heartbeats, fail the RUNNING trials of workers that stopped beating."""
-    if getattr(storage, "is_heartbeat_enabled", lambda: False)():
+    if _heartbeat_interval(storage):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "heartbeat is supposed to be used with Study.optimize": we beat by hand
             optuna.storages.fail_stale_trials(ostudy)
@@ -445,7 +502,7 @@ def run_optuna(problem: Problem, cand: Candidate, *, storage: BaseStorage, study
     t0 = time.perf_counter()
     name = study_name_for(study, cand.design_id)
     ostudy = _open_study(storage, name, problem, cand, settings, identity)
-    runner = _DesignTrials(ostudy, problem, cand)
+    runner = _DesignTrials(ostudy, problem, cand, storage)
     runner.refresh()
     recover_stale_trials(ostudy, runner)
     while True:
@@ -457,8 +514,14 @@ def run_optuna(problem: Problem, cand: Candidate, *, storage: BaseStorage, study
         running = sum(t.state == TrialState.RUNNING for t in trials)
         if stop is not None and stop():
             break
+        if _budget_full(ostudy, settings.n_trials):
+            # the other workers are finishing the budget, or a dead one's trials will fail; those of a
+            # process that died on this host are taken over at once
+            if not recover_stale_trials(ostudy, runner):
+                time.sleep(0.5)
+            continue
         k = max(1, min(settings.batch_size, settings.n_trials - done - running))
-        tickets = [_ask_owned(ostudy) for _ in range(k)]
+        tickets = [_ask_owned(ostudy, storage) for _ in range(k)]
         mine = _within_budget(ostudy, tickets, settings.n_trials)
         if mine:
             runner.run(mine)
@@ -566,22 +629,33 @@ def run_outer_optuna(space: Any, score: Callable[[Any], tuple], *, storage: Base
         ostudy.set_user_attr("identity", identity)
         ostudy.set_user_attr("sampler", settings.sampler)
         ostudy.set_user_attr("seed", settings.seed)
-    stale = [t for t in ostudy.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-             if _owner_dead(t.user_attrs.get("owner"))]
-    for t in sorted(stale, key=lambda t: t.number):
-        trial = optuna.trial.Trial(ostudy, t._trial_id)
-        trial.set_user_attr("owner", owner_tag())
-        _outer_tell(ostudy, trial, _outer_pick(trial, space), score)
+    def take_over() -> int:
+        """Finish the RUNNING trials of processes that died on this host, under their own numbers."""
+        stale = [t for t in ostudy.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+                 if _owner_dead(t.user_attrs.get("owner"))]
+        for t in sorted(stale, key=lambda t: t.number):
+            trial = optuna.trial.Trial(ostudy, trial_id_of(storage, ostudy, t.number))
+            trial.set_user_attr("owner", owner_tag())
+            with Heartbeat(storage, ostudy, [trial]):
+                _outer_tell(ostudy, trial, _outer_pick(trial, space), score)
+        return len(stale)
+
+    take_over()
     while True:
         _fail_stale(storage, ostudy)
         if _budget_met(ostudy, ostudy.get_trials(deepcopy=False), settings.n_trials, on_trial):
             break
-        mine = _within_budget(ostudy, [_ask_owned(ostudy)], settings.n_trials)
+        if _budget_full(ostudy, settings.n_trials):
+            if not take_over():  # the others are finishing the budget, or a dead worker's trials will fail
+                time.sleep(0.5)
+            continue
+        mine = _within_budget(ostudy, [_ask_owned(ostudy, storage)], settings.n_trials)
         if not mine:
-            time.sleep(0.1)  # the other workers are finishing the budget
+            time.sleep(0.1)
             continue
         trial = mine[0]
-        _outer_tell(ostudy, trial, _outer_pick(trial, space), score)
+        with Heartbeat(storage, ostudy, [trial]):
+            _outer_tell(ostudy, trial, _outer_pick(trial, space), score)
     out = []
     for t in ostudy.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
         key = t.user_attrs.get("result", {}).get("knobs")

@@ -368,3 +368,37 @@ def test_outer_optuna_with_two_workers_on_one_journal(tmp_path):
     assert not [t for t in trials if t.state in (optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.WAITING)]
     assert res.meta["design_search"]["n_trials"] == 16
     assert set(res.trials["trial_number"]) <= {t.number for t in done}
+
+
+@pytest.mark.slow
+def test_children_exit_when_the_run_is_killed(tmp_path):
+    """kill -9 of the main process of `designer run --workers 2`: its child worker exits too (alone it
+    would run the 3,000 trials for about a minute)."""
+    n = 3000
+    spec = _optuna_spec(n)
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(json.loads(spec.model_dump_json())))
+    proc = subprocess.Popen([sys.executable, "-m", "designer.cli", "run", str(path), "--out", str(tmp_path / "o"),
+                             "--workers", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def children() -> list[int]:
+        out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(proc.pid)], capture_output=True, text=True).stdout
+        return [int(x) for x in out.split()]
+
+    t0 = time.monotonic()
+    kids: list[int] = []
+    while time.monotonic() - t0 < 60 and not kids:
+        kids = [k for k in children() if Path(f"/proc/{k}/cmdline").read_bytes().find(b"multiprocessing") >= 0]
+        time.sleep(0.1)
+    assert kids, "no child worker started"
+    time.sleep(1.0)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    t1 = time.monotonic()
+    while time.monotonic() - t1 < 15 and any(Path(f"/proc/{k}").exists() and
+                                             "Z" not in Path(f"/proc/{k}/stat").read_text().split()[2] for k in kids):
+        time.sleep(0.2)
+    alive = [k for k in kids if Path(f"/proc/{k}").exists() and "Z" not in Path(f"/proc/{k}/stat").read_text().split()[2]]
+    for k in alive:
+        os.kill(k, signal.SIGKILL)
+    assert not alive, f"child workers {alive} outlived the killed run"

@@ -72,3 +72,77 @@ def test_two_workers_share_one_postgres_study(tmp_path):
     c = exact.pareto[cols].reset_index(drop=True)
     assert a.equals(b)
     assert a.equals(c)
+
+
+@pytest.mark.slow
+def test_a_killed_worker_is_recovered_by_heartbeats_and_nobody_spins(tmp_path):
+    """Three processes on one PostgreSQL study (the run and two workers); one worker is killed with
+    SIGKILL while it holds running trials. Its trials stop beating, the others fail them after the
+    grace period (2 heartbeat intervals) and retry them (RetryFailedTrialCallback), and the study
+    ends with exactly its budget; waiting workers sleep instead of making surplus trials."""
+    import json as _json
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import yaml
+
+    from designer.search.runner import HEARTBEAT_S
+
+    tag = uuid.uuid4().hex[:8]
+    name = f"pg-kill-{tag}"
+    s = spec(name, "optuna").model_dump(mode="json")
+    s["search"]["n_trials"] = 400
+    s["output"] = {"plots": False}
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(_json.loads(_json.dumps(s))))
+    cmd = [sys.executable, "-m", "designer.cli"]
+    main = subprocess.Popen([*cmd, "run", str(path), "--out", str(tmp_path / "out"), "--storage", URL],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    workers = [subprocess.Popen([*cmd, "worker", str(path), "--storage", URL], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True) for _ in range(2)]
+    storage = open_storage(URL)
+    victim = workers[0]
+    t0 = time.monotonic()
+    killed_at = None
+    while time.monotonic() - t0 < 120:
+        names = [n for n in optuna.get_all_study_names(storage) if n.startswith(name + "/") and "__manifest__" not in n]
+        running = []
+        for n in names:
+            st = optuna.load_study(study_name=n, storage=storage)
+            running += [t for t in st.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+                        if t.user_attrs.get("owner", "").split(":")[1:2] == [str(victim.pid)]]
+        if running:
+            os.killpg(victim.pid, signal.SIGKILL)
+            killed_at = time.monotonic()
+            held = {t.number for t in running}
+            break
+        time.sleep(0.02)
+    assert killed_at is not None, "the worker never held a running trial"
+    victim.wait()
+    rc = main.wait(timeout=300)
+    recovered_s = time.monotonic() - killed_at
+    for w in workers[1:]:
+        w.wait(timeout=120)
+    assert rc == 0, main.stderr.read()
+    failed = retried = surplus = 0
+    taken_over = 0
+    for n in [n for n in optuna.get_all_study_names(storage) if n.startswith(name + "/") and "__manifest__" not in n]:
+        trials = optuna.load_study(study_name=n, storage=storage).get_trials(deepcopy=False)
+        done = [t for t in trials if t.state == TrialState.COMPLETE]
+        assert len(done) == 400, (n, len(done))
+        assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
+        failed += sum(t.state == TrialState.FAIL for t in trials)
+        retried += sum("failed_trial" in t.system_attrs for t in done)
+        surplus += sum(t.user_attrs.get("surplus") is True for t in trials)
+        taken_over += sum(t.number in held and t.state == TrialState.COMPLETE for t in trials)
+    # every trial the dead worker held came back: failed by the heartbeats and retried under a new
+    # number (a worker on another machine), or finished under its own number by a survivor on this one
+    assert retried == failed
+    assert failed + taken_over >= 1
+    assert surplus < 100, surplus  # nobody spun making empty trials while waiting
+    # recovered within the grace period plus a few heartbeats and the rest of the budget
+    assert recovered_s < 2 * HEARTBEAT_S + 60, recovered_s
+    print(f"killed worker: {failed} trials failed and retried, {taken_over} taken over, recovered in "
+          f"{recovered_s:.1f} s, {surplus} surplus tickets")
