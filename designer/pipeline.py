@@ -92,7 +92,8 @@ def _design_id(design: Any, prefix: str) -> str:
 
 
 def generate_candidates(spec: StudySpec, progress: ProgressFn | None = None, *, problem: Problem | None = None,
-                        notes: list[str] | None = None) -> tuple[list[Candidate], dict[str, MilpInfo]]:
+                        notes: list[str] | None = None, dropped: list[str] | None = None
+                        ) -> tuple[list[Candidate], dict[str, MilpInfo]]:
     """Solve the network MILP once per (family, platform) split of `network` (each across the frontier
     levels) and once per named design. Identical designs found twice are kept once."""
     from designer.network.api import solve_network
@@ -144,6 +145,8 @@ def generate_candidates(spec: StudySpec, progress: ProgressFn | None = None, *, 
             failures += guard
             if notes is not None:
                 notes += guard
+        if dropped is not None:
+            dropped += [f"{prefix}: {x}" for x in result.dropped_levels]
         for d in designs:
             did = prefix if source == "named" else _design_id(d, prefix)
             key = _design_id(d, "")
@@ -885,11 +888,12 @@ def _run_study(spec: StudySpec, out: Path, *, n_trials: int | None, workers: int
     problem = make_problem(spec)
     codesign: CodesignRun | None = None
     count_notes: list[str] = []
+    dropped_levels: list[str] = []  # frontier levels no design meets, with the binding budget
     if spec.codesign:
         codesign = _run_codesign(spec, problem, out, workers=workers, storage=storage, progress=progress)
         cands, tables, milp, url = codesign.cands, codesign.tables, codesign.milp, codesign.storage_url
     else:
-        cands, milp = generate_candidates(spec, progress, problem=problem, notes=count_notes)
+        cands, milp = generate_candidates(spec, progress, problem=problem, notes=count_notes, dropped=dropped_levels)
         tables, url = _search_all(spec, problem, cands, out, workers=workers, storage=storage, progress=progress)
     pareto = _front_frame(problem, cands, tables)
     if not len(pareto):
@@ -926,7 +930,7 @@ def _run_study(spec: StudySpec, out: Path, *, n_trials: int | None, workers: int
                    "evaluations": int(designs["n_evaluations"].sum()), "workers": workers, "storage": _redact(url)},
         "milp": {"status": "optimal" if all(m.status == "optimal" for m in milp.values()) else "incumbent",
                  "max_gap": max(gaps) if gaps else None, "solve_time_s": sum(m.solve_time_s for m in milp.values()),
-                 "n_designs": len(cands), "gpu_count_guard": count_notes},
+                 "n_designs": len(cands), "gpu_count_guard": count_notes, "dropped_levels": dropped_levels},
         "model": problem.llm.name, "objectives": list(spec.objectives), "n_front_points": len(pareto),
         "mode": "codesign" if codesign is not None else "cheapest",
         "design_search": codesign.meta if codesign is not None else None,

@@ -86,6 +86,8 @@ def print_study_summary(result: Any) -> None:
     from designer.pipeline import summary_table
 
     print_rows(f"Pareto front ({len(result.pareto)} points): capex vs time-to-train", summary_table(result))
+    for line in result.meta.get("milp", {}).get("dropped_levels", []):
+        console.print(f"[yellow]frontier level dropped[/yellow] {line}")
     ds = result.meta.get("design_search")
     if ds:
         console.print(f"co-design: {ds['n_evaluated']} of {ds['space_size']} cluster designs evaluated ({ds['method']}), "

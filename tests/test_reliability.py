@@ -274,3 +274,14 @@ def test_a_kill_during_the_export_leaves_a_refused_folder_and_a_rerun_restores_i
     again = run_study(spec, out_dir=d)
     front = read_pareto(d)
     assert len(front) == len(again.pareto) and list(front["design_id"]) == list(again.pareto["design_id"])
+
+
+def test_frontier_levels_a_budget_rules_out_are_listed_with_the_binding_budget(tmp_path):
+    # the power sweep's 13 MW level cannot power its smallest step of GB200 racks (9,216 GPUs at ~1.76 kW
+    # each, 16.2 MW); the level is dropped for that platform and said so, with the budget that binds and
+    # its shortfall, on the terminal and in meta.json
+    spec = load_study(ROOT / "studies" / "llama405b_budget" / "power_sweep.yaml")
+    res = run_study(spec.with_updates(output={"plots": False}), out_dir=tmp_path / "ps")
+    dropped = res.meta["milp"]["dropped_levels"]
+    assert dropped, "the study has a level some platform cannot meet"
+    assert dropped == ["gb200_nvl72: power_w 1.3e+07: power_w budget <= 1.30e7 is short by 3.17e6 W for 9216 GPUs"]

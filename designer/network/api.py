@@ -77,7 +77,7 @@ def _solve_one(study: NetworkStudy, catalog: Catalog, hooks: Sequence[HookRef], 
     return design, slacks, outcome
 
 
-def _combine(parts: list[tuple[NetworkDesign, tuple, SolveOutcome]]) -> NetworkResult:
+def _combine(parts: list[tuple[NetworkDesign, tuple, SolveOutcome]], dropped: tuple[str, ...] = ()) -> NetworkResult:
     gaps = [o.gap for _, _, o in parts if o.gap is not None]
     return NetworkResult(
         designs=tuple(d for d, _, _ in parts),
@@ -85,6 +85,7 @@ def _combine(parts: list[tuple[NetworkDesign, tuple, SolveOutcome]]) -> NetworkR
         gap=max(gaps) if gaps else None,
         solve_time_s=sum(o.solve_time_s for _, _, o in parts),
         budget_slacks=tuple(s for _, s, _ in parts),
+        dropped_levels=dropped,
     )
 
 
@@ -112,15 +113,16 @@ def _level_study(study: NetworkStudy, fr: FrontierSpec, level: float) -> Network
 def _frontier(study: NetworkStudy, catalog: Catalog, fr: FrontierSpec, hooks: Sequence[HookRef]) -> NetworkResult:
     """Epsilon-constraint: one solve per level; infeasible levels are left out of the frontier."""
     parts = []
+    dropped = []
     for level in fr.levels:
         try:
             parts.append(_solve_one(_level_study(study, fr, level), catalog, hooks, level=level))
-        except InfeasibleDesign:
-            continue
+        except InfeasibleDesign as err:
+            dropped.append(f"{fr.vary} {level:g}: {str(err).splitlines()[0]}")
     if not parts:
         raise InfeasibleDesign(f"no level of the frontier over {fr.vary} ({', '.join(f'{x:g}' for x in fr.levels)}) "
-                               "has a feasible design")
-    return _combine(parts)
+                               "has a feasible design: " + " | ".join(dropped[:3]))
+    return _combine(parts, tuple(dropped))
 
 
 def frontier(study: NetworkStudy, levels: Sequence[float] | None = None, *, vary: str | None = None,

@@ -116,6 +116,8 @@ class NetworkResult(Record):
     gap: float | None  # largest relative MIP gap over the solves
     solve_time_s: float
     budget_slacks: tuple[tuple[BudgetSlack, ...], ...]
+    # frontier levels with no feasible design, each "level: why" (the binding budget and shortfall)
+    dropped_levels: tuple[str, ...] = ()
 
     @property
     def design(self) -> NetworkDesign:
