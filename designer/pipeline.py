@@ -439,15 +439,14 @@ def outer_identity(spec: StudySpec) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
-def design_point(o: Any) -> Any:
-    """An evaluated outer point as the goal's DesignPoint (None when it has no feasible strategy)."""
+def design_point(c: Candidate | None, t: ScoredTable | None) -> Any:
+    """A design at its best strategy as the goal's DesignPoint (None when it has no feasible strategy)."""
     from designer.search.goal import DesignPoint
 
-    c, t = o.candidate, o.table
     if c is None or t is None or t.best is None:
         return None
     s = t.strategies.strategy(t.best)
-    return DesignPoint(c.design_id, o.knobs.fabric.label, c.design.family.value, c.design.platform, c.n_gpus,
+    return DesignPoint(c.design_id, c.design.label, c.design.family.value, c.design.platform, c.n_gpus,
                        c.capex_usd, c.power_w, float(t.time_to_train_s[t.best]),
                        f"tp{s.tp} pp{s.pp} dp{s.dp} ep{s.ep} cp{s.cp} mbs{s.microbatch_size} {s.schedule.value}")
 
@@ -473,7 +472,7 @@ def outer_scorer(spec: StudySpec, problem: Problem, evaluate: Any) -> Callable[[
             vals = list(o.candidate.objective_values(problem.objectives, ttt if math.isfinite(ttt) else LARGE_OBJ))
             rec.update(design_id=o.candidate.design_id, capex_usd=o.candidate.capex_usd,
                        time_to_train_s=ttt if math.isfinite(ttt) else None)
-            p = design_point(o)
+            p = design_point(o.candidate, o.table)
             for lim in spec.goal.subject_to:
                 cons[f"goal_{lim.metric}"] = p.excess(lim) if p is not None else 1.0
         for lim in spec.goal.subject_to:
@@ -710,20 +709,11 @@ def _design_trials_frame(problem: Problem, cands: list[Candidate], tables: list[
 
 
 def _goal_answer(spec: StudySpec, cands: list[Candidate], tables: list[ScoredTable], codesign: CodesignRun | None) -> Any:
-    from designer.search.goal import DesignPoint, answer_goal
+    from designer.search.goal import answer_goal
 
     if spec.goal.is_front:
         return None
-    points = []
-    for c, t in zip(cands, tables):
-        b = t.best
-        if b is None:
-            continue
-        s = t.strategies.strategy(b)
-        label = c.design.label
-        points.append(DesignPoint(c.design_id, label, c.design.family.value, c.design.platform, c.n_gpus, c.capex_usd,
-                                  c.power_w, float(t.time_to_train_s[b]),
-                                  f"tp{s.tp} pp{s.pp} dp{s.dp} ep{s.ep} cp{s.cp} mbs{s.microbatch_size} {s.schedule.value}"))
+    points = [p for p in (design_point(c, t) for c, t in zip(cands, tables)) if p is not None]
     return answer_goal(spec.goal, points)
 
 
@@ -777,7 +767,7 @@ def _versions() -> dict[str, str]:
 
 
 def _redact(url: str | None) -> str | None:
-    from designer.search.runner import redact_url
+    from designer.search.runner import redact_url  # Optuna is imported only where a storage is used
 
     return redact_url(url)
 

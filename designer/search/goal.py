@@ -8,7 +8,7 @@ and energy is power x time, so the fastest strategy is the best for every goal m
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 from designer.spec.study import Goal, GoalLimit

@@ -19,14 +19,11 @@ import dataclasses
 import hashlib
 import json
 import math
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
-import numpy as np
-
 from designer.errors import InfeasibleDesign, SolverError, SpecError
-from designer.search.exhaustive import Candidate, Problem, ScoredTable, run_exhaustive
+from designer.search.exhaustive import Candidate, Problem, ScoredTable
 from designer.search.space import DesignSpace
 
 
@@ -121,7 +118,8 @@ def count_reason(problem: Problem, n_gpus: int, hb_domain_size: int) -> str | No
     return f"{n_gpus:,} = {factorization(n_gpus)}: no tp·pp·dp·cp split with dp dividing the batch {batch}"
 
 
-def gpu_counts(problem: Problem, hb_domain_size: int, candidates: Sequence[int]) -> tuple[list[int], list[DroppedCount], str]:
+def gpu_counts(problem: Problem, platform: str, hb_domain_size: int,
+               candidates: Sequence[int]) -> tuple[list[int], list[DroppedCount]]:
     """The counts among `candidates` that admit a valid strategy, and those dropped with their reasons."""
     keep: list[int] = []
     dropped: list[DroppedCount] = []
@@ -130,8 +128,8 @@ def gpu_counts(problem: Problem, hb_domain_size: int, candidates: Sequence[int])
         if why is None:
             keep.append(int(n))
         else:
-            dropped.append(DroppedCount("", int(n), why))
-    return keep, dropped, ""
+            dropped.append(DroppedCount(platform, int(n), why))
+    return keep, dropped
 
 
 @dataclass(frozen=True)
@@ -209,9 +207,9 @@ def build_outer_space(spec: Any, catalog: Any, problem: Problem) -> OuterSpace:
             step = math.lcm(hb, g.multiple_of or 1)
             first = -(-g.lo // step) * step
             cand = list(range(first, g.hi + 1, step))
-        keep, drop, _ = gpu_counts(problem, hb, cand)
+        keep, drop = gpu_counts(problem, plat, hb, cand)
         counts[plat] = tuple(keep)
-        dropped += [dataclasses.replace(d, platform=plat) for d in drop]
+        dropped += drop
     return OuterSpace(tuple(fabrics), counts, tuple(dropped))
 
 
@@ -368,10 +366,6 @@ def run_outer_exhaustive(space: OuterSpace, evaluate: Evaluator,
     return out
 
 
-def default_inner_search(problem: Problem) -> Callable[[Candidate], ScoredTable]:
-    return lambda c: run_exhaustive(problem, c)
-
-
 __all__ = ["DroppedCount", "Evaluator", "Fabric", "InnerCache", "Knobs", "Outcome", "OuterSpace", "Priced", "Pricer",
-           "build_outer_space", "count_reason", "default_inner_search", "design_id_for", "factorization", "gpu_counts",
+           "build_outer_space", "count_reason", "design_id_for", "factorization", "gpu_counts",
            "run_outer_exhaustive"]
