@@ -15,17 +15,17 @@ counts distinct strategies. Memory (HBM excess) and the user's trial constraints
 Resumption. Every finished trial is in the storage (the journal file is appended and fsynced per
 operation). Finished trials count toward `n_trials`, so a rerun only runs the missing ones, and a
 strategy already scored is reused, never scored again. Each trial's sampler is seeded from (seed,
-trial number), and a trial left RUNNING by a dead process on this host is taken over under its own
-number (the parameters it had already drawn are kept), so a run killed with SIGKILL and started again
-loses no finished trial and repeats none. (The trials after the kill may differ from an uninterrupted
-run's: a batch cut in two is sampled against a different set of running trials.) The journal uses an
-fcntl lock (released by the kernel when its holder dies) and a torn last line left by a kill is cut
-off before the storage is opened.
+trial number), and a trial left RUNNING by a dead process is failed and retried with the parameters it
+had drawn (Optuna's RetryHeartbeatStaleTrialCallback; see StaleTrials for how a dead owner is found), so a run
+killed with SIGKILL and started again loses no finished trial and repeats none. (The trials after the kill may differ from an uninterrupted
+run's: a batch cut in two is sampled against a different set of running trials.) The journal uses
+Optuna's lock file (one left by a killed process is released after a grace period) and a torn last
+line left by a kill is cut off before the storage is opened.
 """
 
 from __future__ import annotations
 
-import fcntl
+import datetime
 import json
 import math
 import os
@@ -38,11 +38,12 @@ from typing import Any, Callable
 
 import numpy as np
 import optuna
+import psutil
 from optuna.samplers import BaseSampler
 from optuna.storages import BaseStorage, JournalStorage, RDBStorage
 from optuna.storages.journal import JournalFileBackend
-from optuna.storages.journal._file import BaseJournalFileLock  # the documented base of JournalFile*Lock
-from optuna.trial import TrialState
+from optuna.storages.journal import JournalFileOpenLock
+from optuna.trial import FrozenTrial, TrialState
 
 from designer.errors import SpecError
 from designer.search.exhaustive import (MODEL_CONSTRAINT, Candidate, Problem, RowResult, ScoredTable, check_space,
@@ -53,31 +54,18 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
 JOURNAL_NAME = "optuna.journal"
+LOCK_GRACE_S = 10  # a journal lock file older than this was left by a killed process
 HEARTBEAT_S = 10  # a dead worker's trials fail after 2 intervals without a beat (grace_period)
 SAMPLERS = ("tpe", "nsga2", "nsga3", "random")
 
 
 # ---- storage ----------------------------------------------------------------------------------
 
-class FlockLock(BaseJournalFileLock):
-    """An fcntl lock on `<journal>.lock`: the kernel releases it when the holder dies (even by SIGKILL),
-    so a killed run never leaves a lock behind that the next run would wait on."""
-
-    def __init__(self, journal_path: str) -> None:
-        self._path = journal_path + ".lock"
-        self._fd: int | None = None
-
-    def acquire(self) -> bool:
-        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        self._fd = fd
-        return True
-
-    def release(self) -> None:
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
+def journal_lock(path: Path | str) -> JournalFileOpenLock:
+    """Optuna's O_EXCL lock file `<journal>.lock` (works on NFSv3+, so on a journal shared by machines).
+    It is held only while one operation is appended; one left by a process killed in that moment is
+    forcibly released after LOCK_GRACE_S."""
+    return JournalFileOpenLock(str(path), grace_period=LOCK_GRACE_S)
 
 
 def _repair_journal(path: Path) -> None:
@@ -85,7 +73,7 @@ def _repair_journal(path: Path) -> None:
     line appended after it. The torn operation never completed, so dropping it loses nothing finished."""
     if not path.is_file() or path.stat().st_size == 0:
         return
-    lock = FlockLock(str(path))
+    lock = journal_lock(path)
     lock.acquire()
     try:
         with open(path, "rb+") as f:
@@ -153,7 +141,8 @@ def open_storage(url: str | Path, *, create: bool = True) -> BaseStorage:
                 warnings.simplefilter("ignore")  # heartbeat_interval is marked experimental
                 return RDBStorage(text, engine_kwargs={"pool_pre_ping": True}, heartbeat_interval=HEARTBEAT_S,
                                   grace_period=2 * HEARTBEAT_S,
-                                  failed_trial_callback=optuna.storages.RetryFailedTrialCallback(max_retry=3))
+                                  heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(
+                                      max_retry=3))
         except ImportError as err:
             raise SpecError(f"storage '{redact_url(str(url))}': database driver missing ({err}); for PostgreSQL: "
                             "pip install psycopg2-binary") from None
@@ -169,7 +158,7 @@ def open_storage(url: str | Path, *, create: bool = True) -> BaseStorage:
     except OSError as err:
         raise SpecError(f"--storage '{path}': cannot create its folder ({err.strerror})") from None
     _repair_journal(path)
-    return JournalStorage(JournalFileBackend(str(path), lock_obj=FlockLock(str(path))))
+    return JournalStorage(JournalFileBackend(str(path), lock_obj=journal_lock(path)))
 
 
 # ---- samplers ---------------------------------------------------------------------------------
@@ -223,14 +212,17 @@ class PerTrialSeededSampler(BaseSampler):
 # ---- ownership of running trials ---------------------------------------------------------------
 
 def _proc_start(pid: int) -> str:
+    """The process's start time (psutil), which tells a live owner from a reused pid."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[19].decode()  # field 22: start time in clock ticks
-    except (OSError, IndexError):
+        return f"{psutil.Process(pid).create_time():.3f}"
+    except psutil.Error:
         return ""
 
 
 _HOST = socket.gethostname()
+BEAT_ATTR = "heartbeat "  # + owner tag: a journal study attribute each live owner bumps while it runs trials
+TAKE_OVER_AFTER_S = 2.0  # a trial is retried only once it has run this long: a retry popped a moment ago
+#                          still carries its dead first owner's tag until its new owner sets its own
 
 
 def owner_tag() -> str:
@@ -238,22 +230,84 @@ def owner_tag() -> str:
     return f"{_HOST}:{pid}:{_proc_start(pid)}"
 
 
-def _owner_dead(tag: str | None) -> bool:
-    """True for a RUNNING trial whose owner was a process on this host that no longer exists."""
+def _local_owner_alive(tag: str | None) -> bool | None:
+    """Whether a trial's owner process is alive: True/False for an owner on this host, None for an
+    owner on another machine (or none), whose liveness only its heartbeats can tell."""
     if not tag:
-        return False
+        return None
     host, _, rest = tag.partition(":")
     pid_s, _, start = rest.partition(":")
     if host != _HOST or not pid_s.isdigit():
-        return False  # another machine's worker: it may be alive; never taken over
+        return None
     pid = int(pid_s)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
+    if not psutil.pid_exists(pid):
         return False
-    return _proc_start(pid) != start  # the pid was reused by another process
+    return _proc_start(pid) == start  # a different start time: the pid was reused by another process
+
+
+def _started_s_ago(t: FrozenTrial) -> float:
+    return (datetime.datetime.now() - t.datetime_start).total_seconds() if t.datetime_start else math.inf
+
+
+class StaleTrials:
+    """Finds the RUNNING trials whose owner died and fails them; RetryHeartbeatStaleTrialCallback then queues a
+    WAITING copy with the same parameters, which the next ask picks up (Optuna's own retry).
+
+    - An owner on this host: dead when its process is gone (psutil), found at once.
+    - An owner on another machine: with an RDB storage, Optuna's heartbeats fail its trials
+      (`fail_stale_trials`). A journal has no heartbeats, so each owner bumps a counter in the study's
+      user attributes while it runs trials (`Heartbeat`); a trial whose owner's counter has not moved
+      for the grace period, as timed here on this process's own clock (no clock is compared across
+      machines), is stale. A trial with no owner (its owner died between taking it and naming itself)
+      is stale after the same period."""
+
+    def __init__(self, storage: BaseStorage) -> None:
+        self.storage = storage
+        self.rdb = _heartbeat_interval(storage) is not None
+        self.seen: dict[tuple[str, int], tuple[Any, float]] = {}  # (study, trial number) -> (beat key, since)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # marked experimental
+            self.retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=3)
+
+    def fail(self, study: optuna.Study) -> int:
+        """Fail and requeue the stale trials of `study`; returns how many this process failed."""
+        if self.rdb:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "heartbeat is supposed to be used with Study.optimize": we beat by hand
+                optuna.storages.fail_stale_trials(study)
+        running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+        if not running:
+            return 0
+        beats = study.user_attrs if not self.rdb else {}
+        now = time.monotonic()
+        stale = []
+        for t in running:
+            owner = t.user_attrs.get("owner")
+            alive = _local_owner_alive(owner)
+            if alive is False:
+                if _started_s_ago(t) >= TAKE_OVER_AFTER_S:
+                    stale.append(t)
+                continue
+            if alive or self.rdb:
+                continue  # alive here, or on another machine with Optuna's heartbeats
+            key = (owner, beats.get(BEAT_ATTR + owner) if owner else None)
+            slot = (study.study_name, t.number)
+            last = self.seen.get(slot)
+            if last is None or last[0] != key:
+                self.seen[slot] = (key, now)
+            elif now - last[1] >= 2 * HEARTBEAT_S:
+                stale.append(t)
+        n = 0
+        for t in stale:
+            tid = trial_id_of(self.storage, study, t.number)
+            try:
+                if not self.storage.set_trial_state_values(tid, TrialState.FAIL):
+                    continue
+            except optuna.exceptions.UpdateFinishedTrialError:
+                continue  # another process failed it first (or its owner finished it after all)
+            self.retry(study, self.storage.get_trial(tid))
+            n += 1
+        return n
 
 
 # ---- the study ---------------------------------------------------------------------------------
@@ -337,11 +391,8 @@ class _DesignTrials:
             self._run(trials)
 
     def _run(self, trials: list[optuna.trial.Trial]) -> None:
-        tag = owner_tag()
         picks = []
         for trial in trials:
-            if trial.user_attrs.get("owner") != tag:  # popped another worker's enqueued trial, or taken over
-                trial.set_user_attr("owner", tag)
             params = {name: trial.suggest_categorical(name, list(ch)) for name, ch in self.choices.items()}
             strategy = self.space.nearest(params)
             picks.append((trial, strategy, strategy_key(strategy)))
@@ -374,6 +425,8 @@ def _ask_owned(study: optuna.Study, storage: BaseStorage) -> optuna.trial.Trial:
         warnings.simplefilter("ignore")  # RDB heartbeats are recorded by hand (Heartbeat), not by optimize()
         study.enqueue_trial({}, user_attrs={"owner": tag})
         trial = study.ask()
+    if trial.user_attrs.get("owner") != tag:  # popped a retry or another worker's ticket: name the owner now
+        trial.set_user_attr("owner", tag)
     if _heartbeat_interval(storage):
         # the first beat at once, as optimize() does: a trial that never beat is never found stale
         storage.record_heartbeat(trial_id_of(storage, study, trial.number))
@@ -392,28 +445,34 @@ def trial_id_of(storage: BaseStorage, study: optuna.Study, number: int) -> int:
 
 
 class Heartbeat:
-    """Records heartbeats for some trials every third of the storage's interval while the block runs
-    (Optuna's optimize() does this for its own trials; an ask-and-tell loop must do it itself), so a
-    worker that dies stops beating and the others fail its trials after the grace period; with
-    RetryFailedTrialCallback each comes back as a WAITING copy with its parameters."""
+    """Beats for some trials while the block runs (Optuna's optimize() does this for its own trials; an
+    ask-and-tell loop must do it itself), so a worker that dies stops beating and the others fail its
+    trials after the grace period (StaleTrials). With an RDB storage: Optuna's record_heartbeat per
+    trial, every third of the interval. With a journal: this process's counter in the study's user
+    attributes, bumped every third of HEARTBEAT_S (one journal line per beat)."""
 
     def __init__(self, storage: BaseStorage, study: optuna.Study, trials: list[optuna.trial.Trial]) -> None:
         import threading
 
-        self.interval = _heartbeat_interval(storage)
-        self.storage = storage
-        self.ids = [trial_id_of(storage, study, t.number) for t in trials] if self.interval else []
+        rdb = _heartbeat_interval(storage)
+        self.interval = float(rdb or HEARTBEAT_S)
+        self.storage, self.study = storage, study
+        self.ids = [trial_id_of(storage, study, t.number) for t in trials] if rdb else []
+        self.beat_name = None if rdb else BEAT_ATTR + owner_tag()
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._beat, daemon=True) if self.ids else None
+        self.thread = threading.Thread(target=self._beat, daemon=True) if trials else None
 
     def _beat(self) -> None:
-        while not self.stop.is_set():
-            for i in self.ids:
-                try:
+        n = 0
+        while not self.stop.wait(0 if self.ids and n == 0 else max(0.5, self.interval / 3)):
+            n += 1
+            try:
+                if self.beat_name is not None:
+                    self.study.set_user_attr(self.beat_name, time.time_ns() + n)
+                for i in self.ids:
                     self.storage.record_heartbeat(i)
-                except Exception:  # a finished trial or a lost connection: the next beat or the caller sees it
-                    pass
-            self.stop.wait(max(0.5, self.interval / 3))
+            except Exception:  # a finished trial or a lost connection: the next beat or the caller sees it
+                pass
 
     def __enter__(self) -> "Heartbeat":
         if self.thread is not None:
@@ -461,18 +520,6 @@ def _drain_waiting(study: optuna.Study, n_trials: int) -> None:
         _within_budget(study, [study.ask()], n_trials)
 
 
-def recover_stale_trials(study: optuna.Study, runner: _DesignTrials) -> int:
-    """Finish every RUNNING trial whose owner died on this host, under its own number (parameters it
-    had drawn are kept). Returns how many."""
-    stale = [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-             if _owner_dead(t.user_attrs.get("owner"))]
-    if stale:
-        storage = runner.storage
-        runner.run([optuna.trial.Trial(study, trial_id_of(storage, study, t.number))
-                    for t in sorted(stale, key=lambda t: t.number)])
-    return len(stale)
-
-
 def _budget_met(ostudy: optuna.Study, trials: list, n_trials: int, on_trial: Callable[[int, int], None] | None) -> bool:
     """Whether the study has its `n_trials` finished trials (then WAITING leftovers are closed)."""
     done = sum(t.state == TrialState.COMPLETE for t in trials)
@@ -482,14 +529,6 @@ def _budget_met(ostudy: optuna.Study, trials: list, n_trials: int, on_trial: Cal
         _drain_waiting(ostudy, n_trials)
         return True
     return False
-
-
-def _fail_stale(storage: BaseStorage, ostudy: optuna.Study) -> None:
-    """With an RDB storage's heartbeats, fail the RUNNING trials of workers that stopped beating."""
-    if _heartbeat_interval(storage):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # "heartbeat is supposed to be used with Study.optimize": we beat by hand
-            optuna.storages.fail_stale_trials(ostudy)
 
 
 def run_optuna(problem: Problem, cand: Candidate, *, storage: BaseStorage, study: str, settings: RunnerSettings,
@@ -503,10 +542,9 @@ def run_optuna(problem: Problem, cand: Candidate, *, storage: BaseStorage, study
     name = study_name_for(study, cand.design_id)
     ostudy = _open_study(storage, name, problem, cand, settings, identity)
     runner = _DesignTrials(ostudy, problem, cand, storage)
-    runner.refresh()
-    recover_stale_trials(ostudy, runner)
+    stale = StaleTrials(storage)
     while True:
-        _fail_stale(storage, ostudy)
+        stale.fail(ostudy)
         trials = runner.refresh()
         if _budget_met(ostudy, trials, settings.n_trials, on_trial):
             break
@@ -515,10 +553,8 @@ def run_optuna(problem: Problem, cand: Candidate, *, storage: BaseStorage, study
         if stop is not None and stop():
             break
         if _budget_full(ostudy, settings.n_trials):
-            # the other workers are finishing the budget, or a dead one's trials will fail; those of a
-            # process that died on this host are taken over at once
-            if not recover_stale_trials(ostudy, runner):
-                time.sleep(0.5)
+            # the other workers are finishing the budget, or a dead one's trials will fail and come back
+            time.sleep(0.5)
             continue
         k = max(1, min(settings.batch_size, settings.n_trials - done - running))
         tickets = [_ask_owned(ostudy, storage) for _ in range(k)]
@@ -612,7 +648,7 @@ def run_outer_optuna(space: Any, score: Callable[[Any], tuple], *, storage: Base
                      on_trial: Callable[[int, int], None] | None = None) -> list[tuple[int, tuple]]:
     """One multi-objective Optuna study whose trials are cluster designs, run until it has
     `settings.n_trials` finished trials (those already in the storage count: a rerun after a kill
-    continues, a RUNNING trial left by a dead process on this host is finished under its own number).
+    continues; a RUNNING trial left by a dead process is failed and retried with its parameters).
 
     `score(knobs)` returns (objective values, constraint values (<= 0 feasible), a JSON-able record)
     for a point, or for None (the picks named no fabric of the space). Returns (trial number, knob
@@ -629,25 +665,13 @@ def run_outer_optuna(space: Any, score: Callable[[Any], tuple], *, storage: Base
         ostudy.set_user_attr("identity", identity)
         ostudy.set_user_attr("sampler", settings.sampler)
         ostudy.set_user_attr("seed", settings.seed)
-    def take_over() -> int:
-        """Finish the RUNNING trials of processes that died on this host, under their own numbers."""
-        stale = [t for t in ostudy.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-                 if _owner_dead(t.user_attrs.get("owner"))]
-        for t in sorted(stale, key=lambda t: t.number):
-            trial = optuna.trial.Trial(ostudy, trial_id_of(storage, ostudy, t.number))
-            trial.set_user_attr("owner", owner_tag())
-            with Heartbeat(storage, ostudy, [trial]):
-                _outer_tell(ostudy, trial, _outer_pick(trial, space), score)
-        return len(stale)
-
-    take_over()
+    stale = StaleTrials(storage)
     while True:
-        _fail_stale(storage, ostudy)
+        stale.fail(ostudy)
         if _budget_met(ostudy, ostudy.get_trials(deepcopy=False), settings.n_trials, on_trial):
             break
         if _budget_full(ostudy, settings.n_trials):
-            if not take_over():  # the others are finishing the budget, or a dead worker's trials will fail
-                time.sleep(0.5)
+            time.sleep(0.5)  # the others are finishing the budget, or a dead worker's trials will come back
             continue
         mine = _within_budget(ostudy, [_ask_owned(ostudy, storage)], settings.n_trials)
         if not mine:
@@ -681,6 +705,6 @@ def get_study_attr(storage: BaseStorage, name: str, key: str) -> Any:
     return st.user_attrs.get(key)
 
 
-__all__ = ["FlockLock", "JOURNAL_NAME", "check_identity", "redact_url", "OUTER_SAMPLERS", "OuterSettings", "PerTrialSeededSampler", "RunnerSettings",
-           "collect", "get_study_attr", "open_storage", "outer_study_name", "owner_tag", "recover_stale_trials",
+__all__ = ["journal_lock", "JOURNAL_NAME", "check_identity", "redact_url", "OUTER_SAMPLERS", "OuterSettings", "PerTrialSeededSampler", "RunnerSettings",
+           "collect", "get_study_attr", "open_storage", "outer_study_name", "owner_tag", "StaleTrials",
            "run_optuna", "run_outer_optuna", "set_study_attr", "study_name_for", "trials_summary"]

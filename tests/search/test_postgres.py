@@ -78,7 +78,7 @@ def test_two_workers_share_one_postgres_study(tmp_path):
 def test_a_killed_worker_is_recovered_by_heartbeats_and_nobody_spins(tmp_path):
     """Three processes on one PostgreSQL study (the run and two workers); one worker is killed with
     SIGKILL while it holds running trials. Its trials stop beating, the others fail them after the
-    grace period (2 heartbeat intervals) and retry them (RetryFailedTrialCallback), and the study
+    grace period (2 heartbeat intervals) and retry them (RetryHeartbeatStaleTrialCallback), and the study
     ends with exactly its budget; waiting workers sleep instead of making surplus trials."""
     import json as _json
     import signal

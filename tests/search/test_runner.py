@@ -186,3 +186,62 @@ def test_resume_after_sigkill(tmp_path):
                  if t.state == TrialState.COMPLETE and t.user_attrs["result"]["evaluated"]]
     assert len(evaluated) == len(set(evaluated))
     assert set(evaluated) == {tuple(v[2]) for v in after.values()}
+
+
+def _foreign_running_trial(storage, name: str, owner: str) -> int:
+    """A RUNNING trial that a worker on another machine (host `elsewhere`) took: its number."""
+    st = optuna.load_study(study_name=name, storage=storage)
+    st.enqueue_trial({}, user_attrs={"owner": owner})
+    return st.ask().number
+
+
+def test_a_dead_worker_on_another_machine_is_retried_through_the_journal(tmp_path, monkeypatch):
+    """A journal has no Optuna heartbeats; a RUNNING trial whose owner (on another host, so no pid can be
+    checked) stops beating is failed after 2 heartbeat intervals and retried with its parameters."""
+    import designer.search.runner as runner
+
+    monkeypatch.setattr(runner, "HEARTBEAT_S", 1)
+    storage = open_storage(tmp_path / "j.journal")
+    pb, cand = problem(), candidate()
+    name = study_name_for("remote", cand.design_id)
+    run_optuna(pb, cand, storage=storage, study="remote", settings=RunnerSettings(n_trials=8, seed=3), identity="i")
+    dead = _foreign_running_trial(storage, name, "elsewhere:4242:1.0")
+    t0 = time.monotonic()
+    run_optuna(pb, cand, storage=storage, study="remote", settings=RunnerSettings(n_trials=12, seed=3), identity="i")
+    waited = time.monotonic() - t0
+    trials = {t.number: t for t in _trials(tmp_path / "j.journal", name)}
+    assert trials[dead].state == TrialState.FAIL
+    retries = [t for t in trials.values() if t.system_attrs.get("failed_trial") == dead]
+    assert len(retries) == 1 and retries[0].state == TrialState.COMPLETE
+    assert sum(t.state == TrialState.COMPLETE for t in trials.values()) == 12
+    assert 2.0 <= waited < 30, waited  # not before the grace period (2 x 1 s), and not stuck
+
+
+def test_a_live_worker_on_another_machine_that_beats_is_left_alone(tmp_path, monkeypatch):
+    import threading
+
+    import designer.search.runner as runner
+
+    monkeypatch.setattr(runner, "HEARTBEAT_S", 1)
+    storage = open_storage(tmp_path / "j.journal")
+    pb, cand = problem(), candidate()
+    name = study_name_for("remote", cand.design_id)
+    run_optuna(pb, cand, storage=storage, study="remote", settings=RunnerSettings(n_trials=4, seed=3), identity="i")
+    owner = "elsewhere:4243:1.0"
+    live = _foreign_running_trial(storage, name, owner)
+    st = optuna.load_study(study_name=name, storage=storage)
+
+    def remote_worker() -> None:  # beats as runner.Heartbeat does for 5 s (> the 2 s grace), then ends its trial
+        t_end = time.monotonic() + 5
+        while time.monotonic() < t_end:
+            st.set_user_attr(runner.BEAT_ATTR + owner, time.time_ns())
+            time.sleep(0.3)
+        st.tell(live, state=TrialState.PRUNED)
+
+    th = threading.Thread(target=remote_worker)
+    th.start()
+    run_optuna(pb, cand, storage=storage, study="remote", settings=RunnerSettings(n_trials=6, seed=3), identity="i")
+    th.join()
+    trials = {t.number: t for t in _trials(tmp_path / "j.journal", name)}
+    assert trials[live].state == TrialState.PRUNED  # never failed while its owner beat
+    assert not [t for t in trials.values() if t.state == TrialState.FAIL]
