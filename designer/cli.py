@@ -14,6 +14,7 @@ from typing import Any, Callable, Optional
 import typer
 
 from designer.errors import DesignerError, InfeasibleDesign
+from designer.usercode import refuse_code, study_code_refs
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True,
                   help="Design GPU clusters for LLM training: network MILP, performance model, Pareto search.")
@@ -39,7 +40,8 @@ def one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         except DesignerError as err:
             _fail(str(err), EXIT_BAD_INPUT)
         except KeyboardInterrupt:
-            _fail("interrupted; finished work is kept in the study storage and a rerun continues", 130)
+            _fail("interrupted: outputs are only ever replaced by a complete set, so the previous ones are intact; "
+                  "finished trials stay in the study storage and a rerun continues", 130)
 
     return wrapper
 
@@ -86,12 +88,15 @@ def network(
     study: Path = typer.Argument(..., help="study YAML (a network study, or a full study with a network: section)"),
     as_json: bool = typer.Option(False, "--json"),
     out: Optional[Path] = typer.Option(None, "--out", help="folder for designs.csv"),
+    no_hooks: bool = typer.Option(False, "--no-hooks", help="refuse a study that names hooks or trial constraints (code that would run)"),
 ) -> None:
     """Solve the study's network-sizing MILP; print the chosen design and write the designs as CSV."""
     from designer.network.api import load_network_study, solve_network
     from designer.report import print_network_result, write_designs_csv
 
     spec = load_network_study(study)
+    if no_hooks:
+        refuse_code(study_code_refs(spec))
     result = solve_network(spec)
     if out is not None:
         write_designs_csv(result, out)
@@ -143,6 +148,7 @@ def run(
     seed: Optional[int] = typer.Option(None, "--seed", help="the search seed (search.seed)"),
     design_trials: Optional[int] = typer.Option(None, "--design-trials", help="outer Optuna trials (cluster designs) in co-design"),
     overwrite: bool = typer.Option(False, "--overwrite", help="replace another study's results in --out"),
+    no_hooks: bool = typer.Option(False, "--no-hooks", help="refuse a study that names hooks or trial constraints (code that would run)"),
 ) -> None:
     """Run a study: cluster designs priced by the MILP, strategy search, the goal, Pareto front, export.
     Exit 3 when no design meets the goal (the front found is still written)."""
@@ -151,6 +157,8 @@ def run(
     from designer.spec.study import load_study
 
     spec = load_study(study)
+    if no_hooks:
+        refuse_code(study_code_refs(spec))
     if design_trials is not None:
         spec = spec.with_updates(design_search={**spec.design_search.model_dump(), "n_trials": design_trials})
     try:
@@ -191,12 +199,15 @@ def worker(
     storage: str = typer.Option(..., "--storage", help="shared storage URL, e.g. postgresql://user@host/db"),
     n_trials: Optional[int] = typer.Option(None, "--n-trials", help="trials per design (the inner Optuna studies)"),
     wait_s: float = typer.Option(600.0, "--wait-s", help="how long to wait for the main run's study before giving up"),
+    no_hooks: bool = typer.Option(False, "--no-hooks", help="refuse a study that names hooks or trial constraints (code that would run)"),
 ) -> None:
     """Run one more worker of a study against a shared storage."""
     from designer.pipeline import run_worker
     from designer.spec.study import load_study
 
     spec = load_study(study)
+    if no_hooks:
+        refuse_code(study_code_refs(spec))
     if n_trials is not None:
         spec = spec.with_updates(search={**spec.search.model_dump(), "n_trials": n_trials})
     count = run_worker(spec, storage=storage, wait_s=wait_s)

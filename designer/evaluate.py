@@ -70,7 +70,20 @@ class Scenario(Record):
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    return validate(Scenario, read_yaml(path), where=str(path))
+    """A scenario file; its catalog.extra_files and model file are relative to the file's folder."""
+    from designer.usercode import resolve_path
+
+    data = read_yaml(path)
+    base = Path(path).resolve().parent
+    if isinstance(data, dict):
+        cat = data.get("catalog")
+        if isinstance(cat, dict) and isinstance(cat.get("extra_files"), list):
+            data = {**data, "catalog": {**cat, "extra_files": [str(resolve_path(f, base)) if isinstance(f, str) else f
+                                                               for f in cat["extra_files"]]}}
+        model = data.get("model")
+        if isinstance(model, str) and model.endswith((".yaml", ".yml")):
+            data = {**data, "model": str(resolve_path(model, base))}
+    return validate(Scenario, data, where=str(path))
 
 
 def build_system(choice: SystemChoice, catalog: Catalog) -> ClusterSystem:

@@ -17,6 +17,7 @@ import math
 import multiprocessing as mp
 import os
 import platform
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,7 +123,7 @@ def generate_candidates(spec: StudySpec, progress: ProgressFn | None = None, *, 
                     raise SpecError(f"network split {fam}/{plat}: {str(err).splitlines()[0]}") from None
                 jobs.append(("milp", "-".join(x for x in (fam, plat) if x) or "net", sub))
     for nd in spec.designs:
-        jobs.append(("named", nd.name, nd.resolve(spec.network)))
+        jobs.append(("named", nd.name, nd.resolve(spec.network, spec.base_dir)))
     cands: list[Candidate] = []
     info: dict[str, MilpInfo] = {}
     seen: set[str] = set()
@@ -197,7 +198,10 @@ def _resolve_model(spec: StudySpec) -> LLMSpec:
     if isinstance(spec.model, LLMSpec):
         return spec.model
     from designer.spec.models import load_model
+    from designer.usercode import resolve_path
 
+    if spec.model.endswith((".yaml", ".yml")):  # a model file, relative to the study file's folder
+        return load_model(resolve_path(spec.model, spec.base_dir))
     return load_model(spec.model)
 
 
@@ -205,7 +209,7 @@ def make_problem(spec: StudySpec) -> Problem:
     from designer.perf.model import perf_calibration
 
     return Problem(_resolve_model(spec), spec.training, spec.strategy_space, tuple(spec.objectives),
-                   tuple(load_trial_constraint(c) for c in spec.constraints), calib=perf_calibration(spec.nccl_version))
+                   tuple(load_trial_constraint(c, spec.base_dir) for c in spec.constraints), calib=perf_calibration(spec.nccl_version))
 
 
 def choose_method(spec: StudySpec, space_size: int) -> str:
@@ -218,7 +222,7 @@ def choose_method(spec: StudySpec, space_size: int) -> str:
 def search_identity(spec: StudySpec, design_id: str) -> str:
     """What must match for a rerun to continue a design's Optuna study: the spec without the trial
     budget and the output settings (a rerun with more trials continues the same study)."""
-    data = spec.model_dump(mode="json")
+    data = spec.identity_data()
     data["search"].pop("n_trials", None)
     data.pop("output", None)
     data["design_id"] = design_id
@@ -227,8 +231,14 @@ def search_identity(spec: StudySpec, design_id: str) -> str:
 
 def _storage_url(spec: StudySpec, out_dir: Path, storage: str | None) -> str:
     from designer.search.runner import JOURNAL_NAME
+    from designer.usercode import resolve_path
 
-    return storage or spec.output.storage or str(out_dir / JOURNAL_NAME)
+    if storage:
+        return storage
+    if spec.output.storage:  # a journal path in the study is relative to the study file's folder
+        st = spec.output.storage
+        return st if "://" in st else str(resolve_path(st, spec.base_dir))
+    return str(out_dir / JOURNAL_NAME)
 
 
 def _manifest_name(spec: StudySpec) -> str:
@@ -264,7 +274,10 @@ def _exit_with_parent(parent_pid: int) -> None:
 def _worker_main(spec_json: str, storage: str, parent_pid: int | None = None) -> None:
     if parent_pid is not None:
         _exit_with_parent(parent_pid)
-    run_worker(StudySpec.model_validate_json(spec_json), storage)
+    try:
+        run_worker(StudySpec.model_validate_json(spec_json), storage)
+    except KeyboardInterrupt:  # Ctrl-C reaches the whole process group: the main run reports it, once
+        sys.exit(130)
 
 
 def run_worker(spec: StudySpec, storage: str, *, wait_s: float = 600.0) -> int:
@@ -432,7 +445,7 @@ class CodesignRun:
 def outer_identity(spec: StudySpec) -> str:
     """What must match for a rerun to continue the outer study: the spec without the trial budgets and
     the output settings."""
-    data = spec.model_dump(mode="json")
+    data = spec.identity_data()
     data["search"].pop("n_trials", None)
     data["design_search"].pop("n_trials", None)
     data.pop("output", None)
@@ -613,7 +626,7 @@ def _run_codesign(spec: StudySpec, problem: Problem, out_dir: Path, *, workers: 
         from designer.network.api import solve_network
         from designer.network.design import design_to_system
 
-        sub = nd.resolve(spec.network)
+        sub = nd.resolve(spec.network, spec.base_dir)
         cat = study_catalog(sub)
         try:
             res = solve_network(sub, catalog=cat)

@@ -12,9 +12,6 @@ one-line HookError.
 
 from __future__ import annotations
 
-import importlib
-import os
-import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence, Union
 
@@ -41,35 +38,12 @@ HookFn = Callable[[pyo.Block, HookContext], None]
 HookRef = Union[str, HookFn]
 
 
-def load_hook(ref: str) -> HookFn:
-    """Import "package.module:function"; any failure is one HookError line."""
-    if ref.count(":") != 1:
-        raise HookError(f"hook '{ref}': expected 'package.module:function'")
-    mod_name, fn_name = ref.split(":")
-    try:
-        mod = _import(mod_name)
-    except Exception as err:  # ImportError, SyntaxError in the user's module, ...
-        raise HookError(f"hook '{ref}': cannot import module '{mod_name}' ({type(err).__name__}: {err})") from None
-    fn = getattr(mod, fn_name, None)
-    if fn is None or not callable(fn):
-        raise HookError(f"hook '{ref}': module '{mod_name}' has no function '{fn_name}'")
-    return fn
+def load_hook(ref: str, base_dir: str | None = None) -> HookFn:
+    """A hook named 'package.module:function' or 'file.py:function', resolved against the study file's
+    folder (designer.usercode, the same loader as trial constraints); any failure is one HookError line."""
+    from designer.usercode import load_callable
 
-
-def _import(mod_name: str):
-    """Import a module; if it is not on sys.path, try once more from the working directory (a console
-    script does not put it there, and study files name hooks relative to the project root)."""
-    try:
-        return importlib.import_module(mod_name)
-    except ModuleNotFoundError as err:
-        cwd = os.getcwd()
-        if cwd in sys.path or not (err.name and mod_name.startswith(err.name)):
-            raise
-        sys.path.insert(0, cwd)
-        try:
-            return importlib.import_module(mod_name)
-        finally:
-            sys.path.remove(cwd)
+    return load_callable(ref, base_dir=base_dir, what="hook")
 
 
 def hook_name(ref: HookRef, i: int) -> str:
@@ -105,7 +79,7 @@ def apply_hooks(model: pyo.ConcreteModel, hooks: Sequence[HookRef], ctx: HookCon
     n_obj = sum(1 for _ in model.component_data_objects(pyo.Objective))
     before = _outside(model, model.hooks)
     for i, ref in enumerate(hooks):
-        fn = load_hook(ref) if isinstance(ref, str) else ref
+        fn = load_hook(ref, ctx.study.base_dir) if isinstance(ref, str) else ref
         if not callable(fn):
             raise HookError(f"hook {i}: {ref!r} is not callable")
         name = hook_name(ref, i)

@@ -13,6 +13,8 @@ InfeasibleDesign line naming the budget that binds and its shortfall.
 from __future__ import annotations
 
 import math
+import signal
+import threading
 import time
 from dataclasses import dataclass
 from typing import Literal
@@ -53,23 +55,52 @@ def new_solver():
     return opt
 
 
+class _CtrlC:
+    """Ctrl-C during a solve. HiGHS runs in this thread and calls back into Python, where the
+    KeyboardInterrupt is raised; the wrapper then turns it into a solver error (termination `error`,
+    no incumbent) and the interrupt is lost, so it would read as "nothing found in the time limit".
+    This handler records that SIGINT came (and still raises, which is what stops HiGHS at once), so
+    run_highs raises KeyboardInterrupt after the solve returns. Only the main thread gets signals."""
+
+    def __init__(self) -> None:
+        self.hit = False
+        self.previous = None
+
+    def _handler(self, signum, frame) -> None:  # noqa: ANN001 - signal's signature
+        self.hit = True
+        raise KeyboardInterrupt
+
+    def __enter__(self) -> "_CtrlC":
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self.previous = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+
 def run_highs(model: pyo.ConcreteModel, settings: SolverSettings, solver=None) -> SolveOutcome:
-    """Solve; load the incumbent into the model when there is one."""
+    """Solve; load the incumbent into the model when there is one. Ctrl-C raises KeyboardInterrupt."""
     opt = solver if solver is not None else new_solver()
     t0 = time.perf_counter()
+    ctrl_c = _CtrlC()
     try:
-        res = opt.solve(
+        with ctrl_c:
+            res = opt.solve(
             model,
-            time_limit=settings.time_limit_s,
-            rel_gap=settings.rel_gap,
-            threads=settings.threads,
-            load_solutions=False,
-            raise_exception_on_nonoptimal_result=False,
-            solver_options={"random_seed": settings.seed, "mip_abs_gap": 1e-9,
-                            "presolve_rule_off": PRESOLVE_RULES_OFF},
-        )
+                time_limit=settings.time_limit_s,
+                rel_gap=settings.rel_gap,
+                threads=settings.threads,
+                load_solutions=False,
+                raise_exception_on_nonoptimal_result=False,
+                solver_options={"random_seed": settings.seed, "mip_abs_gap": 1e-9,
+                                "presolve_rule_off": PRESOLVE_RULES_OFF},
+            )
     except Exception as err:  # the wrapper raises on solver-internal errors; keep it one line
         raise SolverError(f"HiGHS failed: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
+    if ctrl_c.hit:
+        raise KeyboardInterrupt
     elapsed = time.perf_counter() - t0
     tc, ss = res.termination_condition, res.solution_status
     inc, bnd = res.incumbent_objective, res.objective_bound

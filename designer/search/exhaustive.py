@@ -11,7 +11,6 @@ first strategy that satisfies them all.
 
 from __future__ import annotations
 
-import importlib
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -78,19 +77,15 @@ class TrialConstraint:
         return value
 
 
-def load_trial_constraint(ref: str | TrialConstraintFn) -> TrialConstraint:
-    """'package.module:function' (or a callable) as a TrialConstraint named after it."""
+def load_trial_constraint(ref: str | TrialConstraintFn, base_dir: str | None = None) -> TrialConstraint:
+    """'package.module:function' or 'file.py:function' (resolved against the study's folder, as network
+    hooks are: designer.usercode), or a callable, as a TrialConstraint named after its function."""
     if callable(ref):
         return TrialConstraint(getattr(ref, "__name__", "constraint"), ref)
-    module_name, _, attr = ref.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as err:
-        raise HookError(f"trial constraint '{ref}': cannot import {module_name} ({type(err).__name__}: {err})") from None
-    fn = getattr(module, attr, None)
-    if not callable(fn):
-        raise HookError(f"trial constraint '{ref}': {module_name} has no function {attr}")
-    return TrialConstraint(attr, fn)
+    from designer.usercode import load_callable
+
+    fn = load_callable(ref, base_dir=base_dir, what="trial constraint")
+    return TrialConstraint(ref.rsplit(":", 1)[1], fn)
 
 
 @dataclass(frozen=True)

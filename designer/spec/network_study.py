@@ -23,6 +23,7 @@ from designer.errors import SpecError
 from designer.spec.base import Record
 from designer.spec.catalog import Catalog, load_catalog
 from designer.spec.load import read_yaml, validate
+from designer.usercode import CODE_REF_FORMS, CODE_REF_RE, resolve_path
 
 FamilyName = Literal["rail-optimized", "rail-only", "oversubscribed", "fat-tree"]
 
@@ -34,7 +35,6 @@ MAX_OVERSUBSCRIPTION = 64.0
 # counts are typos (1e30) that the MILP would turn into nonsense rather than an error.
 MAX_GPUS = 100_000_000
 
-_HOOK_RE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
 _NAME_RE = re.compile(r"^[A-Za-z_][\w]*$")
 
 
@@ -346,13 +346,16 @@ class NetworkStudy(Record):
     hooks: tuple[str, ...] = ()
     solver: SolverSettings = SolverSettings()
     spares: SparesSpec | None = None  # None: no spares, the job is the whole cluster
+    # The folder relative paths and hook modules of this study are resolved against: the study file's
+    # folder, set by the loader (None: the current folder). Not part of the study's identity.
+    base_dir: str | None = None
 
     @field_validator("hooks")
     @classmethod
     def _hooks(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         for h in v:
-            if not _HOOK_RE.match(h):
-                raise ValueError(f"hook '{h}' must look like 'package.module:function'")
+            if not CODE_REF_RE.match(h):
+                raise ValueError(f"hook '{h}' must look like {CODE_REF_FORMS}")
         return v
 
     @model_validator(mode="after")
@@ -374,17 +377,21 @@ def load_network_study_file(path: str | Path) -> NetworkStudy:
     """Validate a YAML file: a network study at its root, or a full study whose `network:` section is
     one (the full study's name is kept when the section has none)."""
     data = read_yaml(path)
+    base = str(Path(path).resolve().parent)
     if isinstance(data, dict) and isinstance(data.get("network"), dict):
         section = dict(data["network"])
         if "name" in data and "name" not in section:
             section["name"] = data["name"]
-        return validate(NetworkStudy, section, where=f"{path}: network")
+        return validate(NetworkStudy, {**section, "base_dir": base}, where=f"{path}: network")
+    if isinstance(data, dict):
+        data = {**data, "base_dir": base}
     return validate(NetworkStudy, data, where=str(path))
 
 
 def study_catalog(study: NetworkStudy) -> Catalog:
     """The catalog the study names, checked against the study's choices."""
-    catalog = load_catalog(tuple(study.catalog.extra_files), dict(study.catalog.price_multipliers) or None)
+    files = tuple(resolve_path(f, study.base_dir) for f in study.catalog.extra_files)
+    catalog = load_catalog(files, dict(study.catalog.price_multipliers) or None)
     check_against_catalog(study, catalog)
     return catalog
 

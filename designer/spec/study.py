@@ -31,9 +31,9 @@ from designer.errors import SpecError
 from designer.spec.base import Record
 from designer.spec.llm import LLMSpec, Recompute, Schedule, TrainingSpec
 from designer.spec.load import read_yaml, validate
+from designer.usercode import CODE_REF_FORMS, CODE_REF_RE, resolve_path
 from designer.spec.network_study import Budgets, CatalogSource, Choices, GpuRequirement, NetworkStudy, SolverSettings
 
-_HOOK_RE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][\w.-]*$")
 
 ObjectiveName = Literal["capex_usd", "time_to_train_s", "power_w", "energy_j"]
@@ -262,14 +262,15 @@ class NamedDesign(Record):
             raise ValueError(f"'{v}' must be letters, digits, '_', '-' or '.'")
         return v
 
-    def resolve(self, base: NetworkStudy | None) -> NetworkStudy:
+    def resolve(self, base: NetworkStudy | None, base_dir: str | None = None) -> NetworkStudy:
         changes = {k: getattr(self, k) for k in ("choices", "gpus", "budgets", "hooks", "catalog", "solver")
                    if getattr(self, k) is not None}
         if base is None:
             missing = [k for k in ("choices", "gpus") if k not in changes]
             if missing:
                 raise SpecError(f"field 'designs.{self.name}.{missing[0]}' is required when the study has no 'network' section")
-            data = {"name": self.name, **{k: v.model_dump() if isinstance(v, Record) else v for k, v in changes.items()}}
+            data = {"name": self.name, "base_dir": base_dir,
+                    **{k: v.model_dump() if isinstance(v, Record) else v for k, v in changes.items()}}
             return validate(NetworkStudy, data, where=f"designs.{self.name}")
         # A named design is one design: the MILP finds its cheapest bill of materials.
         try:
@@ -305,6 +306,10 @@ class StudySpec(Record):
     output: OutputSettings = OutputSettings()
     # the NCCL release the collective model follows (its version rules; designer/data/collectives.yaml)
     nccl_version: str | None = Field(default=None, pattern=r"^2\.\d+$")
+    # The study file's folder (set by load_study; None: the current folder): relative paths in the
+    # study (model file, catalog.extra_files, hooks, constraints, output.dir, output.storage) are
+    # resolved against it. Not part of the study's identity (spec_hash), so a moved project continues.
+    base_dir: str | None = None
 
     @field_validator("name")
     @classmethod
@@ -317,8 +322,8 @@ class StudySpec(Record):
     @classmethod
     def _hooks(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         for h in v:
-            if not _HOOK_RE.match(h):
-                raise ValueError(f"'{h}' must look like 'package.module:function'")
+            if not CODE_REF_RE.match(h):
+                raise ValueError(f"'{h}' must look like {CODE_REF_FORMS}")
         return v
 
     @field_validator("objectives")
@@ -350,11 +355,20 @@ class StudySpec(Record):
 
     @property
     def out_dir(self) -> Path:
-        return Path(self.output.dir) if self.output.dir else Path("out") / self.name
+        """output.dir, relative to the study file's folder; without it out/<name> in the current folder."""
+        return resolve_path(self.output.dir, self.base_dir) if self.output.dir else Path("out") / self.name
+
+    def identity_data(self) -> dict:
+        """The spec as JSON data without where it was read from (base_dir)."""
+        data = self.model_dump(mode="json")
+        data.pop("base_dir", None)
+        if isinstance(data.get("network"), dict):
+            data["network"].pop("base_dir", None)
+        return data
 
     def spec_hash(self) -> str:
         """Stable over key order and formatting: sha256 of the canonical JSON of the validated spec."""
-        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        blob = json.dumps(self.identity_data(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()
 
     def with_updates(self, **changes: object) -> "StudySpec":
@@ -365,17 +379,15 @@ class StudySpec(Record):
 
 
 def load_study(path: str | Path) -> StudySpec:
-    """Validate a study YAML file. A relative model path or output dir stays relative to the cwd;
-    a model given as a path that exists next to the study file is resolved against the study folder."""
+    """Validate a study YAML file. Relative paths in it are resolved against its folder (base_dir)."""
     p = Path(path)
     data = read_yaml(p)
     if not isinstance(data, dict):
         raise SpecError(f"{p}: a study file must be a mapping with keys name, model, training, ...")
-    model = data.get("model")
-    if isinstance(model, str) and model.endswith((".yaml", ".yml")) and not Path(model).is_absolute():
-        beside = p.parent / model
-        if beside.is_file():
-            data = {**data, "model": str(beside)}
+    base = str(p.resolve().parent)
+    data = {**data, "base_dir": base}
+    if isinstance(data.get("network"), dict):
+        data["network"] = {**data["network"], "base_dir": base}
     return validate(StudySpec, data, where=str(p))
 
 

@@ -2,12 +2,13 @@
 
     baseline     studies/custom_budget/study.yaml as is
     declarative  + budgets.declared: {name: optics, metric: transceiver_count, sense: "<=", rhs: 10000}
-    hook         + network hook studies.custom_budget.run:at_most_48_spines (a row holds 48 spine switches)
-    trial        + trial constraint studies.custom_budget.run:pp_at_most_2 (at most 2 pipeline stages)
+    hook         + network hook run.py:at_most_48_spines (a row holds 48 spine switches)
+    trial        + trial constraint run.py:pp_at_most_2 (at most 2 pipeline stages)
 
 Writes results/custom_budget/: fronts.csv (one front per variant, with the design and strategy of each
 point), pareto.png (the four fronts on one plot) and changes.md (what moved, per variant).
-Run from the project root (the hooks are imported as studies.*):
+Hook and constraint name this file relative to the study's folder (run.py:function), as a study
+file would:
     .venv/bin/python studies/custom_budget/run.py [--out results/custom_budget]
 """
 
@@ -44,12 +45,12 @@ def variants(base):
     net = base.network.model_dump()
     decl = {**net, "budgets": {**net["budgets"], "declared": [
         {"name": "optics", "metric": "transceiver_count", "sense": "<=", "rhs": 10000}]}}
-    hook = {**net, "hooks": ["studies.custom_budget.run:at_most_48_spines"]}
+    hook = {**net, "hooks": ["run.py:at_most_48_spines"]}
     return {
         "baseline": base,
         "declarative": base.with_updates(network=decl),
         "hook": base.with_updates(network=hook),
-        "trial": base.with_updates(constraints=["studies.custom_budget.run:pp_at_most_2"]),
+        "trial": base.with_updates(constraints=["run.py:pp_at_most_2"]),
     }
 
 

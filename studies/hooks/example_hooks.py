@@ -1,8 +1,8 @@
 """Example constraint hooks for the network MILP (designer.network.hooks).
 
 A hook is `hook(block, ctx)`: it adds variables and constraints to its own Pyomo `block`, using the
-linear expressions in `ctx.handles` (designer.network.milp.Handles). Name one in a study as
-"studies.hooks.example_hooks:even_spines" (run from the project root).
+linear expressions in `ctx.handles` (designer.network.milp.Handles). Name one in a study by its path
+relative to the study file, e.g. "hooks/example_hooks.py:even_spines" from studies/.
 """
 
 from __future__ import annotations

@@ -111,8 +111,9 @@ def test_study_and_api_hooks_both_apply(monkeypatch):
 
 
 @pytest.mark.parametrize("ref,needle", [
-    ("studies.hooks.no_such_module:f", "cannot import module 'studies.hooks.no_such_module'"),
-    ("studies.hooks.example_hooks:no_such_fn", "module 'studies.hooks.example_hooks' has no function 'no_such_fn'"),
+    ("studies.hooks.no_such_module:f", "cannot import 'studies.hooks.no_such_module'"),
+    ("studies.hooks.example_hooks:no_such_fn", "'studies.hooks.example_hooks' has no function 'no_such_fn'"),
+    ("studies/hooks/missing.py:f", "no file"),
     ("no-colon", "expected 'package.module:function'"),
 ])
 def test_load_hook_errors_are_one_line(monkeypatch, ref, needle):
