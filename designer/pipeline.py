@@ -229,6 +229,10 @@ def search_identity(spec: StudySpec, design_id: str) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
+def _time_limit(spec: StudySpec) -> float | None:
+    return spec.network.solver.time_limit_s if spec.network is not None else None
+
+
 def _storage_url(spec: StudySpec, out_dir: Path, storage: str | None) -> str:
     from designer.search.runner import JOURNAL_NAME
     from designer.usercode import resolve_path
@@ -933,7 +937,8 @@ def _run_study(spec: StudySpec, out: Path, *, n_trials: int | None, workers: int
                    "evaluations": int(designs["n_evaluations"].sum()), "workers": workers, "storage": _redact(url)},
         "milp": {"status": "optimal" if all(m.status == "optimal" for m in milp.values()) else "incumbent",
                  "max_gap": max(gaps) if gaps else None, "solve_time_s": sum(m.solve_time_s for m in milp.values()),
-                 "n_designs": len(cands), "gpu_count_guard": count_notes, "dropped_levels": dropped_levels},
+                 "n_incumbent": sum(m.status != "optimal" for m in milp.values()),
+                 "time_limit_s": _time_limit(spec), "n_designs": len(cands), "gpu_count_guard": count_notes, "dropped_levels": dropped_levels},
         "model": problem.llm.name, "objectives": list(spec.objectives), "n_front_points": len(pareto),
         "mode": "codesign" if codesign is not None else "cheapest",
         "design_search": codesign.meta if codesign is not None else None,

@@ -82,12 +82,28 @@ def print_rows(title: str, rows: list[dict[str, Any]]) -> None:
     console.print(table)
 
 
+def milp_status_line(milp: dict) -> str | None:
+    """One line when some MILP stopped at its time limit: 'MILP: incumbent, gap x%' and what to do."""
+    if milp.get("status") != "incumbent":
+        return None
+    gap, limit = milp.get("max_gap"), milp.get("time_limit_s")
+    head = f"MILP: incumbent, gap {gap:.1%}" if gap is not None else "MILP: incumbent"
+    where = f" on {milp['n_incumbent']} of {milp['n_designs']} designs" if "n_incumbent" in milp else ""
+    limit_s = f" at solver.time_limit_s = {limit:g} s" if limit is not None else ""
+    return (f"{head}{where} (HiGHS stopped{limit_s}; the gap is against the tighter of its bound and the LP "
+            "relaxation): raise the time limit for proven optima")
+
+
 def print_study_summary(result: Any) -> None:
     from designer.pipeline import summary_table
 
     print_rows(f"Pareto front ({len(result.pareto)} points): capex vs time-to-train", summary_table(result))
-    for line in result.meta.get("milp", {}).get("dropped_levels", []):
+    milp = result.meta.get("milp", {})
+    for line in milp.get("dropped_levels", []):
         console.print(f"[yellow]frontier level dropped[/yellow] {line}")
+    line = milp_status_line(milp)
+    if line:
+        console.print(f"[yellow]{line}[/yellow]")
     ds = result.meta.get("design_search")
     if ds:
         console.print(f"co-design: {ds['n_evaluated']} of {ds['space_size']} cluster designs evaluated ({ds['method']}), "
@@ -139,7 +155,9 @@ def write_designs_csv(result: Any, out_dir: Any) -> None:
 
 def print_network_result(result: Any) -> None:
     console.print(f"status: [bold]{result.status}[/bold]"
-                  + (f", gap {result.gap:.2%}" if result.gap else "") + f", solved in {result.solve_time_s:.2f} s")
+                  + (f", gap {result.gap:.2%}" if result.gap else "") + f", solved in {result.solve_time_s:.2f} s"
+                  + (" (stopped at the time limit; the gap is against the tighter of HiGHS's bound and the LP relaxation)"
+                     if result.status == "incumbent" else ""))
     table = Table("design", "family", "platform", "GPUs", "NIC", "switch", "tiers", "switches", "optics",
                   "capex (M$)", "power (MW)")
     for d in result.designs:
