@@ -232,6 +232,20 @@ def pareto(
         typer.echo(f"front written to {export}")
 
 
+def _given_value(param: Any) -> str:
+    """' (got VALUE)' for a bad option value, read back from the command line (the usage error itself
+    names the option and what it allows, not what was typed)."""
+    opts = getattr(param, "opts", None) or []
+    args = sys.argv[1:]
+    for i, a in enumerate(args):
+        for o in opts:
+            if a == o and i + 1 < len(args):
+                return f" (got '{args[i + 1]}')"
+            if a.startswith(o + "="):
+                return f" (got '{a[len(o) + 1:]}')"
+    return ""
+
+
 def main() -> None:
     """The entry point: typer in non-standalone mode, so that a bad flag or value is one line too
     (click's usage boxes are for humans at a terminal; scripts read the first line of stderr)."""
@@ -253,7 +267,8 @@ def main() -> None:
             sys.exit(0)
         ctx = getattr(err, "ctx", None)
         path = getattr(ctx, "command_path", "designer") if ctx is not None else "designer"
-        typer.echo(f"error: {' '.join(str(err.format_message()).split())} (see `{path} --help`)", err=True)
+        got = _given_value(getattr(err, "param", None))
+        typer.echo(f"error: {' '.join(str(err.format_message()).split())}{got} (see `{path} --help`)", err=True)
         sys.exit(EXIT_BAD_INPUT)
     sys.exit(rv if isinstance(rv, int) else 0)
 

@@ -833,6 +833,8 @@ def _claim_output(out: Path, spec: StudySpec, overwrite: bool) -> Any:
     results unless `overwrite`. Returns the open lock file, to keep until the run ends."""
     import fcntl
 
+    if out.exists() and not out.is_dir():
+        raise SpecError(f"--out '{out}': is a file, not a folder; give a folder for the study's results")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -885,7 +887,10 @@ def _run_study(spec: StudySpec, out: Path, *, n_trials: int | None, workers: int
                seed: int | None, progress: ProgressFn | None) -> StudyResult:
     t0 = time.perf_counter()
     if workers < 1:
-        raise SpecError(f"workers = {workers}: must be >= 1")
+        raise SpecError(f"--workers {workers}: must be >= 1")
+    from designer.search.runner import check_storage_url
+
+    check_storage_url(_storage_url(spec, out, storage))
     search = spec.search.model_dump()
     if n_trials is not None:
         search["n_trials"] = n_trials

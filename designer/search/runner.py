@@ -120,15 +120,26 @@ def _check_journal(path: Path) -> None:
                         "designer never modifies a file it did not create: give a new path")
 
 
+STORAGE_SCHEMES = ("postgresql", "postgres", "mysql", "sqlite")
+
+
+def check_storage_url(url: str) -> None:
+    """Refuse a storage URL of an unknown kind before anything runs (not only when it is first opened)."""
+    if "://" in url:
+        scheme = url.split("://", 1)[0]
+        if scheme.split("+")[0] not in STORAGE_SCHEMES:
+            raise SpecError(f"storage '{redact_url(url)}': unknown scheme '{scheme}'; allowed: postgresql://, "
+                            "mysql://, sqlite:///, or a journal file path")
+
+
 def open_storage(url: str | Path, *, create: bool = True) -> BaseStorage:
     """An Optuna storage from a URL: `postgresql://...`, `mysql://...`, `sqlite:///...` (RDB), or a
     file path (JournalStorage with a JournalFileBackend, the embedded default). A file that is not a
     journal is refused; with create=False a missing journal is an error, not a new empty file."""
     text = str(url)
+    check_storage_url(text)
     if "://" in text:
         scheme = text.split("://", 1)[0]
-        if scheme.split("+")[0] not in ("postgresql", "postgres", "mysql", "sqlite"):
-            raise SpecError(f"storage '{text}': unknown scheme '{scheme}'; allowed: postgresql://, mysql://, sqlite:///, or a journal file path")
         if scheme in ("postgres", "postgresql"):
             # SQLAlchemy 2.1 maps a bare postgresql:// to psycopg 3; use psycopg2 when that is what is installed.
             import importlib.util

@@ -58,6 +58,8 @@ def _describe(e: dict[str, Any], model_cls: type[BaseModel] | None) -> str:
     field = _loc(e["loc"])
     value = e.get("input")
     msg = e["msg"]
+    if e["type"] == "missing":  # the input is the whole section; naming the absent key says more
+        return f"field '{field}' is missing: it is required"
     if e["type"] == "extra_forbidden":
         allowed = _allowed_keys(model_cls, tuple(e["loc"]))
         key = str(e["loc"][-1])
@@ -74,7 +76,8 @@ def _describe(e: dict[str, Any], model_cls: type[BaseModel] | None) -> str:
 def one_line(err: ValidationError, where: str = "", model_cls: type[BaseModel] | None = None) -> str:
     """The validation errors as one line: per error the field, the value and what is allowed (the
     first MAX_ERRORS of them, then how many more)."""
-    errors = err.errors()
+    # unknown keys first: a misspelled key also shows up as the required key it was meant to be
+    errors = sorted(err.errors(), key=lambda e: e["type"] != "extra_forbidden")
     parts = [_describe(e, model_cls) for e in errors[:MAX_ERRORS]]
     more = len(errors) - MAX_ERRORS
     prefix = f"{where}: " if where else ""

@@ -1,0 +1,284 @@
+"""A generated corpus of bad inputs across the commands, each checked for exit status 2, no traceback,
+one line on stderr, and a message that names the field, the value and what is allowed.
+
+The cases come from mutating valid files (a study, a co-design study with a goal, a network study, a
+scenario). What each mutation must do is read from the records' schema, not from the tool's answers:
+- every key of a record section renamed (a typo): an unknown key, with the original as the closest;
+- every required key dropped;
+- every number made a word, infinite or NaN; every number whose field has a lower bound put below it;
+- every boolean made a word; every enum or literal given a value outside its choices.
+Bad command-line values are listed by hand at the end.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+import math
+import sys
+import typing
+from pathlib import Path
+from typing import Any, Iterator
+
+import annotated_types
+import pytest
+import yaml
+from pydantic import BaseModel
+
+from designer.evaluate import Scenario
+from designer.spec.network_study import NetworkStudy
+from designer.spec.study import StudySpec
+
+ROOT = Path(__file__).resolve().parents[1]
+BASES = {
+    # file, its record, and the commands that read it (cases rotate over them)
+    "quickstart": (ROOT / "studies/quickstart/study.yaml", StudySpec, ("space", "run", "worker")),
+    "deadline": (ROOT / "studies/deadline/llama405b_60_days.yaml", StudySpec, ("space", "run")),
+    "network": (ROOT / "studies/network_declarative_budget.yaml", NetworkStudy, ("network",)),
+    "scenario": (ROOT / "studies/scenarios/gpt-145b-selene.yaml", Scenario, ("evaluate",)),
+}
+ALLOWED_WORDS = ("should", "must", "allowed", "expected", "valid", "required", "at most", "at least", "one of",
+                 "greater", "less", "finite", "did you mean")
+
+
+# ---- the schema walk -----------------------------------------------------------------------------
+
+def _unwrap(annotation: Any) -> list[Any]:
+    """The alternatives of an annotation (X | None -> [X]); Annotated is looked through."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _unwrap(typing.get_args(annotation)[0])
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        return [a for arg in typing.get_args(annotation) for a in _unwrap(arg) if a is not type(None)]
+    return [annotation]
+
+
+def _record(annotation: Any) -> type[BaseModel] | None:
+    for a in _unwrap(annotation):
+        if isinstance(a, type) and issubclass(a, BaseModel):
+            return a
+        if typing.get_origin(a) in (tuple, list):
+            for arg in typing.get_args(a):
+                found = _record(arg)
+                if found is not None:
+                    return found
+    return None
+
+
+def _kind(annotation: Any) -> tuple[str, tuple]:
+    """('number' | 'bool' | 'choice' | 'other', choices) of a leaf field's annotation."""
+    alts = _unwrap(annotation)
+    if all(a is bool for a in alts):
+        return "bool", ()
+    if alts and all(a in (int, float) for a in alts):
+        return "number", ()
+    choices: list = []
+    for a in alts:
+        if typing.get_origin(a) is typing.Literal:
+            choices += list(typing.get_args(a))
+        elif isinstance(a, type) and issubclass(a, enum.Enum):
+            choices += [m.value for m in a]
+        else:
+            return "other", ()
+    return ("choice", tuple(choices)) if choices else ("other", ())
+
+
+def _lower_bound(field: Any) -> float | None:
+    for m in field.metadata:
+        if isinstance(m, annotated_types.Gt):
+            return float(m.gt)
+        if isinstance(m, annotated_types.Ge):
+            return float(m.ge)
+    return None
+
+
+def _walk(data: Any, cls: type[BaseModel], path: tuple) -> Iterator[tuple[tuple, str, Any, Any, type[BaseModel]]]:
+    """(path, key, value, field, record class) for every key of every record section in `data`."""
+    if not isinstance(data, dict):
+        return
+    for key, value in data.items():
+        field = cls.model_fields.get(key)
+        if field is None:
+            continue
+        yield path + (key,), key, value, field, cls
+        sub = _record(field.annotation)
+        if sub is None:
+            continue
+        if isinstance(value, dict):
+            yield from _walk(value, sub, path + (key,))
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                if isinstance(item, dict):
+                    yield from _walk(item, sub, path + (key, i))
+
+
+def _set(data: dict, path: tuple, value: Any) -> dict:
+    out = copy.deepcopy(data)
+    node = out
+    for p in path[:-1]:
+        node = node[p]
+    node[path[-1]] = value
+    return out
+
+
+def _drop(data: dict, path: tuple) -> dict:
+    out = copy.deepcopy(data)
+    node = out
+    for p in path[:-1]:
+        node = node[p]
+    del node[path[-1]]
+    return out
+
+
+def _rename(data: dict, path: tuple, new: str) -> dict:
+    out = copy.deepcopy(data)
+    node = out
+    for p in path[:-1]:
+        node = node[p]
+    node[new] = node.pop(path[-1])
+    return out
+
+
+def _typo(key: str) -> str:
+    """A plausible misspelling: the last two letters swapped, or a letter doubled."""
+    return key[:-2] + key[-1] + key[-2] if len(key) > 3 and key[-1] != key[-2] else key + key[-1]
+
+
+def _cases() -> list[tuple[str, str, dict, str, tuple[str, ...]]]:
+    """(case id, base, mutated data, command, strings the message must contain)."""
+    cases = []
+    for base, (path, cls, commands) in BASES.items():
+        data = yaml.safe_load(path.read_text())
+        for where, key, value, field, _ in _walk(data, cls, ()):
+            dotted = ".".join(map(str, where))
+            typo = _typo(key)
+            cases.append((f"{base}:rename:{dotted}", base, _rename(data, where, typo), "", (typo, key)))
+            if field.is_required():
+                cases.append((f"{base}:drop:{dotted}", base, _drop(data, where), "", (key, "required")))
+            kind, choices = _kind(field.annotation)
+            if isinstance(value, bool) or kind == "bool":
+                if kind == "bool":
+                    cases.append((f"{base}:word:{dotted}", base, _set(data, where, "maybe"), "", (key, "maybe")))
+                continue
+            if kind == "number" and isinstance(value, (int, float)):
+                cases.append((f"{base}:word:{dotted}", base, _set(data, where, "lots"), "", (key, "lots")))
+                cases.append((f"{base}:inf:{dotted}", base, _set(data, where, math.inf), "", (key, "inf")))
+                cases.append((f"{base}:nan:{dotted}", base, _set(data, where, math.nan), "", (key, "nan")))
+                low = _lower_bound(field)
+                if low is not None:
+                    bad = low - 1 if float(low).is_integer() else low - abs(low) - 1
+                    bad = int(bad) if float(bad).is_integer() else bad
+                    cases.append((f"{base}:below:{dotted}", base, _set(data, where, bad), "", (key, str(bad))))
+            if kind == "choice" and isinstance(value, str):
+                cases.append((f"{base}:choice:{dotted}", base, _set(data, where, "no-such-choice"), "",
+                              (key, "no-such-choice", str(choices[0]))))
+    # rotate each base's cases over the commands that read that file
+    out = []
+    count: dict[str, int] = {}
+    for cid, base, mutated, _, needles in cases:
+        commands = BASES[base][2]
+        i = count.get(base, 0)
+        count[base] = i + 1
+        out.append((cid, base, mutated, commands[i % len(commands)], needles))
+    return out
+
+
+CASES = _cases()
+
+
+def _invoke(argv: list[str], monkeypatch, capsys) -> tuple[int, str, str]:
+    """The `designer` entry point in this process (fast: every case fails while reading its input)."""
+    from designer import cli
+
+    monkeypatch.setattr(sys, "argv", ["designer", *argv])
+    code: Any = 0
+    try:
+        cli.main()
+    except SystemExit as err:
+        code = err.code
+    cap = capsys.readouterr()
+    return int(code or 0), cap.out, cap.err
+
+
+def _argv(command: str, path: Path, tmp_path: Path) -> list[str]:
+    if command == "run":
+        return ["run", str(path), "--out", str(tmp_path / "out")]
+    if command == "worker":
+        return ["worker", str(path), "--storage", str(tmp_path / "none.journal"), "--wait-s", "0"]
+    return [command, str(path)]
+
+
+def _check_one_line(code: int, out: str, err: str, needles: tuple[str, ...]) -> str:
+    assert "Traceback" not in out + err
+    assert code == 2, (code, err)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    line = lines[0]
+    for n in needles:
+        assert n in line, (n, line)
+    assert any(w in line.lower() for w in ALLOWED_WORDS), line
+    return line
+
+
+def test_the_corpus_is_large_and_covers_every_command():
+    assert len(CASES) >= 100, len(CASES)
+    assert {c[3] for c in CASES} >= {"space", "run", "worker", "network", "evaluate"}
+
+
+@pytest.mark.parametrize("cid,base,mutated,command,needles", CASES, ids=[c[0] for c in CASES])
+def test_a_mutated_file_is_one_clear_line(cid, base, mutated, command, needles, tmp_path, monkeypatch, capsys):
+    src = BASES[base][0]
+    path = tmp_path / src.name
+    path.write_text(yaml.safe_dump(mutated, sort_keys=False))
+    code, out, err = _invoke(_argv(command, path, tmp_path), monkeypatch, capsys)
+    _check_one_line(code, out, err, needles)
+    assert not (tmp_path / "out" / "meta.json").exists()  # nothing was run or written
+
+
+FLAG_CASES = [
+    # (argv, strings the message must contain)
+    (["bom", "--topology", "ring", "--gpus", "1024"], ("ring", "rail-only")),
+    (["bom", "--topology", "rail-only", "--gpus", "lots"], ("--gpus", "lots")),
+    (["bom", "--topology", "rail-only", "--gpus", "-8"], ("gpus", "-8")),
+    (["bom", "--topology", "rail-only", "--gpus", "1024", "--hb-domain", "0"], ("hb", "0")),
+    (["bom", "--topology", "rail-only", "--gpus", "1024", "--radix", "1"], ("radix", "1")),
+    (["bom", "--topology", "rail-only", "--gpus", "1024", "--prices", "cheap"], ("cheap", "railonly-v5")),
+    (["bom", "--topology", "rail-only", "--gpus", "1024", "--convention", "metric"], ("metric", "physical")),
+    (["bom", "--topology", "rail-only", "--gpus", "1024", "--port-gbps", "-400"], ("-400",)),
+    (["bom", "--topology", "rail-only", "--gpus", "1024", "--oversubscription", "0.5"], ("oversubscription", "0.5")),
+    (["bom", "--topology", "rail-only", "--gpus", "100000000000"], ("100000000000",)),
+    (["run", "{missing}"], ("no-such-study.yaml", "exist")),
+    (["run", "{dir}"], ("is a directory", "YAML file")),
+    (["run", "{study}", "--out", "{out}", "--workers", "0"], ("workers", "0")),
+    (["run", "{study}", "--out", "{out}", "--n-trials", "many"], ("--n-trials", "many")),
+    (["run", "{study}", "--out", "{out}", "--seed", "x"], ("--seed", "x")),
+    (["run", "{study}", "--out", "{out}", "--storage", "redis://host/db"], ("redis", "postgresql")),
+    (["run", "{study}", "--out", "{file}"], ("--out", "not a folder")),
+    (["run", "{study}", "--out", "{out}", "--bogus"], ("--bogus",)),
+    (["space", "{study}", "--gpus", "-5"], ("gpus", "-5")),
+    (["worker", "{study}"], ("--storage",)),
+    (["worker", "{study}", "--storage", "{missing}", "--wait-s", "0"], ("no-such-study.yaml", "journal")),
+    (["network", "{missing}"], ("no-such-study.yaml", "exist")),
+    (["evaluate", "{study}"], ("unknown key", "strategy")),
+    (["pareto", "{dir}"], ("holds no study results", "designer run")),
+    (["pareto", "{missing}"], ("no-such-study.yaml", "no such folder")),
+]
+
+
+@pytest.mark.parametrize("argv,needles", FLAG_CASES, ids=[" ".join(a) for a, _ in FLAG_CASES])
+def test_a_bad_flag_or_path_is_one_clear_line(argv, needles, tmp_path, monkeypatch, capsys):
+    study = yaml.safe_load((ROOT / "studies/quickstart/study.yaml").read_text())
+    study_path = tmp_path / "study.yaml"
+    study_path.write_text(yaml.safe_dump(study))
+    (tmp_path / "a-file").write_text("x")
+    (tmp_path / "a-dir").mkdir()
+    subst = {"{study}": str(study_path), "{missing}": str(tmp_path / "no-such-study.yaml"),
+             "{dir}": str(tmp_path / "a-dir"), "{file}": str(tmp_path / "a-file"), "{out}": str(tmp_path / "out")}
+    code, out, err = _invoke([subst.get(a, a) for a in argv], monkeypatch, capsys)
+    assert "Traceback" not in out + err
+    assert code == 2, (code, err)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+    assert not (tmp_path / "out" / "meta.json").exists()
