@@ -32,6 +32,30 @@ def load_network_study(path: str | Path) -> NetworkStudy:
 
 
 def _explain(study: NetworkStudy, catalog: Catalog, hooks: Sequence[HookRef], combos, kind: str) -> InfeasibleDesign:
+    """Which budget binds, and by how much (an elastic re-solve on a fresh copy of the model); when no
+    relaxation of the budgets helps and the study has hooks, which hook rules every design out."""
+    err = _explain_budgets(study, catalog, hooks, combos, kind)
+    all_hooks = [*study.hooks, *hooks]
+    if not all_hooks or "relax" not in str(err) and "check hooks" not in str(err):
+        return err
+    bare = study.with_updates(hooks=[])
+    for i, ref in enumerate(all_hooks):
+        rest = [h for j, h in enumerate(all_hooks) if j != i]
+        out = run_highs(build_model(bare, catalog, hooks=rest, combos=combos, objective=kind).model, study.solver)
+        if out.status in ("optimal", "incumbent"):
+            name = ref if isinstance(ref, str) else getattr(ref, "__name__", f"hook {i}")
+            return InfeasibleDesign(f"hook '{name}' rules out every design{'' if not rest else ' (with the other hooks)'}: "
+                                    "without it a design meets every budget and choice")
+    if len(all_hooks) > 1:
+        out = run_highs(build_model(bare, catalog, combos=combos, objective=kind).model, study.solver)
+        if out.status in ("optimal", "incumbent"):
+            names = ", ".join(h if isinstance(h, str) else getattr(h, "__name__", "hook") for h in all_hooks)
+            return InfeasibleDesign(f"the hooks together ({names}) rule out every design, though no one of them "
+                                    "alone does: without them a design meets every budget and choice")
+    return err
+
+
+def _explain_budgets(study: NetworkStudy, catalog: Catalog, hooks: Sequence[HookRef], combos, kind: str) -> InfeasibleDesign:
     """Elastic re-solve on a fresh copy of the model: which budget binds, and by how much."""
     built = build_model(study, catalog, hooks=hooks, combos=combos, objective=kind)
     rows = []

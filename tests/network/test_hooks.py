@@ -32,7 +32,7 @@ def small_study(**extra) -> NetworkStudy:
 
 
 def test_hook_study_changes_the_answer(monkeypatch):
-    monkeypatch.chdir(REPO)  # the study names its hook relative to the project root
+    monkeypatch.chdir("/")  # the study names its hook relative to its own folder, whatever the cwd
     st = load_network_study(HOOK_STUDY)
     with_hook = solve_network(st).design
     without = solve_network(st.with_updates(hooks=[])).design
@@ -166,3 +166,25 @@ def test_hooks_without_a_registry():
 
     res = solve_network(small_study(), hooks=[first, cap])
     assert res.design.bom.switch_count == 48
+
+
+def at_most_ten_gpus(block, ctx):
+    """A hook no 1,024-GPU design can meet."""
+    block.cap = pyo.Constraint(expr=ctx.handles.n_gpus <= 10)
+
+
+def nothing(block, ctx):
+    block.free = pyo.Var(domain=pyo.NonNegativeReals)
+
+
+def test_a_hook_that_rules_out_every_design_is_named():
+    st = small_study()
+    with pytest.raises(InfeasibleDesign) as err:
+        solve_network(st, hooks=[nothing, at_most_ten_gpus])
+    msg = str(err.value)
+    assert "hook 'at_most_ten_gpus' rules out every design" in msg and "\n" not in msg
+    # a budget that binds is still named as the budget (the hook is innocent there)
+    tight = st.with_updates(budgets={"capex_usd": 1.0e6})
+    with pytest.raises(InfeasibleDesign) as err:
+        solve_network(tight, hooks=[nothing])
+    assert "capex_usd budget" in str(err.value) and "hook" not in str(err.value)
