@@ -285,3 +285,100 @@ def test_frontier_levels_a_budget_rules_out_are_listed_with_the_binding_budget(t
     dropped = res.meta["milp"]["dropped_levels"]
     assert dropped, "the study has a level some platform cannot meet"
     assert dropped == ["gb200_nvl72: power_w 1.3e+07: power_w budget <= 1.30e7 is short by 3.17e6 W for 9216 GPUs"]
+
+
+# ---- fault tests with real processes ----------------------------------------------------------------
+
+KILL_CHILD = """
+import sys
+from designer.pipeline import run_study
+from designer.spec.study import load_study
+run_study(load_study(sys.argv[1]), out_dir=sys.argv[2])
+"""
+
+
+@pytest.mark.slow
+def test_kill_9_at_random_points_of_the_export_then_pareto_and_a_rerun(tmp_path):
+    """SIGKILL at random moments after the export has begun (its staging folder exists), alternating two
+    versions of one study whose fronts differ, so that a torn or mixed folder would show: every reader
+    then sees one version's complete set, or refuses the folder with "rerun"; a rerun always restores a
+    complete set."""
+    import random
+    import signal
+    import time
+
+    import pandas as pd
+
+    quick = yaml.safe_load(QUICK.read_text())
+    (tmp_path / "v0").mkdir()
+    (tmp_path / "v1").mkdir()
+    versions = [_small_study(tmp_path / "v0", "rel-kill", output={"plots": True}),
+                _small_study(tmp_path / "v1", "rel-kill", output={"plots": True},
+                             network={**quick["network"], "gpus": {"min": 512, "max": 1024, "multiple_of": 512},
+                                      "choices": {**quick["network"]["choices"], "nics": [{"id": "cx7_400g"}],
+                                                  "families": ["rail-only"]}})]
+    out = tmp_path / "out"
+    refs = []
+    for v in versions:
+        assert run_cli("run", str(v), "--out", str(out)).returncode == 0
+        refs.append(pd.read_csv(out / "pareto.csv"))
+    assert not refs[0].equals(refs[1])
+
+    def which(front: pd.DataFrame) -> int:
+        for i, ref in enumerate(refs):
+            if list(front.columns) == list(ref.columns) and front.round(6).equals(ref.round(6)):
+                return i
+        raise AssertionError("a front that is neither version's: torn or mixed")
+
+    rng = random.Random(20261201)
+    outcomes = []
+    for i in range(8):
+        spec = versions[i % 2]
+        proc = subprocess.Popen([sys.executable, "-c", KILL_CHILD, str(spec), str(out)], cwd=ROOT,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        t_end = time.monotonic() + 120
+        while time.monotonic() < t_end and proc.poll() is None and not list(out.glob(".staging-*")):
+            time.sleep(0.0005)
+        if i % 4 < 2:
+            # anywhere in the export: writing the staged files (~0.6 s here), moving them (~1 ms), exiting
+            time.sleep(rng.uniform(0.0, 1.0))
+        else:
+            # inside the moves: the old completion record is gone first, the new one comes last
+            while time.monotonic() < t_end and proc.poll() is None and (out / "meta.json").exists():
+                time.sleep(0.0001)
+            time.sleep(rng.uniform(0.0, 0.001))
+        finished = proc.poll() is not None
+        if not finished:
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        try:
+            outcomes.append(f"version {which(read_pareto(out))}" + (" (finished)" if finished else ""))
+        except SpecError as err:
+            assert "rerun" in str(err)
+            assert "rerun" in one_error_line(run_cli("pareto", str(out)))
+            outcomes.append("refused")
+        again = run_cli("run", str(spec), "--out", str(out))
+        assert again.returncode == 0, again.stderr
+        assert which(read_pareto(out)) == i % 2
+    print("kills during the export:", outcomes)
+
+
+@pytest.mark.slow
+def test_two_different_studies_started_on_one_output_folder(tmp_path):
+    """Started together on one --out: one run takes the folder; the other is refused with one line
+    (the folder is in use, or holds the other study's results); the folder ends with one complete set."""
+    out = tmp_path / "shared"
+    a, b = _small_study(tmp_path, "rel-a"), _small_study(tmp_path, "rel-b")
+    cmd = [sys.executable, "-m", "designer.cli", "run"]
+    procs = [subprocess.Popen([*cmd, str(s), "--out", str(out)], cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for s in (a, b)]
+    results = [(p.wait(timeout=300), p.stdout.read(), p.stderr.read()) for p in procs]
+    codes = sorted(r[0] for r in results)
+    assert codes == [0, 2], results
+    loser = next(r for r in results if r[0] == 2)
+    line = one_error_line(subprocess.CompletedProcess([], loser[0], loser[1], loser[2]))
+    assert "is in use by another designer run" in line or "holds the results of study" in line
+    winner = json.loads((out / "meta.json").read_text())["study"]
+    assert winner in ("rel-a", "rel-b")
+    check_complete(out)
+    assert len(read_pareto(out)) >= 1
