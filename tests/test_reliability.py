@@ -382,3 +382,9 @@ def test_two_different_studies_started_on_one_output_folder(tmp_path):
     assert winner in ("rel-a", "rel-b")
     check_complete(out)
     assert len(read_pareto(out)) >= 1
+
+
+def test_an_empty_strategy_space_names_the_rule_that_removed_each_value(tmp_path):
+    spec = _small_study(tmp_path, strategy_space={**yaml.safe_load(QUICK.read_text())["strategy_space"], "tp": [3]})
+    line = one_error_line(run_cli("run", str(spec), "--out", str(tmp_path / "o")))
+    assert "tp 3 does not divide the HB domain size 8" in line

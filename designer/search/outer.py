@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from designer.errors import InfeasibleDesign, SolverError, SpecError
 from designer.search.exhaustive import Candidate, Problem, ScoredTable
-from designer.search.space import DesignSpace
+from designer.search.space import DesignSpace, explain_space
 
 
 @dataclass(frozen=True, order=True)
@@ -108,8 +108,14 @@ def count_reason(problem: Problem, n_gpus: int, hb_domain_size: int) -> str | No
         return f"{n_gpus:,} is not a multiple of the HB domain size {hb_domain_size}"
     ds = DesignSpace.build(problem.llm, problem.training, problem.space, n_gpus=n_gpus, hb_domain_size=hb_domain_size)
     if not len(ds.layouts):
+        # the values the model's rules remove from the study's lists, each with its rule (tp 3: does not
+        # divide the 64 attention heads), so the user widens the right list
+        removed = [f"{r.dim} {r.value} {r.rule}" for r in explain_space(problem.llm, problem.training, problem.space,
+                                                                         hb_domain_size=hb_domain_size)
+                   if r.dim in ("tp", "pp", "cp")]
+        why = f"; removed: {', '.join(removed)}" if removed else ""
         return (f"{n_gpus:,} = {factorization(n_gpus)}: no tp·pp·cp of the strategy space divides it "
-                f"(tp | {hb_domain_size}, heads {problem.llm.heads}; pp <= {problem.space.max_pp}, layers {problem.llm.layers})")
+                f"(tp | {hb_domain_size}, heads {problem.llm.heads}; pp <= {problem.space.max_pp}, layers {problem.llm.layers}){why}")
     for i in range(len(ds.layouts)):
         if ds.free_mask(i).any():
             return None
