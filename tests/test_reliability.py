@@ -386,5 +386,5 @@ def test_two_different_studies_started_on_one_output_folder(tmp_path):
 
 def test_an_empty_strategy_space_names_the_rule_that_removed_each_value(tmp_path):
     spec = _small_study(tmp_path, strategy_space={**yaml.safe_load(QUICK.read_text())["strategy_space"], "tp": [3]})
-    line = one_error_line(run_cli("run", str(spec), "--out", str(tmp_path / "o")))
+    line = one_error_line(run_cli("run", str(spec), "--out", str(tmp_path / "o")), code=3)  # no design can train
     assert "tp 3 does not divide the HB domain size 8" in line
