@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional
 
 import typer
 
-from designer.errors import DesignerError, InfeasibleDesign
+from designer.errors import DesignerError, InfeasibleDesign, SpecError
 from designer.usercode import refuse_code, study_code_refs
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True,
@@ -39,6 +39,9 @@ def one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             _fail(str(err), EXIT_INFEASIBLE)
         except DesignerError as err:
             _fail(str(err), EXIT_BAD_INPUT)
+        except OSError as err:  # a path the user gave cannot be read or written: one line, never a traceback
+            where = f" '{err.filename}'" if err.filename else ""
+            _fail(f"cannot use{where}: {err.strerror or err}", EXIT_BAD_INPUT)
         except KeyboardInterrupt:
             _fail("interrupted: outputs are only ever replaced by a complete set, so the previous ones are intact; "
                   "finished trials stay in the study storage and a rerun continues", 130)
@@ -94,6 +97,8 @@ def network(
     from designer.network.api import load_network_study, solve_network
     from designer.report import print_network_result, write_designs_csv
 
+    if out is not None and out.exists() and not out.is_dir():
+        raise SpecError(f"--out '{out}': is a file, not a folder; give a folder for designs.csv")
     spec = load_network_study(study)
     if no_hooks:
         refuse_code(study_code_refs(spec))
@@ -224,12 +229,26 @@ def pareto(
     from designer.pipeline import read_pareto
     from designer.report import print_front
 
+    if export is not None and export.is_dir():
+        raise SpecError(f"--export '{export}': is a folder; give a file path, e.g. {export / 'pareto.csv'}")
     front = read_pareto(out_dir)
     print_front(front)
     if export is not None:
-        export.parent.mkdir(parents=True, exist_ok=True)
-        front.to_csv(export, index=False)
+        _write_atomically(export, lambda path: front.to_csv(path, index=False), "--export")
         typer.echo(f"front written to {export}")
+
+
+def _write_atomically(target: Path, write: Callable[[Path], None], flag: str) -> None:
+    """Write beside the target, then rename over it: a file is replaced whole or not at all."""
+    import os
+
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        write(tmp)
+        os.replace(tmp, target)
+    except OSError as err:
+        raise SpecError(f"{flag} '{target}': cannot write there ({err.strerror})") from None
 
 
 def _given_value(param: Any) -> str:

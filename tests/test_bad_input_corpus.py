@@ -262,6 +262,8 @@ FLAG_CASES = [
     (["evaluate", "{study}"], ("unknown key", "strategy")),
     (["pareto", "{dir}"], ("holds no study results", "designer run")),
     (["pareto", "{missing}"], ("no-such-study.yaml", "no such folder")),
+    (["pareto", "{missing}", "--export", "{dir}"], ("--export", "is a folder")),
+    (["network", "{study}", "--out", "{file}"], ("--out", "is a file")),
 ]
 
 

@@ -528,7 +528,10 @@ def _drain_waiting(study: optuna.Study, n_trials: int) -> None:
     for _ in range(100):
         if not study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
             return
-        _within_budget(study, [study.ask()], n_trials)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # RDB heartbeats are recorded by hand (Heartbeat), not by optimize()
+            ticket = study.ask()
+        _within_budget(study, [ticket], n_trials)
 
 
 def _budget_met(ostudy: optuna.Study, trials: list, n_trials: int, on_trial: Callable[[int, int], None] | None) -> bool:
