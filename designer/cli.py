@@ -22,6 +22,35 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_
 EXIT_BAD_INPUT = 2
 EXIT_INFEASIBLE = 3
 
+# -q: no progress bar and no tables, only errors (and --json output when asked for)
+_QUIET = {"on": False}
+
+
+def _version(value: bool) -> None:
+    if value:
+        from designer import __version__
+
+        typer.echo(f"designer {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(False, "--version", help="print the version and exit", is_eager=True,
+                                 callback=_version),
+    verbose: int = typer.Option(0, "--verbose", "-v", count=True,
+                                help="log to stderr: -v what each stage does (INFO), -vv details (DEBUG)"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="errors only: no progress bar, no tables"),
+) -> None:
+    """Design GPU clusters for LLM training: network MILP, performance model, Pareto search."""
+    import logging
+
+    level = logging.ERROR if quiet else {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr, force=True)
+    logging.getLogger("designer").setLevel(level)
+    logging.getLogger("optuna").setLevel(level)  # Optuna's own logging follows the same level
+    _QUIET["on"] = quiet
+
 
 def _fail(message: str, code: int) -> None:
     typer.echo(f"error: {message}", err=True)
@@ -82,14 +111,15 @@ def bom(
         return
     from designer.report import print_bom
 
-    print_bom(result)
+    if not _QUIET["on"]:
+        print_bom(result)
 
 
 @app.command()
 @one_line_errors
 def network(
     study: Path = typer.Argument(..., help="study YAML (a network study, or a full study with a network: section)"),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object (the designs, status, gap, budget slacks)"),
     out: Optional[Path] = typer.Option(None, "--out", help="folder for designs.csv"),
     no_hooks: bool = typer.Option(False, "--no-hooks", help="refuse a study that names hooks or trial constraints (code that would run)"),
 ) -> None:
@@ -107,7 +137,7 @@ def network(
         write_designs_csv(result, out)
     if as_json:
         _print_json(result.to_json())
-    else:
+    elif not _QUIET["on"]:
         print_network_result(result)
         if out is not None:
             typer.echo(f"designs written to {out / 'designs.csv'}")
@@ -117,10 +147,10 @@ def network(
 @one_line_errors
 def evaluate(
     scenario: Path = typer.Argument(..., help="scenario YAML: model, training, strategy, system"),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object (metrics, breakdown, defaulted fields)"),
 ) -> None:
     """Evaluate one strategy on one cluster: iteration time, time-to-train, MFU, memory, breakdown."""
-    from designer.evaluate import defaulted_fields, evaluate_scenario, load_scenario, metrics_json
+    from designer.scenario import defaulted_fields, evaluate_scenario, load_scenario, metrics_json
     from designer.report import print_mapping
 
     from designer.perf.records import Infeasible
@@ -131,7 +161,7 @@ def evaluate(
     defaults = {k: (list(v) if isinstance(v, tuple) else v) for k, v in defaulted_fields(sc)}
     if as_json:
         _print_json({**data, "defaulted": defaults})
-    else:
+    elif not _QUIET["on"]:
         data.pop("breakdown", None)
         print_mapping(f"evaluate {scenario.name}", data)
         print_mapping("defaulted (not set in the scenario)", defaults)
@@ -153,12 +183,14 @@ def run(
     seed: Optional[int] = typer.Option(None, "--seed", help="the search seed (search.seed)"),
     design_trials: Optional[int] = typer.Option(None, "--design-trials", help="outer Optuna trials (cluster designs) in co-design"),
     overwrite: bool = typer.Option(False, "--overwrite", help="replace another study's results in --out"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object (files written, the front, MILP status, goal) "
+                                 "instead of the progress bar and tables"),
     no_hooks: bool = typer.Option(False, "--no-hooks", help="refuse a study that names hooks or trial constraints (code that would run)"),
 ) -> None:
     """Run a study: cluster designs priced by the MILP, strategy search, the goal, Pareto front, export.
     Exit 3 when no design meets the goal (the front found is still written)."""
     from designer.pipeline import GoalNotMet, run_study
-    from designer.report import print_goal, print_study_summary, progress_bar
+    from designer.report import print_goal, print_study_summary, progress_bar, run_json
     from designer.spec.study import load_study
 
     spec = load_study(study)
@@ -166,15 +198,26 @@ def run(
         refuse_code(study_code_refs(spec))
     if design_trials is not None:
         spec = spec.with_updates(design_search={**spec.design_search.model_dump(), "n_trials": design_trials})
+    quiet = as_json or _QUIET["on"]
     try:
-        with progress_bar() as progress:
+        if quiet:
             result = run_study(spec, out_dir=out, n_trials=n_trials, workers=workers, storage=storage,
-                               seed=seed, progress=progress, overwrite=overwrite)
+                               seed=seed, overwrite=overwrite)
+        else:
+            with progress_bar() as progress:
+                result = run_study(spec, out_dir=out, n_trials=n_trials, workers=workers, storage=storage,
+                                   seed=seed, progress=progress, overwrite=overwrite)
     except GoalNotMet as err:
-        print_study_summary(err.result)
+        if as_json:
+            _print_json(run_json(err.result))
+        elif not quiet:
+            print_study_summary(err.result)
         _fail(str(err), EXIT_INFEASIBLE)
-    print_study_summary(result)
-    print_goal(result)
+    if as_json:
+        _print_json(run_json(result))
+    elif not quiet:
+        print_study_summary(result)
+        print_goal(result)
 
 
 @app.command()
@@ -194,7 +237,8 @@ def space(
     if as_json:
         _print_json(data)
     else:
-        print_space(data)
+        if not _QUIET["on"]:
+            print_space(data)
 
 
 @app.command()
@@ -224,6 +268,7 @@ def worker(
 def pareto(
     out_dir: Path = typer.Argument(..., help="a study's output folder"),
     export: Optional[Path] = typer.Option(None, "--export", help="write the front to this CSV"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object: the front, one record per point"),
 ) -> None:
     """Re-read a study's Pareto front, print it, and optionally export it."""
     from designer.pipeline import read_pareto
@@ -232,10 +277,16 @@ def pareto(
     if export is not None and export.is_dir():
         raise SpecError(f"--export '{export}': is a folder; give a file path, e.g. {export / 'pareto.csv'}")
     front = read_pareto(out_dir)
-    print_front(front)
+    if as_json:
+        from designer.report import frame_records
+
+        _print_json({"out_dir": str(out_dir), "n_points": len(front), "front": frame_records(front)})
+    elif not _QUIET["on"]:
+        print_front(front)
     if export is not None:
         _write_atomically(export, lambda path: front.to_csv(path, index=False), "--export")
-        typer.echo(f"front written to {export}")
+        if not as_json and not _QUIET["on"]:
+            typer.echo(f"front written to {export}")
 
 
 def _write_atomically(target: Path, write: Callable[[Path], None], flag: str) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import math
 import multiprocessing as mp
 import os
@@ -35,6 +36,8 @@ from designer.search.space import CODED, RECOMPUTES, SCHEDULES
 from designer.spec.llm import LLMSpec
 from designer.spec.study import StudySpec, load_study
 
+
+log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ProgressEvent:
@@ -65,6 +68,7 @@ class StudyResult:
     fronts_by: pd.DataFrame | None = field(default=None, repr=False)
     strategies: pd.DataFrame | None = field(default=None, repr=False)  # the inner strategies (output.strategies)
     goal: Any = None  # designer.search.goal.GoalAnswer, None for the `front` goal
+    files: tuple[str, ...] = ()  # the files written, relative to out_dir, meta.json last
 
 
 class GoalNotMet(InfeasibleDesign):
@@ -134,7 +138,10 @@ def generate_candidates(spec: StudySpec, progress: ProgressFn | None = None, *, 
         try:
             catalog = study_catalog(sub)
             result = solve_network(sub, catalog=catalog)
+            log.info("sized %s: %d design(s), MILP %s in %.2f s", prefix, len(result.designs), result.status,
+                     result.solve_time_s)
         except InfeasibleDesign as err:
+            log.info("sized %s: infeasible (%s)", prefix, err)
             if source == "named":
                 raise InfeasibleDesign(f"design {prefix}: {err}") from None
             failures.append(f"{prefix}: {err}")
@@ -374,6 +381,9 @@ def _search_all(spec: StudySpec, problem: Problem, cands: list[Candidate], out_d
     for c in cands:
         size = problem.design_space(c).size
         methods[c.design_id] = choose_method(spec, size)
+        log.debug("design %s: %d strategies, searched by %s", c.design_id, size, methods[c.design_id])
+    log.info("searching %d design(s): %d exhaustively, %d with Optuna", len(cands),
+             sum(m != "optuna" for m in methods.values()), sum(m == "optuna" for m in methods.values()))
     optuna_cands = [c for c in cands if methods[c.design_id] == "optuna"]
     url = _storage_url(spec, out_dir, storage) if optuna_cands else None
     st = open_storage(url) if url else None
@@ -566,6 +576,7 @@ def _run_codesign(spec: StudySpec, problem: Problem, out_dir: Path, *, workers: 
             priced.append(pricer.price(k))
             if progress is not None:
                 progress(ProgressEvent("milp", i, space.size, message=f"pricing design {i + 1}/{space.size}"))
+        log.info("priced %d cluster designs: %d feasible", len(priced), sum(p.candidate is not None for p in priced))
         first: dict[str, Candidate] = {}
         for p in priced:
             if p.candidate is not None:
@@ -950,11 +961,14 @@ def _run_study(spec: StudySpec, out: Path, *, n_trials: int | None, workers: int
         "goal": answer.as_dict() if answer is not None else {"goal": "front"},
         "wall_time_s": time.perf_counter() - t0,
     }
-    write_outputs(out, pareto=pareto, trials=trials, designs=designs, meta=meta, fronts_by=fronts_by, front_by=key,
-                  plots=spec.output.plots, title=f"{spec.name}: {problem.llm.name}", strategies=strategies)
+    written = write_outputs(out, pareto=pareto, trials=trials, designs=designs, meta=meta, fronts_by=fronts_by,
+                            front_by=key, plots=spec.output.plots, title=f"{spec.name}: {problem.llm.name}",
+                            strategies=strategies)
+    log.info("wrote %d files to %s", len(written), out)
     if progress is not None:
         progress(ProgressEvent("done", len(cands), len(cands), done=len(cands), total=len(cands), front_size=len(pareto)))
-    result = StudyResult(spec, out, pareto, trials, designs, meta, fronts_by, strategies, answer)
+    result = StudyResult(spec, out, pareto, trials, designs, meta, fronts_by, strategies, answer,
+                         tuple(p.relative_to(out).as_posix() for p in written))
     if answer is not None and not answer.met:
         raise GoalNotMet(answer.message, result)
     return result

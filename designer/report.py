@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from rich.console import Console
 from rich.table import Table
@@ -76,7 +76,13 @@ def print_rows(title: str, rows: list[dict[str, Any]]) -> None:
     if not rows:
         console.print(f"{title}: (empty)")
         return
-    table = Table(*rows[0].keys(), title=title)
+    table = Table(title=title)
+    for name in rows[0]:
+        if name in ("design", "design_id"):
+            # whole ids, never cut with an ellipsis, so they can be copied into `designer` commands
+            table.add_column(name, no_wrap=True, min_width=max(len(str(r[name])) for r in rows))
+        else:
+            table.add_column(name, overflow="fold")
     for row in rows:
         table.add_row(*(_fmt(v) for v in row.values()))
     console.print(table)
@@ -94,6 +100,16 @@ def milp_status_line(milp: dict) -> str | None:
             "relaxation): raise the time limit for proven optima")
 
 
+def written_summary(files: Sequence[str]) -> str:
+    """The files a run wrote, as written: top-level files by name, a folder as 'folder/ (N files)'."""
+    top = [f for f in files if "/" not in f]
+    folders: dict[str, int] = {}
+    for f in files:
+        if "/" in f:
+            folders[f.split("/", 1)[0]] = folders.get(f.split("/", 1)[0], 0) + 1
+    return ", ".join([*top, *(f"{d}/ ({n} files)" for d, n in sorted(folders.items()))])
+
+
 def print_study_summary(result: Any) -> None:
     from designer.pipeline import summary_table
 
@@ -109,10 +125,7 @@ def print_study_summary(result: Any) -> None:
         console.print(f"co-design: {ds['n_evaluated']} of {ds['space_size']} cluster designs evaluated ({ds['method']}), "
                       f"{ds['milp_solves']} MILP solves, {ds['inner_searches']} strategy searches, "
                       f"{len(ds['dropped_gpu_counts'])} GPU counts without a valid strategy (meta.json)")
-    console.print(f"written to {result.out_dir}: pareto.csv, trials.csv, designs.csv, meta.json"
-                  + (f", strategies/ ({result.strategies['design_id'].nunique()} designs)"
-                     if result.strategies is not None and len(result.strategies) else "")
-                  + (", pareto.png, pareto.html" if result.spec.output.plots else ""))
+    console.print(f"written to {result.out_dir}: {written_summary(result.files)}")
 
 
 def print_goal(result: Any) -> None:
@@ -158,14 +171,11 @@ def print_network_result(result: Any) -> None:
                   + (f", gap {result.gap:.2%}" if result.gap else "") + f", solved in {result.solve_time_s:.2f} s"
                   + (" (stopped at the time limit; the gap is against the tighter of HiGHS's bound and the LP relaxation)"
                      if result.status == "incumbent" else ""))
-    table = Table("design", "family", "platform", "GPUs", "NIC", "switch", "tiers", "switches", "optics",
-                  "capex (M$)", "power (MW)")
-    for d in result.designs:
-        table.add_row(d.label, d.family.value, d.platform, f"{d.n_gpus:,}",
-                      f"{d.nics_per_gpu}x{d.nic_gbps:g}G", f"{d.switch} {d.radix}x{d.port_gbps:g}G",
-                      str(d.n_tiers), _fmt(d.bom.switch_count), _fmt(d.bom.transceiver_count),
-                      f"{d.capex_usd / 1e6:,.1f}", f"{d.power_w / 1e6:,.2f}")
-    console.print(table)
+    print_rows("", [{"design": d.label, "family": d.family.value, "platform": d.platform, "GPUs": f"{d.n_gpus:,}",
+                     "NIC": f"{d.nics_per_gpu}x{d.nic_gbps:g}G", "switch": f"{d.switch} {d.radix}x{d.port_gbps:g}G",
+                     "tiers": str(d.n_tiers), "switches": _fmt(d.bom.switch_count),
+                     "optics": _fmt(d.bom.transceiver_count), "capex (M$)": f"{d.capex_usd / 1e6:,.1f}",
+                     "power (MW)": f"{d.power_w / 1e6:,.2f}"} for d in result.designs])
     if result.budget_slacks and result.budget_slacks[0]:
         budgets = Table("budget", "metric", "sense", "rhs", "value", "slack", title="budgets (first design)")
         for s in result.budget_slacks[0]:
@@ -191,3 +201,22 @@ def print_space(data: dict[str, Any]) -> None:
         if "count" in e:
             c = e["count"]
             console.print(f"  {c['n_gpus']:,} GPUs: " + (c["reason"] or f"{c['strategies']:,} valid strategies"))
+
+
+def frame_records(df: Any) -> list[dict[str, Any]]:
+    """A DataFrame as JSON-ready records (NaN as null, numpy scalars as Python numbers)."""
+    import json
+
+    return json.loads(df.to_json(orient="records"))
+
+
+def run_json(result: Any) -> dict[str, Any]:
+    """What `designer run --json` prints: the files written, the front, the MILP status and the goal."""
+    milp = dict(result.meta.get("milp", {}))
+    return {
+        "study": result.spec.name, "out_dir": str(result.out_dir), "files": list(result.files),
+        "n_front_points": len(result.pareto), "front": frame_records(result.pareto.drop(columns=["megatron_args"],
+                                                                                         errors="ignore")),
+        "milp": milp, "design_search": result.meta.get("design_search"), "goal": result.meta.get("goal"),
+        "wall_time_s": result.meta.get("wall_time_s"),
+    }

@@ -25,7 +25,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from designer.evaluate import Scenario
+from designer.scenario import Scenario
 from designer.spec.network_study import NetworkStudy
 from designer.spec.study import StudySpec
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import logging
 import math
 import os
 import socket
@@ -50,12 +51,14 @@ from designer.search.exhaustive import (MODEL_CONSTRAINT, Candidate, Problem, Ro
                                         evaluate_rows)
 from designer.search.space import COLUMNS, StrategyTable, _typed, strategy_from_key, strategy_key
 
-optuna.logging.set_verbosity(optuna.logging.WARNING)
+# Optuna logs at designer's level (the command line's -q / -v; WARNING by default)
+optuna.logging.set_verbosity(logging.getLogger("designer").getEffectiveLevel())
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
 JOURNAL_NAME = "optuna.journal"
 LOCK_GRACE_S = 10  # a journal lock file older than this was left by a killed process
 HEARTBEAT_S = 10  # a dead worker's trials fail after 2 intervals without a beat (grace_period)
+log = logging.getLogger(__name__)
 SAMPLERS = ("tpe", "nsga2", "nsga3", "random")
 
 
@@ -317,6 +320,8 @@ class StaleTrials:
             except optuna.exceptions.UpdateFinishedTrialError:
                 continue  # another process failed it first (or its owner finished it after all)
             self.retry(study, self.storage.get_trial(tid))
+            log.info("trial %d of %s: its owner %s is gone; failed and queued again", t.number, study.study_name,
+                     t.user_attrs.get("owner"))
             n += 1
         return n
 

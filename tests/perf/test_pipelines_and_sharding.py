@@ -171,7 +171,7 @@ def test_moe_tokens_are_split_over_tp_under_sp():
 
 def test_part_of_an_nvl72_rack_can_be_stated(tmp_path):
     # 8 GPUs of a GB200 NVL72 rack: one NVLink domain of 8, no scale-out traffic needed
-    from designer.evaluate import Scenario, evaluate_scenario
+    from designer.scenario import Scenario, evaluate_scenario
 
     sc = Scenario.model_validate({
         "model": "llama3-8b",
