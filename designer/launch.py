@@ -1,0 +1,714 @@
+"""Launch configurations for one front point: the full Megatron-LM command (torchrun + pretrain_gpt.py)
+and, for dense models, a torchtitan TOML.
+
+Every flag and TOML field written here was checked against the real projects' argument definitions,
+committed as data under designer/data/launch/ (designer/data/launch/generate.py rebuilds them):
+
+- Megatron-LM, NVIDIA/Megatron-LM commit d98e8a64ddf34856e74b24714e3bedb2f5a39553 (2026-08-22):
+  megatron/training/arguments.py add_megatron_arguments, which builds most options from dataclasses
+  (megatron/training/argument_utils.py ArgumentGroupFactory over TransformerConfig, TrainingConfig...).
+  Paths cited below as `arguments.py:N` or `transformer_config.py` are at that commit.
+- torchtitan, pytorch/torchtitan commit 238fa9953e4aec2a62582121564273d7cbb1e9f1 (2026-02-23):
+  torchtitan/config/job_config.py JobConfig. That is the last commit that reads TOML files
+  (--job.config_file); the next one, 9810191 "[BC Breaking] Config System Refactor: TOML to Python
+  Dataclass Registry", replaced them by Python config functions, so the TOML written here is for a
+  torchtitan at or before 238fa99.
+
+The functions are pure: records in, strings and frozen records out. The only file read is the
+committed torchtitan flavor registry (torchtitan_flavors.json), once, to name a real flavor.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from designer.spec.llm import (
+    AttentionKernel, Fp8Recipe, LLMSpec, Precision, RankOrder, Recompute, Schedule, Strategy, TrainingSpec,
+    pipeline_stage_layers,
+)
+
+LAUNCH_DATA = Path(__file__).resolve().parent / "data" / "launch"
+MEGATRON_COMMIT = "d98e8a64ddf34856e74b24714e3bedb2f5a39553"
+TORCHTITAN_COMMIT = "238fa9953e4aec2a62582121564273d7cbb1e9f1"
+MEGATRON_SCRIPT = "pretrain_gpt.py"
+
+
+@dataclass(frozen=True)
+class MegatronLaunch:
+    """One Megatron-LM launch: environment, torchrun options, the training script and its options.
+    `notes` name what the strategy asks for that Megatron-LM has no flag for (written as comments)."""
+
+    env: tuple[tuple[str, str], ...]
+    torchrun_args: tuple[str, ...]
+    script: str
+    script_args: tuple[str, ...]
+    notes: tuple[str, ...]
+
+    def argv(self) -> list[str]:
+        return ["torchrun", *self.torchrun_args, self.script, *self.script_args]
+
+    def command(self) -> str:
+        """A shell command: the notes as `#` lines, then one line `ENV=.. torchrun .. pretrain_gpt.py ..`.
+        Tokens that name a shell variable ($MASTER_ADDR...) are double-quoted so the shell expands them."""
+        words = [f"{k}={shlex.quote(v)}" for k, v in self.env] + [_shell_word(w) for w in self.argv()]
+        return "".join(f"# {n}\n" for n in self.notes) + " ".join(words)
+
+
+@dataclass(frozen=True)
+class TorchtitanLaunch:
+    """A torchtitan TOML for the point, or None with the reason it is not written. `flavor` is a
+    flavor of torchtitan's llama3 registry with exactly the model's shape, or None (the TOML then says
+    in a comment which flavor to register and pick)."""
+
+    toml: str | None
+    model_name: str | None
+    flavor: str | None
+    reason: str | None
+    notes: tuple[str, ...]
+
+
+def _shell_word(w: str) -> str:
+    return f'"{w}"' if "$" in w else shlex.quote(w)
+
+
+def _check_gpus(s: Strategy, n_gpus: int, gpus_per_node: int) -> tuple[int, int]:
+    """(nodes, processes per node) for torchrun; the strategy must use exactly the cluster's GPUs."""
+    if gpus_per_node < 1:
+        raise ValueError(f"gpus_per_node {gpus_per_node} must be >= 1")
+    if s.n_gpus != n_gpus:
+        raise ValueError(f"strategy uses tp*pp*dp*cp = {s.n_gpus} GPUs, the cluster has {n_gpus}")
+    if n_gpus <= gpus_per_node:
+        return 1, n_gpus
+    if n_gpus % gpus_per_node:
+        raise ValueError(f"{n_gpus} GPUs are not a whole number of {gpus_per_node}-GPU nodes "
+                         "(torchrun starts the same number of processes on every node)")
+    return n_gpus // gpus_per_node, gpus_per_node
+
+
+def global_batch(s: Strategy, training: TrainingSpec) -> int:
+    return s.global_batch_sequences or training.global_batch_sequences
+
+
+def train_iterations(s: Strategy, training: TrainingSpec) -> int:
+    """Optimizer steps to train on the run's tokens at the strategy's batch."""
+    return math.ceil(training.total_tokens / (training.sequence_length * global_batch(s, training)))
+
+
+def moe_layer_pattern(llm: LLMSpec) -> list[int]:
+    """1 for an MoE layer, 0 for a dense one (designer.perf.compute: layer i is MoE when i >=
+    first_dense_layers and (i - first_dense_layers) % moe_layer_interval == 0)."""
+    moe = llm.moe
+    if moe is None:
+        return [0] * llm.layers
+    return [int(i >= moe.first_dense_layers and (i - moe.first_dense_layers) % moe.moe_layer_interval == 0)
+            for i in range(llm.layers)]
+
+
+def _run_length_pattern(bits: list[int]) -> str:
+    """Megatron's --moe-layer-freq list expression, e.g. '([0]*3+[1]*58)': arguments.py _eval_pattern
+    accepts only digits, ',', '[', ']', '(', ')', '+' and '*'."""
+    runs: list[list[int]] = []
+    for b in bits:
+        if runs and runs[-1][0] == b:
+            runs[-1][1] += 1
+        else:
+            runs.append([b, 1])
+    return "(" + "+".join(f"[{b}]*{n}" for b, n in runs) + ")"
+
+
+# ----------------------------------------------------------------------------- Megatron-LM
+def megatron_pipeline_layout(s: Strategy, llm: LLMSpec) -> list[str]:
+    """Flags for the layers of each pipeline stage and virtual chunk (pipeline_stage_layers).
+
+    Even stages: --num-layers-per-virtual-pipeline-stage when interleaved, else nothing. Uneven stages
+    whose middle stages are equal (and, interleaved, every stage a multiple of the chunks):
+    --decoder-first/last-pipeline-num-layers, with --num-virtual-stages-per-pipeline-rank when
+    interleaved (transformer_config.py "Uneven PP" checks); MTP layers then go on the last stage.
+    Anything else: --pipeline-model-parallel-layout, the explicit string of
+    megatron/core/transformer/pipeline_parallel_layer_layout.py ('E' embedding, 't' decoder layer,
+    'm' MTP layer, 'L' loss, '|' between chunks; chunk k of stage r is the (k * pp + r)-th; MTP must
+    follow every decoder layer in the last chunk of its rank: validate_layer_layout). This is the
+    token form of designer.export.pipeline_layout_args, extended with MTP."""
+    if s.pp == 1:
+        return []
+    v = s.virtual_stages if s.schedule == Schedule.interleaved else 1
+    stages = pipeline_stage_layers(llm.layers, s.pp, s.pp_first_stage_layers, s.pp_last_stage_layers)
+    if not stages:
+        raise ValueError(f"pp {s.pp} with first/last stage layers {s.pp_first_stage_layers}/"
+                         f"{s.pp_last_stage_layers} leaves no split of {llm.layers} layers")
+    middle = stages[1:-1]
+    if len(set(stages)) == 1 and stages[0] % v == 0:
+        return ["--num-layers-per-virtual-pipeline-stage", str(stages[0] // v)] if v > 1 else []
+    if len(set(middle)) <= 1 and all(n % v == 0 and n > 0 for n in stages):
+        out = ["--decoder-first-pipeline-num-layers", str(stages[0]),
+               "--decoder-last-pipeline-num-layers", str(stages[-1])]
+        return out + (["--num-virtual-stages-per-pipeline-rank", str(v)] if v > 1 else [])
+    chunks = [[""] * v for _ in stages]
+    for r, n in enumerate(stages):
+        for k in range(v):
+            c = n // v + (k < n % v)
+            chunks[r][k] = "" if c == 0 else ("t" if c == 1 else f"t*{c}")
+    chunks[0][0] = "E" + chunks[0][0]
+    tail = "m" * llm.mtp_layers + "L"
+    chunks[-1][-1] = chunks[-1][-1] + ("," if chunks[-1][-1] else "") + ",".join(tail)
+    order = [chunks[r][k] for k in range(v) for r in range(s.pp)]
+    parts, i = [], 0
+    while i < len(order) - 1:  # runs of equal chunks as '(c|)*k', the grammar's repetition
+        j = i
+        while j + 1 < len(order) - 1 and order[j + 1] == order[i]:
+            j += 1
+        k = j - i + 1
+        parts.append(f"({order[i]}|)*{k}" if k > 1 else f"{order[i]}|")
+        i = j + 1
+    return ["--pipeline-model-parallel-layout", ",".join(parts) + "," + order[-1]]
+
+
+def _model_args(llm: LLMSpec, training: TrainingSpec, notes: list[str]) -> list[str]:
+    a = ["--num-layers", str(llm.layers), "--hidden-size", str(llm.hidden_size),
+         "--ffn-hidden-size", str(llm.ffn_size), "--num-attention-heads", str(llm.heads),
+         "--seq-length", str(training.sequence_length),
+         "--max-position-embeddings", str(training.sequence_length)]
+    if llm.mla is not None:
+        # MLA (transformer_config.py MLATransformerConfig): --qk-head-dim is the no-RoPE part of a
+        # head ("q_head_dim = qk_head_dim + qk_pos_emb_head_dim"); no --q-lora-rank means an
+        # uncompressed query projection (q_lora_rank None)
+        mla = llm.mla
+        a += ["--multi-latent-attention", "--kv-lora-rank", str(mla.kv_lora_rank),
+              "--qk-head-dim", str(mla.qk_nope_head_dim), "--qk-pos-emb-head-dim", str(mla.qk_rope_head_dim),
+              "--v-head-dim", str(mla.v_head_dim)]
+        if mla.q_lora_rank is not None:
+            a += ["--q-lora-rank", str(mla.q_lora_rank)]
+    else:
+        if llm.kv_heads_effective != llm.heads:
+            a += ["--group-query-attention", "--num-query-groups", str(llm.kv_heads_effective)]
+        if llm.head_dim is not None and llm.head_dim != llm.hidden_size // llm.heads:
+            # kv_channels: the head dimension; Megatron's default is hidden_size / heads
+            a += ["--kv-channels", str(llm.head_dim)]
+    # LLMSpec records no position encoding. RMSNorm models here are the RoPE lineage (Llama, Mixtral,
+    # DeepSeek, Qwen, gpt-oss); LayerNorm ones the GPT-3 / Megatron 2021 lineage with learned
+    # absolute positions (Megatron's default). A guess from the record, said in a note.
+    pos = "rope" if llm.norm == "rmsnorm" else "learned_absolute"
+    notes.append(f"position encoding is not in the model record: --position-embedding-type {pos} "
+                 f"({'RMSNorm' if pos == 'rope' else 'LayerNorm'} lineage); set the model's own (and --rotary-base)")
+    a += ["--position-embedding-type", pos, "--normalization", "RMSNorm" if llm.norm == "rmsnorm" else "LayerNorm"]
+    if llm.gated_mlp:
+        a.append("--swiglu")  # --ffn-hidden-size is then each of the two up projections (fc1 is doubled)
+    if not llm.linear_bias:
+        a.append("--disable-bias-linear")  # store_false of add_bias_linear (TransformerConfig)
+    if not llm.tied_embeddings:
+        a.append("--untie-embeddings-and-output-weights")
+    if not llm.dropout:
+        a += ["--attention-dropout", "0.0", "--hidden-dropout", "0.0"]  # Megatron's defaults are 0.1
+    if llm.mtp_layers:
+        a += ["--mtp-num-layers", str(llm.mtp_layers)]
+    # Tokenizer- and data-independent: NullTokenizer takes its vocabulary size from --vocab-size
+    # (megatron/core/tokenizers/text/libraries/null_tokenizer.py, EOD = vocab_size - 1) and
+    # --mock-data generates token ids, so the command runs as written; Megatron pads the embedding to
+    # a multiple of 128 * tp (--make-vocab-size-divisible-by) as in any real run.
+    a += ["--tokenizer-type", "NullTokenizer", "--vocab-size", str(llm.vocab_size), "--mock-data"]
+    notes.append("data: --mock-data with NullTokenizer; for a real run give --data-path and the model's tokenizer")
+    return a
+
+
+def _moe_args(llm: LLMSpec, s: Strategy, gpus_per_node: int, notes: list[str]) -> list[str]:
+    moe = llm.moe
+    if moe is None:
+        return []
+    a = ["--num-experts", str(moe.experts), "--moe-router-topk", str(moe.top_k),
+         "--moe-ffn-hidden-size", str(moe.expert_ffn_size),
+         # grouped GEMM: the experts of a rank in one kernel; TransformerConfig also requires it for
+         # the 'moe_act' recompute module
+         "--moe-grouped-gemm"]
+    bits = moe_layer_pattern(llm)
+    if not all(bits):
+        a += ["--moe-layer-freq", _run_length_pattern(bits)]
+    if moe.shared_experts:
+        # "Shared expert total ffn hidden size. It should be equal to num_shared_experts *
+        # ffn_size_of_each_shared_expert" (TransformerConfig.moe_shared_expert_intermediate_size)
+        a += ["--moe-shared-expert-intermediate-size", str(moe.shared_experts * moe.shared_ffn_size)]
+    # dispatcher: TransformerConfig.moe_token_dispatcher_type Literal['allgather', 'alltoall', 'flex'];
+    # DeepEP is the flex dispatcher with backend deepep (--moe-enable-deepep is deprecated there)
+    if s.moe_dispatcher == "deepep":
+        a += ["--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend", "deepep"]
+    else:
+        a += ["--moe-token-dispatcher-type", s.moe_dispatcher]
+    if moe.capacity_factor != 1.0:
+        # the designer prices capacity_factor x the routed tokens: Megatron's capacity with padding
+        # to it (dropless, Megatron's default, when the factor is 1)
+        a += ["--moe-expert-capacity-factor", f"{moe.capacity_factor:g}", "--moe-pad-expert-input-to-capacity"]
+    if moe.max_nodes_per_token is not None and s.ep > 1:
+        # node-limited routing (TransformerConfig.moe_router_num_groups: "Node-limited routing: set
+        # 'moe_router_num_groups' equal to number of nodes in EP group"). Expert ranks are laid out
+        # expert-tp innermost, then ep (parallel_state.py expert mesh 'tp-ep-dp-pp'), so one EP group
+        # spans ceil(ep * etp / gpus_per_node) nodes.
+        etp = s.expert_tp or s.tp
+        span = max(1, -(-s.ep * etp // gpus_per_node))
+        if span > moe.max_nodes_per_token and moe.experts % span == 0:
+            a += ["--moe-router-num-groups", str(span), "--moe-router-group-topk", str(moe.max_nodes_per_token)]
+    return a
+
+
+def _zero_args(s: Strategy, notes: list[str]) -> list[str]:
+    a: list[str] = []
+    dp_ranks = s.dp * s.cp  # Megatron's distributed optimizer and FSDP shard over the dp x cp group
+    if s.zero_stage == 1:
+        # ZeRO-1: the distributed optimizer shards optimizer state and reduce-scatters gradients
+        a.append("--use-distributed-optimizer")
+    elif s.zero_stage in (2, 3):
+        # ZeRO-2 / ZeRO-3 shard gradients (and weights) in memory: Megatron-FSDP's sharding strategies
+        # optim_grads / optim_grads_params (arguments.py --data-parallel-sharding-strategy). Not
+        # --use-torch-fsdp2: arguments.py asserts it off with pipeline and expert parallelism and
+        # fp16. Megatron-FSDP asserts --ckpt-format fsdp_dtensor; its default version 1 switches
+        # the distributed optimizer on itself.
+        strategy = "optim_grads" if s.zero_stage == 2 else "optim_grads_params"
+        a += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy", strategy, "--ckpt-format", "fsdp_dtensor"]
+        if s.zero_stage == 3 and not s.fsdp_reshard_after_forward:
+            notes.append("ZeRO-3 without resharding after forward: Megatron-FSDP has no such switch "
+                         "(--torch-fsdp2-no-reshard-after-forward is Torch-FSDP2's)")
+    if s.zero_stage >= 1 and s.shard_group_size is not None and s.shard_group_size < dp_ranks:
+        # HSDP: the shards span groups of shard_group_size dp x cp ranks, replicated across groups
+        # (DistributedDataParallelConfig.num_distributed_optimizer_instances; mcore_fsdp_adapter.py:
+        # enable_hsdp = num_distributed_optimizer_instances > 1)
+        if dp_ranks % s.shard_group_size:
+            raise ValueError(f"shard_group_size {s.shard_group_size} does not divide dp*cp = {dp_ranks}")
+        a += ["--num-distributed-optimizer-instances", str(dp_ranks // s.shard_group_size)]
+    if s.dp_bucket_bytes is not None:
+        notes.append(f"DP bucket of {s.dp_bucket_bytes:.3g} bytes: --ddp-bucket-size counts elements; "
+                     "set it for the gradient dtype")
+    zpp = [n for n, on in (("qwZ", s.zeropp_quantized_weights), ("qgZ", s.zeropp_quantized_gradients),
+                           ("hpZ", s.zeropp_hierarchical_partition)) if on]
+    if zpp:
+        notes.append(f"ZeRO++ {'/'.join(zpp)}: DeepSpeed only, no Megatron-LM flag")
+    return a
+
+
+def _recompute_args(s: Strategy, training: TrainingSpec, notes: list[str]) -> list[str]:
+    if s.recompute == Recompute.selective:
+        modules = [m.value for m in s.recompute_modules] or ["core_attn"]  # Megatron's default too
+        if (training.precision == Precision.fp8 and training.fp8_recipe == Fp8Recipe.delayed
+                and {"moe_act", "layernorm"} & set(modules)):
+            notes.append("Megatron-LM refuses moe_act/layernorm recompute with delayed fp8 scaling "
+                         "(TransformerConfig.__post_init__): use --fp8-recipe tensorwise")
+        return ["--recompute-granularity", "selective", "--recompute-modules", *modules]
+    if s.recompute == Recompute.full:
+        # every layer's input kept, the layer recomputed: uniform method, one layer per group
+        return ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
+    return []
+
+
+def _precision_args(s: Strategy, training: TrainingSpec, notes: list[str]) -> list[str]:
+    p = training.precision
+    if p == Precision.fp16:
+        return ["--fp16"]
+    a = ["--bf16"]  # fp8 / fp4 GEMMs run inside a bf16 model (Transformer Engine recipes)
+    if p == Precision.fp8:
+        # --fp8-recipe choices tensorwise|delayed|mxfp8|blockwise|custom: tensorwise is TE's
+        # Float8CurrentScaling (this step's amax), the designer's 'current'
+        recipe = {Fp8Recipe.delayed: "delayed", Fp8Recipe.current: "tensorwise",
+                  Fp8Recipe.blockwise: "blockwise"}.get(training.fp8_recipe)
+        if recipe is None:
+            recipe = "tensorwise"
+            notes.append(f"fp8 recipe {training.fp8_recipe.value}: Transformer Engine has no per-row recipe; "
+                         "tensorwise (current scaling) written")
+        # hybrid: E4M3 forward, E5M2 gradients; DeepSeek-style blockwise scaling uses E4M3 throughout
+        fmt = "e4m3" if recipe == "blockwise" else "hybrid"
+        a += ["--fp8-format", fmt, "--fp8-recipe", recipe]
+        if training.fp8_param_gather:
+            a.append("--fp8-param-gather")
+    elif p == Precision.mxfp8:
+        a += ["--fp8-format", "e4m3", "--fp8-recipe", "mxfp8"]
+        if training.fp8_param_gather:
+            a.append("--fp8-param-gather")
+    elif p == Precision.nvfp4:
+        a += ["--fp4-format", "e2m1", "--fp4-recipe", "nvfp4"]
+        if training.fp8_param_gather:
+            a.append("--fp4-param-gather")  # arguments.py: must go with --fp4-format
+    # 16-bit master gradients / Adam moments: the precision-aware optimizer (arguments.py asserts it
+    # for --main-grads-dtype other than fp32 and for --optimizer-cpu-offload)
+    if training.grad_accumulation_dtype == "bf16":
+        a += ["--main-grads-dtype", "bf16"]
+    if training.optimizer_state_dtype == "bf16":
+        a += ["--exp-avg-dtype", "bf16", "--exp-avg-sq-dtype", "bf16"]
+    return a
+
+
+def megatron_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus: int, gpus_per_node: int,
+                    *, script: str = MEGATRON_SCRIPT) -> MegatronLaunch:
+    """The full Megatron-LM launch of one strategy (Megatron-LM commit MEGATRON_COMMIT)."""
+    nodes, per_node = _check_gpus(s, n_gpus, gpus_per_node)
+    notes: list[str] = [f"designer: {llm.name} on {n_gpus} GPUs ({nodes} x {per_node}); "
+                        f"Megatron-LM {MEGATRON_COMMIT[:12]}"]
+    if nodes == 1:
+        torchrun = ["--standalone", "--nnodes", "1", "--nproc-per-node", str(per_node)]
+    else:
+        # c10d rendezvous assigns node ranks itself; the endpoint is the first node's address
+        torchrun = ["--nnodes", str(nodes), "--nproc-per-node", str(per_node), "--rdzv-backend", "c10d",
+                    "--rdzv-endpoint", "$MASTER_ADDR:$MASTER_PORT", "--rdzv-id", "$JOB_ID"]
+    a = _model_args(llm, training, notes)
+    a += ["--tensor-model-parallel-size", str(s.tp), "--pipeline-model-parallel-size", str(s.pp)]
+    a += megatron_pipeline_layout(s, llm)
+    if s.schedule == Schedule.gpipe and s.pp > 1:
+        notes.append("GPipe schedule: Megatron-LM runs 1F1B (same bubble, less activation memory)")
+    elif s.schedule == Schedule.zero_bubble and s.pp > 1:
+        notes.append("zero-bubble (ZB-H1) schedule: not in Megatron-LM; 1F1B written")
+    elif s.schedule == Schedule.dualpipe and s.pp > 1:
+        notes.append("DualPipe schedule: not in Megatron-LM; 1F1B written")
+    if s.sequence_parallel:
+        a.append("--sequence-parallel")
+    if s.cp > 1:
+        # TE DotProductAttention cp_comm_type values "p2p", "all_gather", "a2a" (transformer_config.py
+        # cp_comm_type docstring; arguments.py's help text says 'allgather', which TE does not accept)
+        a += ["--context-parallel-size", str(s.cp), "--cp-comm-type", s.cp_comm]
+        if not s.cp_load_balance:
+            notes.append("CP without causal load balancing: Megatron-LM always balances")
+    if llm.moe is not None:
+        etp = s.expert_tp or s.tp
+        a += ["--expert-model-parallel-size", str(s.ep), "--expert-tensor-parallel-size", str(etp)]
+        a += _moe_args(llm, s, gpus_per_node, notes)
+    if s.rank_order == RankOrder.tp_cp_pp_dp:
+        a.append("--use-tp-pp-dp-mapping")  # initialize.py: order 'tp-cp-ep-pp-dp' instead of 'tp-cp-ep-dp-pp'
+    a += ["--micro-batch-size", str(s.microbatch_size), "--global-batch-size", str(global_batch(s, training)),
+          "--train-iters", str(train_iterations(s, training))]
+    notes.append("optimizer hyperparameters are not in the designer records: add --lr, --min-lr, "
+                 "--lr-decay-style, --lr-warmup-iters, --weight-decay, --clip-grad")
+    a += _recompute_args(s, training, notes)
+    a += _zero_args(s, notes)
+    fsdp = s.zero_stage in (2, 3)
+    if s.overlap_dp_comm and s.dp * s.cp > 1:
+        a.append("--overlap-grad-reduce")
+        if s.zero_stage >= 1:
+            # arguments.py: --overlap-param-gather needs the distributed optimizer or Megatron-FSDP
+            a.append("--overlap-param-gather")
+    if s.overlap_tp_comm and s.tp > 1:
+        if s.sequence_parallel:
+            a.append("--tp-comm-overlap")  # arguments.py asserts --sequence-parallel with it
+        else:
+            notes.append("TP communication overlap needs sequence parallelism in Megatron-LM: not written")
+    ep_overlap = False
+    if s.overlap_ep_comm and llm.moe is not None and s.ep > 1:
+        # TransformerConfig.__post_init__ on overlap_moe_expert_parallel_comm: alltoall/flex
+        # dispatcher, virtual pipeline when pp > 1, no full recompute, no 'moe' recompute module, and a
+        # bf16/fp16 model (always here: fp8/fp4 GEMMs run in a --bf16 model)
+        why = []
+        if s.moe_dispatcher == "allgather":
+            why.append("the allgather dispatcher")
+        if s.pp > 1 and not (s.schedule == Schedule.interleaved and s.virtual_stages > 1):
+            why.append("pp > 1 without virtual stages")
+        if s.recompute == Recompute.full or "moe" in [m.value for m in s.recompute_modules]:
+            why.append("recompute of the MoE block")
+        if why:
+            notes.append(f"EP all-to-all overlap not written: Megatron-LM refuses it with {', '.join(why)}")
+        else:
+            ep_overlap = True
+            a.append("--overlap-moe-expert-parallel-comm")
+    if s.cuda_graphs:
+        a += ["--cuda-graph-impl", "local"]  # arguments.py: --enable-cuda-graph is the deprecated spelling
+    # attention kernel: TransformerConfig.attention_backend (AttnBackend flash|fused|unfused|local|auto);
+    # 'fused' is TE's cuDNN fused attention, 'auto' lets TE pick the generation's best
+    backend = {AttentionKernel.flash: "auto", AttentionKernel.flash2: "flash", AttentionKernel.flash3: "flash",
+               AttentionKernel.cudnn: "fused", AttentionKernel.unfused: "unfused"}[s.attention_kernel]
+    a += ["--attention-backend", backend]
+    if s.attention_kernel in (AttentionKernel.flash2, AttentionKernel.flash3):
+        a += ["--flash-attention-version", "2" if s.attention_kernel == AttentionKernel.flash2 else "3"]
+    precision_aware = (training.grad_accumulation_dtype == "bf16" or training.optimizer_state_dtype == "bf16"
+                       or s.offload_optimizer or s.offload_weights)
+    if s.offload_optimizer or s.offload_weights:
+        a += ["--optimizer-cpu-offload", "--optimizer-offload-fraction", "1.0"]
+    if precision_aware:
+        a.append("--use-precision-aware-optimizer")
+        if s.zero_stage == 0:
+            # megatron/core/optimizer/__init__.py: "--use-precision-aware-optimizer only supported
+            # with distributed optimizer"
+            notes.append("16-bit optimizer state / optimizer offload needs the distributed optimizer in "
+                         "Megatron-LM: add --use-distributed-optimizer (ZeRO-1)")
+    if s.offload_weights:
+        notes.append("weight offload: FSDP2 CPUOffloadPolicy / ZeRO-Infinity, no Megatron-LM flag; optimizer offload written")
+    if s.offload_activation_layers:
+        # arguments.py: --cpu-offloading-num-layers > 0 sets cpu_offloading itself
+        a += ["--cpu-offloading-num-layers", str(s.offload_activation_layers)]
+    a += _precision_args(s, training, notes)
+    env: list[tuple[str, str]] = []
+    if (s.tp > 1 or s.cp > 1) and not fsdp and not ep_overlap:
+        # arguments.py asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with tp or cp > 1 before Blackwell (one
+        # hardware queue keeps TP/CP communication kernels in issue order); FSDP and the EP overlap
+        # want more queues, and only warn
+        env.append(("CUDA_DEVICE_MAX_CONNECTIONS", "1"))
+    return MegatronLaunch(env=tuple(env), torchrun_args=tuple(torchrun), script=script, script_args=tuple(a),
+                          notes=tuple(notes))
+
+
+def megatron_command(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus: int, gpus_per_node: int) -> str:
+    return megatron_launch(llm, training, s, n_gpus, gpus_per_node).command()
+
+
+# ----------------------------------------------------------------------------- torchtitan
+@functools.cache
+def torchtitan_flavors() -> Mapping[str, Any]:
+    """The committed llama3 flavor registry of torchtitan TORCHTITAN_COMMIT (generate.py)."""
+    return json.loads((LAUNCH_DATA / "torchtitan_flavors.json").read_text())
+
+
+_LLAMA3_SHAPE = ("layers", "hidden_size", "heads", "kv_heads", "head_dim", "ffn_size", "vocab_size")
+
+
+def llama3_flavor(llm: LLMSpec, flavors: Mapping[str, Any] | None = None) -> str | None:
+    """The torchtitan llama3 flavor whose meta-device model has exactly this model's shape, or None.
+    Debug and attention-variant flavors (flex, varlen) are skipped: they are the plain ones' shapes."""
+    reg = (flavors or torchtitan_flavors())["llama3"]
+    mine = {"layers": llm.layers, "hidden_size": llm.hidden_size, "heads": llm.heads,
+            "kv_heads": llm.kv_heads_effective, "head_dim": llm.head_dim_effective, "ffn_size": llm.ffn_size,
+            "vocab_size": llm.vocab_size}
+    for name, shape in reg.items():
+        if shape["attn_type"] == "sdpa" and all(shape[k] == mine[k] for k in _LLAMA3_SHAPE):
+            return name
+    return None
+
+
+def _llama3_unsupported(llm: LLMSpec) -> list[str]:
+    """What of the model torchtitan's llama3 Transformer (SwiGLU, RMSNorm, no biases, untied output,
+    head_dim = dim / n_heads: torchtitan/models/llama3/model/model.py) cannot express."""
+    why = []
+    if not llm.gated_mlp:
+        why.append("a non-gated (GELU) MLP")
+    if llm.norm != "rmsnorm":
+        why.append("LayerNorm")
+    if llm.linear_bias:
+        why.append("linear biases")
+    if llm.tied_embeddings:
+        why.append("tied embeddings")
+    if llm.head_dim is not None and llm.head_dim != llm.hidden_size // llm.heads:
+        why.append(f"head_dim {llm.head_dim} != hidden/heads")
+    if llm.mla is not None:
+        why.append("multi-head latent attention")
+    if llm.mtp_layers:
+        why.append("multi-token prediction")
+    if llm.dropout:
+        why.append("dropout")
+    return why
+
+
+def _llama3_ffn_args(dim: int, ffn: int) -> tuple[int, float | None]:
+    """(multiple_of, ffn_dim_multiplier) that make torchtitan's FeedForward hidden size `ffn`
+    (torchtitan/models/llama3/model/model.py FeedForward at TORCHTITAN_COMMIT: h = int(2 * 4 * dim / 3);
+    h = int(ffn_dim_multiplier * h); h = multiple_of * ceil(h / multiple_of)). multiple_of = ffn rounds
+    any h in (0, ffn] up to ffn."""
+    h = int(2 * 4 * dim / 3)
+    mult = None if h <= ffn else math.floor(ffn / h * 1e6) / 1e6
+    hh = h if mult is None else int(mult * h)
+    assert ffn * math.ceil(hh / ffn) == ffn, (dim, ffn, mult)
+    return ffn, mult
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)  # a JSON string is a TOML basic string
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(f"no TOML form for {v!r}")
+
+
+def _toml(sections: list[tuple[str, dict[str, Any], list[str]]], header: list[str]) -> str:
+    out = [f"# {h}" if h else "#" for h in header]
+    for name, fields, comments in sections:
+        out.append("")
+        out += [f"# {c}" for c in comments]
+        out.append(f"[{name}]")
+        out += [f"{k} = {_toml_value(v)}" for k, v in fields.items()]
+    return "\n".join(out) + "\n"
+
+
+def _stage_modules(s: Strategy, llm: LLMSpec) -> list[list[str]]:
+    """torchtitan's module_fqns_per_model_part for the designer's stage split: part i is pipeline
+    stage i; looped schedules put stage i on rank i % pp, so chunk k of rank r is part k * pp + r.
+    llama3 module names: tok_embeddings, layers.<i>, norm, output (model.py Transformer)."""
+    v = s.virtual_stages if s.schedule == Schedule.interleaved else 1
+    stages = pipeline_stage_layers(llm.layers, s.pp, s.pp_first_stage_layers, s.pp_last_stage_layers)
+    counts = [0] * (s.pp * v)
+    for r, n in enumerate(stages):
+        for k in range(v):
+            counts[k * s.pp + r] = n // v + (k < n % v)
+    parts, first = [], 0
+    for c in counts:
+        parts.append([f"layers.{i}" for i in range(first, first + c)])
+        first += c
+    parts[0].insert(0, "tok_embeddings")
+    parts[-1] += ["norm", "output"]
+    return parts
+
+
+def torchtitan_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus: int, gpus_per_node: int,
+                      *, flavors: Mapping[str, Any] | None = None) -> TorchtitanLaunch:
+    """A torchtitan TOML (JobConfig of TORCHTITAN_COMMIT) for a dense model, or the reason there is none."""
+    nodes, per_node = _check_gpus(s, n_gpus, gpus_per_node)
+    if llm.moe is not None:
+        return TorchtitanLaunch(None, None, None, (
+            f"{llm.name} is MoE: torchtitan's MoE models (deepseek_v3, llama4, qwen3, gpt_oss) are not in the "
+            "committed flavor registry, so no flavor of exactly this shape can be named, and a TOML cannot give a "
+            "model's shape (the [model] section has only name and flavor); no TOML written"), ())
+    unsupported = _llama3_unsupported(llm)
+    if unsupported:
+        return TorchtitanLaunch(None, None, None, (
+            f"{llm.name} has {', '.join(unsupported)}: torchtitan's dense decoder (llama3: SwiGLU, RMSNorm, "
+            "no biases, untied, torchtitan/models/llama3/model/model.py) cannot express it; no TOML written"), ())
+    notes: list[str] = []
+    flavor = llama3_flavor(llm, flavors)
+    gb = global_batch(s, training)
+    header = [f"torchtitan JobConfig (pytorch/torchtitan {TORCHTITAN_COMMIT}, torchtitan/config/job_config.py)",
+              f"designer: {llm.name} on {n_gpus} GPUs ({nodes} x {per_node}): tp {s.tp} pp {s.pp} dp {s.dp} cp {s.cp}",
+              (f"run: NGPU={per_node} CONFIG_FILE=<this file> ./run_train.sh" if nodes == 1 else
+               # run_train.sh at that commit is one node (--rdzv_endpoint localhost:0); the same torchrun
+               # across nodes, with a shared c10d endpoint
+               f"run on each of the {nodes} nodes: torchrun --nnodes {nodes} --nproc-per-node {per_node} "
+               '--rdzv-backend c10d --rdzv-endpoint "$MASTER_ADDR:$MASTER_PORT" --rdzv-id "$JOB_ID" '
+               "-m torchtitan.train --job.config_file <this file>"),
+              "torchtitan read TOML until commit 238fa99; later ones take Python configs (--module/--config)."]
+    model: dict[str, Any] = {"name": "llama3"}
+    model_comments = []
+    if flavor is not None:
+        model["flavor"] = flavor
+        model_comments.append(f"flavor {flavor}: torchtitan/models/llama3/__init__.py llama3_args, same shape as {llm.name}")
+    else:
+        mult_of, mult = _llama3_ffn_args(llm.hidden_size, llm.ffn_size)
+        margs = (f"dim={llm.hidden_size}, n_layers={llm.layers}, n_heads={llm.heads}, n_kv_heads={llm.kv_heads_effective}, "
+                 f"vocab_size={llm.vocab_size}, multiple_of={mult_of}"
+                 + (f", ffn_dim_multiplier={mult}" if mult is not None else ""))
+        model_comments += [
+            f"No llama3 flavor of torchtitan {TORCHTITAN_COMMIT[:7]} has the shape of {llm.name}, and the TOML",
+            "cannot give a shape: register one in torchtitan/models/llama3/__init__.py llama3_args,",
+            f'  "{llm.name}": TransformerModelArgs({margs}, rope_theta=<the model\'s>),',
+            f'then set flavor = "{llm.name}" here (without a flavor torchtitan builds its debugmodel).']
+        notes.append(f"no torchtitan flavor of the shape of {llm.name}: the TOML says which to register")
+    model_comments.append("hf_assets_path: the model's tokenizer folder (scripts/download_hf_assets.py)")
+    if training.precision in (Precision.fp8, Precision.mxfp8):
+        model["converters"] = ["quantize.linear.float8" if training.precision == Precision.fp8 else "quantize.linear.mx"]
+    dp_total = s.dp * s.cp
+    # torchtitan accumulates global_batch_size / (local_batch_size * dp) micro-steps per step
+    # (job_config.py Training.global_batch_size): without PP local_batch_size is the microbatch;
+    # with PP it is the rank's whole batch, cut into pipeline_parallel_microbatch_size pieces
+    local = s.microbatch_size if s.pp == 1 else gb // s.dp
+    training_fields: dict[str, Any] = {"local_batch_size": local, "global_batch_size": gb,
+                                       "seq_len": training.sequence_length,
+                                       "steps": train_iterations(s, training)}
+    training_comments = ["local_batch_size: sequences per data-parallel rank per forward"
+                         + (" (the pipeline splits it into microbatches)" if s.pp > 1 else "")]
+    if training.precision == Precision.fp16:
+        notes.append("fp16: torchtitan mixes in bfloat16 or float32 only; bfloat16 written")
+    training_fields["mixed_precision_param"] = "bfloat16"
+    if s.offload_weights:
+        # FSDP2 CPUOffloadPolicy: parameters, gradients and optimizer state on the host
+        training_fields["enable_cpu_offload"] = True
+    elif s.offload_optimizer:
+        notes.append("optimizer-only offload: torchtitan offloads all of FSDP's state (training.enable_cpu_offload) or nothing")
+    # data parallelism: FSDP2 shards over the dp_shard x cp mesh (torchtitan/distributed/parallel_dims.py);
+    # ZeRO-0 is DDP (replicate only); ZeRO-3 FSDP; HSDP when shard groups are smaller than dp x cp.
+    par: dict[str, Any] = {}
+    par_comments = []
+    if s.zero_stage == 0:
+        par["data_parallel_replicate_degree"], par["data_parallel_shard_degree"] = s.dp, 1
+    else:
+        group = s.shard_group_size or dp_total
+        if group % s.cp or dp_total % group:
+            raise ValueError(f"shard group {group} is not a multiple of cp {s.cp} dividing dp*cp {dp_total}")
+        shard = group // s.cp
+        par["data_parallel_replicate_degree"], par["data_parallel_shard_degree"] = s.dp // shard, shard
+        if s.zero_stage in (1, 2):
+            # no ZeRO-1/2 in torchtitan: FSDP2 that keeps the gathered weights from forward to
+            # backward ("never" reshard) gathers them once per step and shards gradients like ZeRO-2
+            par["fsdp_reshard_after_forward"] = "never"
+            par_comments.append(f"ZeRO-{s.zero_stage}: torchtitan has FSDP2 only; reshard 'never' is the nearest")
+        else:
+            par["fsdp_reshard_after_forward"] = "always" if s.fsdp_reshard_after_forward else "never"
+    par["tensor_parallel_degree"] = s.tp
+    if s.tp > 1 and not s.sequence_parallel:
+        notes.append("TP without sequence parallelism: torchtitan's llama3 TP plan always shards the norms' sequence")
+    if s.overlap_tp_comm and s.tp > 1:
+        par["enable_async_tensor_parallel"] = True  # job_config.py: only effective with torch.compile
+    par["pipeline_parallel_degree"] = s.pp
+    if s.pp > 1:
+        # schedule names: torch.distributed.pipelining.schedules.get_schedule_class
+        sched = {Schedule.gpipe: "GPipe", Schedule.one_f_one_b: "1F1B", Schedule.interleaved: "Interleaved1F1B",
+                 Schedule.zero_bubble: "1F1B", Schedule.dualpipe: "DualPipeV"}[s.schedule]
+        if s.schedule == Schedule.zero_bubble:
+            notes.append("ZB-H1 on one stage per rank is not a torch.distributed.pipelining schedule "
+                         "(InterleavedZeroBubble / ZBVZeroBubble need several); 1F1B written")
+        if s.schedule == Schedule.dualpipe:
+            notes.append("DualPipe: torchtitan runs DualPipeV (the V-shaped, one-copy form); two stages per rank")
+        par["pipeline_parallel_schedule"] = sched
+        par["pipeline_parallel_microbatch_size"] = s.microbatch_size
+        if s.schedule == Schedule.dualpipe:
+            half = [n for st in pipeline_stage_layers(llm.layers, s.pp, s.pp_first_stage_layers, s.pp_last_stage_layers)
+                    for n in (st // 2, st - st // 2)]
+            if min(half) < 1:
+                raise ValueError("DualPipeV needs at least two layers per pipeline stage")
+            v2 = s.model_copy(update={"schedule": Schedule.interleaved, "virtual_stages": 2})
+            par["module_fqns_per_model_part"] = _stage_modules(v2, llm)
+        else:
+            par["module_fqns_per_model_part"] = _stage_modules(s, llm)
+        par_comments.append("module_fqns_per_model_part: the designer's layers per stage (and per virtual chunk)")
+    par["context_parallel_degree"] = s.cp
+    if s.cp > 1:
+        # context_parallel_rotate_method: the KV exchange of torchtitan's ring attention; 'alltoall'
+        # passes shards one step at a time (the designer's p2p ring), 'allgather' gathers them all
+        if s.cp_comm == "a2a":
+            notes.append("Ulysses (a2a) context parallelism is not in torchtitan: ring attention written")
+        par["context_parallel_rotate_method"] = "allgather" if s.cp_comm == "all_gather" else "alltoall"
+        if not s.cp_load_balance:
+            notes.append("CP without load balancing: torchtitan's load balancer is turned off only with None, "
+                         "which TOML cannot write")
+    ac = {Recompute.none: "none", Recompute.selective: "selective", Recompute.full: "full"}[s.recompute]
+    ac_fields: dict[str, Any] = {"mode": ac}
+    ac_comments = []
+    if s.recompute == Recompute.selective:
+        # 'op': per-op selective checkpointing (saves matmul outputs, recomputes the rest): nearest to
+        # Megatron's module list; the integer form is full checkpointing of every n-th layer
+        ac_fields["selective_ac_option"] = "op"
+        wanted = ",".join(m.value for m in s.recompute_modules) or "core_attn"
+        ac_comments.append(f"selective 'op': torchtitan's op-level policy; the designer recomputes {wanted}")
+    sections: list[tuple[str, dict[str, Any], list[str]]] = [
+        ("job", {"dump_folder": "./outputs", "description": f"{llm.name} designer front point"}, []),
+        ("model", model, model_comments),
+        ("training", training_fields, training_comments),
+        ("parallelism", par, par_comments),
+        ("activation_checkpoint", ac_fields, ac_comments),
+    ]
+    if s.overlap_tp_comm and s.tp > 1:
+        sections.append(("compile", {"enable": True, "components": ["model", "loss"]},
+                         ["async TP (parallelism.enable_async_tensor_parallel) runs only under torch.compile"]))
+    if training.precision == Precision.fp8:
+        # torchao float8 recipes: tensorwise (current per-tensor scale), rowwise; no delayed or
+        # blockwise recipe in job_config.py Float8Linear.recipe_name
+        recipe = {Fp8Recipe.current: "tensorwise", Fp8Recipe.rowwise: "rowwise"}.get(training.fp8_recipe)
+        if recipe is None:
+            recipe = "tensorwise"
+            notes.append(f"fp8 recipe {training.fp8_recipe.value}: torchao float8 has tensorwise/rowwise; tensorwise written")
+        f8: dict[str, Any] = {"recipe_name": recipe, "filter_fqns": ["output"]}
+        if training.fp8_param_gather and recipe == "tensorwise":
+            f8["enable_fsdp_float8_all_gather"] = True
+            f8["precompute_float8_dynamic_scale_for_fsdp"] = True
+        sections.append(("quantize.linear.float8", f8, ["model.converters names this section (float8 training, torchao)"]))
+    elif training.precision == Precision.mxfp8:
+        sections.append(("quantize.linear.mx", {"recipe_name": "mxfp8_cublas", "filter_fqns": ["output"]},
+                         ["MX training (torchao mx_formats)"]))
+    elif training.precision == Precision.nvfp4:
+        notes.append("nvfp4: no torchtitan converter; bf16 written")
+    header += [f"note: {n}" for n in notes]
+    return TorchtitanLaunch(_toml(sections, header), "llama3", flavor, None, tuple(notes))
+
+
+def torchtitan_toml(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus: int, gpus_per_node: int) -> str | None:
+    return torchtitan_launch(llm, training, s, n_gpus, gpus_per_node).toml
+
+
+__all__ = ["MEGATRON_COMMIT", "TORCHTITAN_COMMIT", "MegatronLaunch", "TorchtitanLaunch", "global_batch",
+           "llama3_flavor", "megatron_command", "megatron_launch", "megatron_pipeline_layout", "moe_layer_pattern",
+           "torchtitan_flavors", "torchtitan_launch", "torchtitan_toml", "train_iterations"]
