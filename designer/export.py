@@ -1,9 +1,13 @@
 """Writers for a study's output folder (the only module here that writes files).
 
-    pareto.csv          one row per front point, fixed column order (PARETO_COLUMNS), units in names
+    pareto.csv          one row per front point, fixed column order (PARETO_COLUMNS), units in names;
+                        pareto.parquet the same
     pareto_by_<key>.csv one front per value of a design column (when the study asks for it)
-    trials.csv          one row per evaluated cluster design: its best strategy, or why it has none
-    strategies/ID.csv   per design, its inner strategies (the front's designs; output.strategies: all, every design)
+    trials.parquet      one row per evaluated cluster design: its best strategy, or why it has none
+                        (trials.csv too with output.formats: [parquet, csv])
+    strategies/ID.parquet per design, its inner strategies (the front's designs; output.strategies: all,
+                        every design), in output.formats like trials
+    Every table has the stated column types of COLUMN_TYPES, whatever its values.
     designs.csv         every candidate design with its MILP status and the search method that ran
     megatron_args.txt   per front point, the Megatron-LM command-line arguments
     goal.json           the goal's answer: design, strategy, binding limit, runners-up (a goal other than front)
@@ -193,10 +197,90 @@ def megatron_args(s: Strategy, llm: LLMSpec, training: TrainingSpec) -> str:
     return line + (f"  # {'; '.join(notes)}" if notes else "")
 
 
-def _csv(df: pd.DataFrame, path: Path, columns: Sequence[str] | None = None) -> None:
+# The stated schema of every table written: a column's type does not depend on its values (a float
+# column whose values happen to be whole stays float; an integer column with missing values stays
+# integer, as a nullable one). Columns not listed (user constraint columns, per-tier extras) keep the
+# type pandas gives them.
+_INT = ("front_rank", "trial_number", "n_gpus", "n_domains", "hb_domain_size", "radix", "n_tiers", "switch_count",
+        "transceiver_count", "dac_count", "nic_count", "tp", "pp", "dp", "ep", "cp", "microbatch_size",
+        "virtual_stages", "zero_stage", "offload_activation_layers", "global_batch_sequences", "space_size",
+        "n_evaluations")
+_BOOL = ("sequence_parallel", "zeropp_quantized_weights", "zeropp_quantized_gradients", "zeropp_hierarchical_partition",
+         "overlap_dp_comm", "overlap_tp_comm", "offload_optimizer", "offload_weights", "overlap_ep_comm", "cuda_graphs",
+         "feasible")
+_STR = ("design_id", "design_source", "label", "family", "platform", "gpu", "nic", "switch", "schedule", "recompute",
+        "cp_comm", "moe_dispatcher", "binding_tier", "search_method", "megatron_args", "reason", "front_group")
+_FLOAT = ("nics_per_gpu", "port_gbps", "oversubscription", "scaleout_gbps_per_gpu", "compute_capex_usd",
+          "network_capex_usd", "capex_usd", "compute_power_w", "network_power_w", "power_w",
+          *(c for c in METRIC_COLUMNS if c != "binding_tier"), "memory_per_gpu_gb", "energy_mwh")
+COLUMN_TYPES: dict[str, str] = {**{c: "float64" for c in _FLOAT}, **{c: "Int64" for c in _INT},
+                                **{c: "boolean" for c in _BOOL}, **{c: "string" for c in _STR}}
+TABLE_FORMATS = ("parquet", "csv")
+
+
+COLUMN_TYPES.update({"oversubscribed_level": "Int64", "gpus_per_nic": "Int64", "spare_domains": "Int64",
+                     "job_gpus": "Int64", "link_count": "Int64", "switch_port_count": "Int64", "level": "float64",
+                     "hb_topology": "string", "optic": "string", "dac": "string", "dac_for_nic_links": "boolean"})
+# Columns named by rule (per-tier and per-constraint columns vary with the study): by their unit suffix.
+_SUFFIX_TYPES = (("_usd", "float64"), ("_w", "float64"), ("_gbps", "float64"), ("_gb", "float64"), ("_s", "float64"),
+                 ("_bytes_per_s", "float64"), ("_pflops", "float64"), ("_count", "Int64"))
+
+
+def column_type(name: str) -> str | None:
+    """The stated type of a column: COLUMN_TYPES, switch counts per tier, or its unit suffix."""
+    if name in COLUMN_TYPES:
+        return COLUMN_TYPES[name]
+    if name.startswith("switches_"):
+        return "Int64"
+    for suffix, t in _SUFFIX_TYPES:
+        if name.endswith(suffix):
+            return t
+    return None
+
+
+def typed(df: pd.DataFrame, columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """The frame in its stated column order and types (column_type)."""
     if columns is not None:
         df = df.reindex(columns=list(columns))
-    df.to_csv(path, index=False, float_format="%.10g")
+    casts = {}
+    for c in df.columns:
+        t = column_type(str(c))
+        if t is not None and str(df[c].dtype) != t:
+            casts[c] = t
+    if not casts:
+        return df
+    df = df.copy()
+    for c, t in casts.items():
+        col = df[c]
+        if t in ("Int64", "boolean", "float64") and col.dtype == object:
+            col = col.where(col.notna(), None)  # None and NaN alike are missing
+            col = pd.to_numeric(col) if t != "boolean" else col
+        df[c] = col.astype(t)
+    return df
+
+
+def _float_text(x: float) -> str:
+    """A float as CSV text that reads back as a float: 10 significant digits, and '1.0' rather than '1'."""
+    t = f"{x:.10g}"
+    return t if any(ch in t for ch in ".eninf") else t + ".0"
+
+
+def _csv(df: pd.DataFrame, path: Path, columns: Sequence[str] | None = None) -> None:
+    typed(df, columns).to_csv(path, index=False, float_format=_float_text)
+
+
+def _parquet(df: pd.DataFrame, path: Path, columns: Sequence[str] | None = None) -> None:
+    """Parquet through pyarrow with the stated types (the units are in the column names)."""
+    typed(df, columns).to_parquet(path, engine="pyarrow", index=False, compression="zstd")
+
+
+def _table(df: pd.DataFrame, folder: Path, stem: str, columns: Sequence[str] | None, formats: Sequence[str]) -> list[Path]:
+    out = []
+    for fmt in formats:
+        p = folder / f"{stem}.{fmt}"
+        (_parquet if fmt == "parquet" else _csv)(df, p, columns)
+        out.append(p)
+    return out
 
 
 COMPLETION_RECORD = "meta.json"
@@ -224,7 +308,8 @@ def _fsync(path: Path) -> None:
 
 def write_outputs(out_dir: Path, *, pareto: pd.DataFrame, trials: pd.DataFrame, designs: pd.DataFrame,
                   meta: Mapping[str, Any], fronts_by: pd.DataFrame | None = None, front_by: str | None = None,
-                  plots: bool = True, title: str = "", strategies: pd.DataFrame | None = None) -> list[Path]:
+                  plots: bool = True, title: str = "", strategies: pd.DataFrame | None = None,
+                  formats: Sequence[str] = ("parquet",)) -> list[Path]:
     """Write the output set atomically: every file into a staging folder inside `out_dir`, fsynced;
     then the previous completion record (meta.json) is removed, each file renamed into place, and the
     new meta.json, which lists every file with its size, row count and sha256, renamed in last. A kill
@@ -238,9 +323,10 @@ def write_outputs(out_dir: Path, *, pareto: pd.DataFrame, trials: pd.DataFrame, 
     shutil.rmtree(stage, ignore_errors=True)
     stage.mkdir()
     staged = _write_files(stage, pareto=pareto, trials=trials, designs=designs, meta=meta, fronts_by=fronts_by,
-                          front_by=front_by, plots=plots, title=title, strategies=strategies)
+                          front_by=front_by, plots=plots, title=title, strategies=strategies, formats=formats)
     files: dict[str, dict[str, Any]] = {}
-    rows = {"pareto.csv": len(pareto), "trials.csv": len(trials), "designs.csv": len(designs)}
+    rows = {f"{stem}.{fmt}": len(df) for stem, df in (("pareto", pareto), ("trials", trials), ("designs", designs))
+            for fmt in TABLE_FORMATS}
     for p in staged:
         rel = p.relative_to(stage).as_posix()
         _fsync(p)
@@ -299,22 +385,20 @@ def check_complete(out_dir: str | Path) -> dict[str, Any]:
 
 def _write_files(out_dir: Path, *, pareto: pd.DataFrame, trials: pd.DataFrame, designs: pd.DataFrame,
                  meta: Mapping[str, Any], fronts_by: pd.DataFrame | None = None, front_by: str | None = None,
-                 plots: bool = True, title: str = "", strategies: pd.DataFrame | None = None) -> list[Path]:
-    written = []
-    p = out_dir / "pareto.csv"
-    _csv(pareto, p, PARETO_COLUMNS)
-    written.append(p)
-    p = out_dir / "trials.csv"
-    _csv(trials, p, TRIAL_COLUMNS + tuple(c for c in trials.columns if c not in TRIAL_COLUMNS))
-    written.append(p)
+                 plots: bool = True, title: str = "", strategies: pd.DataFrame | None = None,
+                 formats: Sequence[str] = ("parquet",)) -> list[Path]:
+    # The front is the study's export: always CSV, and Parquet too. The large tables (trials and
+    # every design's strategies) in the study's output.formats: Parquet by default, since at millions
+    # of rows CSV costs most of a run's time and several GB.
+    written = _table(pareto, out_dir, "pareto", PARETO_COLUMNS, TABLE_FORMATS[::-1])
+    written += _table(trials, out_dir, "trials", TRIAL_COLUMNS + tuple(c for c in trials.columns if c not in TRIAL_COLUMNS),
+                      formats)
     if strategies is not None and len(strategies):
         folder = out_dir / "strategies"
         folder.mkdir(exist_ok=True)
         cols = STRATEGY_TRIAL_COLUMNS + tuple(c for c in strategies.columns if c not in STRATEGY_TRIAL_COLUMNS)
         for design_id, rows in strategies.groupby("design_id", sort=True):
-            p = folder / f"{design_id}.csv"
-            _csv(rows, p, cols)
-            written.append(p)
+            written += _table(rows, folder, str(design_id), cols, formats)
     p = out_dir / "designs.csv"
     _csv(designs, p)
     written.append(p)
@@ -445,7 +529,7 @@ def _svg_page(groups: list[tuple[str, pd.DataFrame]], others: pd.DataFrame, titl
 def read_pareto(out_dir: str | Path) -> pd.DataFrame:
     """The front of a complete output folder (check_complete first: a torn or mixed folder is refused)."""
     meta = check_complete(out_dir)
-    front = pd.read_csv(Path(out_dir) / "pareto.csv")
+    front = typed(pd.read_csv(Path(out_dir) / "pareto.csv"))
     want = meta["files"].get("pareto.csv", {}).get("rows")
     if want is not None and len(front) != want:
         from designer.errors import SpecError
@@ -458,6 +542,6 @@ def finite_or_none(x: float) -> float | None:
     return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
 
 
-__all__ = ["COMPLETION_RECORD", "DESIGN_COLUMNS", "check_complete", "METRIC_COLUMNS", "PARETO_COLUMNS", "STRATEGY_COLUMNS", "STRATEGY_TRIAL_COLUMNS",
+__all__ = ["COLUMN_TYPES", "TABLE_FORMATS", "column_type", "typed", "COMPLETION_RECORD", "DESIGN_COLUMNS", "check_complete", "METRIC_COLUMNS", "PARETO_COLUMNS", "STRATEGY_COLUMNS", "STRATEGY_TRIAL_COLUMNS",
            "TRIAL_COLUMNS", "megatron_args",
            "metrics_columns", "plot_front", "read_pareto", "strategy_columns", "write_outputs"]

@@ -963,7 +963,7 @@ def _run_study(spec: StudySpec, out: Path, *, n_trials: int | None, workers: int
     }
     written = write_outputs(out, pareto=pareto, trials=trials, designs=designs, meta=meta, fronts_by=fronts_by,
                             front_by=key, plots=spec.output.plots, title=f"{spec.name}: {problem.llm.name}",
-                            strategies=strategies)
+                            strategies=strategies, formats=tuple(dict.fromkeys(spec.output.formats)))
     log.info("wrote %d files to %s", len(written), out)
     if progress is not None:
         progress(ProgressEvent("done", len(cands), len(cands), done=len(cands), total=len(cands), front_size=len(pareto)))

@@ -213,7 +213,7 @@ def complete_run(tmp_path_factory):
 def test_meta_json_records_every_file(complete_run):
     _, res = complete_run
     meta = check_complete(res.out_dir)
-    assert {"pareto.csv", "trials.csv", "designs.csv", "megatron_args.txt"} <= set(meta["files"])
+    assert {"pareto.csv", "pareto.parquet", "trials.parquet", "designs.csv", "megatron_args.txt"} <= set(meta["files"])
     assert meta["files"]["pareto.csv"]["rows"] == len(res.pareto)
     for rel, info in meta["files"].items():
         assert hashlib.sha256((res.out_dir / rel).read_bytes()).hexdigest() == info["sha256"]
@@ -235,7 +235,7 @@ def test_readers_refuse_a_torn_or_mixed_folder(complete_run, tmp_path, damage):
     elif damage == "drop_meta":
         (d / "meta.json").unlink()
     else:
-        (d / "trials.csv").write_text("design_id\nsomething else\n")
+        (d / "trials.parquet").write_text("design_id\nsomething else\n")
     with pytest.raises(SpecError) as err:
         read_pareto(d)
     assert "rerun" in str(err.value)

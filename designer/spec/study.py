@@ -286,8 +286,10 @@ class OutputSettings(Record):
     # A design column (e.g. family) to draw and export one front per value, besides the overall front.
     front_by: str | None = None
     plots: bool = True
-    # strategies/<design id>.csv: every inner strategy of the front's designs, or of every design
+    # strategies/<design id>.<format>: every inner strategy of the front's designs, or of every design
     strategies: Literal["front", "all"] = "front"
+    # Formats of the large tables (trials, strategies/); the front is always CSV and Parquet.
+    formats: tuple[Literal["parquet", "csv"], ...] = Field(default=("parquet",), min_length=1)
 
 
 class StudySpec(Record):

@@ -29,7 +29,8 @@ def result(tmp_path_factory):
 
 
 def test_outputs_written(result):
-    for name in ("pareto.csv", "trials.csv", "designs.csv", "meta.json", "pareto.png", "pareto.html", "megatron_args.txt"):
+    for name in ("pareto.csv", "pareto.parquet", "trials.parquet", "designs.csv", "meta.json", "pareto.png",
+                 "megatron_args.txt"):
         assert (result.out_dir / name).is_file(), name
     meta = json.loads((result.out_dir / "meta.json").read_text())
     assert meta["seed"] == 0 and meta["milp"]["status"] == "optimal"
@@ -61,7 +62,7 @@ def test_front_is_nondominated_and_consistent(result):
         mine = st[st["design_id"] == r["design_id"]]
         if r["design_id"] in set(p["design_id"]):
             assert len(mine) == int(r["space_size"])
-            on_disk = pd.read_csv(result.out_dir / "strategies" / f"{r['design_id']}.csv")
+            on_disk = pd.read_parquet(result.out_dir / "strategies" / f"{r['design_id']}.parquet")
             assert len(on_disk) == len(mine) and set(on_disk["design_id"]) == {r["design_id"]}
             row = t[t["design_id"] == r["design_id"]].iloc[0]
             assert row["time_to_train_s"] == pytest.approx(mine.loc[mine["feasible"], "time_to_train_s"].min(), rel=1e-12)

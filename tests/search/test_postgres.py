@@ -111,23 +111,34 @@ def test_a_killed_worker_is_recovered_by_heartbeats_and_nobody_spins(tmp_path):
         running = []
         for n in names:
             st = optuna.load_study(study_name=n, storage=storage)
-            running += [t for t in st.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+            running += [(n, t.number) for t in st.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
                         if t.user_attrs.get("owner", "").split(":")[1:2] == [str(victim.pid)]]
         if running:
             os.killpg(victim.pid, signal.SIGKILL)
             killed_at = time.monotonic()
-            held = {t.number for t in running}
+            held = set(running)
             break
         time.sleep(0.02)
     assert killed_at is not None, "the worker never held a running trial"
     victim.wait()
-    rc = main.wait(timeout=300)
-    recovered_s = time.monotonic() - killed_at
+
+    def state(n: str, number: int) -> TrialState:
+        st = optuna.load_study(study_name=n, storage=storage)
+        return next(t.state for t in st.get_trials(deepcopy=False) if t.number == number)
+
+    # recovery: every trial the dead worker held stops being RUNNING (failed, to be retried)
+    recovered_s = None
+    while time.monotonic() - killed_at < 120:
+        if all(state(n, k) != TrialState.RUNNING for n, k in held):
+            recovered_s = time.monotonic() - killed_at
+            break
+        time.sleep(0.1)
+    assert recovered_s is not None, "the dead worker's trials stayed RUNNING"
+    rc = main.wait(timeout=600)
     for w in workers[1:]:
         w.wait(timeout=120)
     assert rc == 0, main.stderr.read()
-    failed = retried = surplus = 0
-    taken_over = 0
+    failed = retried = surplus = finished_before = 0
     for n in [n for n in optuna.get_all_study_names(storage) if n.startswith(name + "/") and "__manifest__" not in n]:
         trials = optuna.load_study(study_name=n, storage=storage).get_trials(deepcopy=False)
         done = [t for t in trials if t.state == TrialState.COMPLETE]
@@ -136,13 +147,20 @@ def test_a_killed_worker_is_recovered_by_heartbeats_and_nobody_spins(tmp_path):
         failed += sum(t.state == TrialState.FAIL for t in trials)
         retried += sum("failed_trial" in t.system_attrs for t in done)
         surplus += sum(t.user_attrs.get("surplus") is True for t in trials)
-        taken_over += sum(t.number in held and t.state == TrialState.COMPLETE for t in trials)
-    # every trial the dead worker held came back: failed by the heartbeats and retried under a new
-    # number (a worker on another machine), or finished under its own number by a survivor on this one
+        for t in trials:
+            if (n, t.number) in held and t.state == TrialState.FAIL:
+                # each failed trial of the dead worker came back as one finished retry, with the
+                # parameters it had drawn (a trial killed before drawing any draws them in its retry)
+                again = [r for r in done if r.system_attrs.get("failed_trial") == t.number]
+                assert len(again) == 1
+                assert all(again[0].params[k] == v for k, v in t.params.items())
+            # one it had finished, or closed as a surplus ticket, between the snapshot and the kill
+            finished_before += (n, t.number) in held and t.state in (TrialState.COMPLETE, TrialState.PRUNED)
     assert retried == failed
-    assert failed + taken_over >= 1
+    assert failed + finished_before == len(held), (failed, finished_before, held)  # nothing it held was lost
     assert surplus < 100, surplus  # nobody spun making empty trials while waiting
-    # recovered within the grace period plus a few heartbeats and the rest of the budget
-    assert recovered_s < 2 * HEARTBEAT_S + 60, recovered_s
-    print(f"killed worker: {failed} trials failed and retried, {taken_over} taken over, recovered in "
-          f"{recovered_s:.1f} s, {surplus} surplus tickets")
+    # a worker that died on this host is found at once (its process is gone); on another machine
+    # Optuna's heartbeats find it after the grace period: either way within two heartbeat intervals
+    assert recovered_s < 2 * HEARTBEAT_S + 5, recovered_s
+    print(f"killed worker: held {len(held)} running trials, {failed} failed and retried, {finished_before} had "
+          f"finished just before the kill; recovered in {recovered_s:.1f} s, {surplus} surplus tickets")
