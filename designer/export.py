@@ -9,15 +9,15 @@
                         every design), in output.formats like trials
     Every table has the stated column types of COLUMN_TYPES, whatever its values.
     designs.csv         every candidate design with its MILP status and the search method that ran
-    megatron_args.txt   per front point, the Megatron-LM command-line arguments
+    megatron_args.txt   per front point, the full Megatron-LM launch (designer.launch)
+    torchtitan/RANK.toml per dense front point, a torchtitan job config
     goal.json           the goal's answer: design, strategy, binding limit, runners-up (a goal other than front)
     meta.json           versions, seed, spec hash, MILP status and gap, wall time, search methods
-    pareto.png          matplotlib plot; pareto.html the same as a self-contained interactive SVG
+    pareto.png          matplotlib plot; report.html the interactive report (plotly, self-contained)
 """
 
 from __future__ import annotations
 
-import html
 import json
 import math
 from pathlib import Path
@@ -25,7 +25,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from designer.spec.llm import LLMSpec, Precision, Recompute, Schedule, Strategy, TrainingSpec, pipeline_stage_layers
+from designer.spec.llm import Strategy, TrainingSpec
 
 # Strategy columns, in the order they appear in every CSV.
 STRATEGY_COLUMNS: tuple[str, ...] = (
@@ -92,109 +92,6 @@ def metrics_columns(metrics_row: Mapping[str, Any], power_w: float) -> dict[str,
               "tier_hb_bytes", "tier_rail_bytes", "tier_spine_bytes", "binding_tier"):
         out[k] = r[k]
     return out
-
-
-def pipeline_layout_args(s: Strategy, n_layers: int) -> list[str]:
-    """Megatron-LM flags for the layers of each stage and chunk (designer.spec.llm.pipeline_stage_layers).
-
-    Even stages: nothing, or --num-layers-per-virtual-pipeline-stage when interleaved. Uneven stages
-    whose middle stages are equal (and, interleaved, every stage a multiple of the chunks):
-    --decoder-first/last-pipeline-num-layers, the form transformer_config.py checks. Anything else: an
-    explicit --pipeline-model-parallel-layout string ('E' embedding, 't' a layer, 'L' the loss, '|'
-    between chunks, chunk k of stage r at position k * pp + r; pipeline_parallel_layer_layout.py)."""
-    if s.pp == 1:
-        return []
-    v = s.virtual_stages if s.schedule == Schedule.interleaved else 1
-    stages = pipeline_stage_layers(n_layers, s.pp, s.pp_first_stage_layers, s.pp_last_stage_layers)
-    if not stages:
-        return []
-    middle = stages[1:-1]
-    if len(set(stages)) == 1 and stages[0] % v == 0:
-        return [f"--num-layers-per-virtual-pipeline-stage {stages[0] // v}"] if v > 1 else []
-    if len(set(middle)) <= 1 and all(n % v == 0 and n > 0 for n in stages):
-        out = [f"--decoder-first-pipeline-num-layers {stages[0]}", f"--decoder-last-pipeline-num-layers {stages[-1]}"]
-        return out + ([f"--num-virtual-stages-per-pipeline-rank {v}"] if v > 1 else [])
-    chunks = [[""] * v for _ in stages]
-    for r, n in enumerate(stages):
-        for k in range(v):
-            c = n // v + (k < n % v)
-            chunks[r][k] = "" if c == 0 else ("t" if c == 1 else f"t*{c}")
-    chunks[0][0] = "E" + chunks[0][0]
-    chunks[-1][-1] = chunks[-1][-1] + ("," if chunks[-1][-1] else "") + "L"
-    order = [chunks[r][k] for k in range(v) for r in range(s.pp)]
-    # runs of equal chunks as '(c|)*k', the grammar's repetition; the last chunk is written out
-    parts, i = [], 0
-    while i < len(order) - 1:
-        j = i
-        while j + 1 < len(order) - 1 and order[j + 1] == order[i]:
-            j += 1
-        k = j - i + 1
-        parts.append(f"({order[i]}|)*{k}" if k > 1 else f"{order[i]}|")
-        i = j + 1
-    return [f"--pipeline-model-parallel-layout '{','.join(parts)},{order[-1]}'"]
-
-
-def megatron_args(s: Strategy, llm: LLMSpec, training: TrainingSpec) -> str:
-    """Megatron-LM (megatron/training/arguments.py) flags for one strategy. Options Megatron-LM does
-    not have (GPipe, ZeRO++) are named in a trailing comment instead of being invented."""
-    a = [f"--tensor-model-parallel-size {s.tp}", f"--pipeline-model-parallel-size {s.pp}"]
-    notes = []
-    a += pipeline_layout_args(s, llm.layers)
-    if s.schedule == Schedule.gpipe and s.pp > 1:
-        notes.append("GPipe schedule: Megatron-LM runs 1F1B; same bubble, more activation memory")
-    if s.sequence_parallel:
-        a.append("--sequence-parallel")
-    if s.cp > 1:
-        a.append(f"--context-parallel-size {s.cp} --cp-comm-type {'allgather' if s.cp_comm == 'all_gather' else s.cp_comm}")
-        if not s.cp_load_balance:
-            notes.append("CP without causal load balancing: Megatron-LM always balances")
-    if s.ep > 1:
-        a.append(f"--expert-model-parallel-size {s.ep}")
-        if s.moe_dispatcher == "allgather":
-            a.append("--moe-token-dispatcher-type allgather")
-        if s.moe_dispatcher == "deepep":
-            a.append("--moe-token-dispatcher-type flex --moe-enable-deepep")
-        if s.overlap_ep_comm:
-            a.append("--overlap-moe-expert-parallel-comm")
-    a += [f"--micro-batch-size {s.microbatch_size}", f"--global-batch-size {s.global_batch_sequences or training.global_batch_sequences}",
-          f"--seq-length {training.sequence_length}"]
-    if s.recompute == Recompute.selective:
-        a.append("--recompute-granularity selective")
-    elif s.recompute == Recompute.full:
-        a.append("--recompute-granularity full --recompute-method uniform --recompute-num-layers 1")
-    if s.zero_stage in (1, 2):
-        # The distributed optimizer shards optimizer state and reduce-scatters gradients (ZeRO-1/2).
-        a.append("--use-distributed-optimizer")
-    elif s.zero_stage == 3:
-        a.append("--use-torch-fsdp2")
-        if s.dp * s.cp > 1:
-            notes.append("ZeRO-3: fully sharded weights through PyTorch FSDP2")
-    if s.overlap_dp_comm and s.dp * s.cp > 1:
-        a.append("--overlap-grad-reduce")
-        if s.zero_stage in (1, 2):
-            a.append("--overlap-param-gather")
-    if s.overlap_tp_comm and s.tp > 1:
-        a.append("--tp-comm-overlap")
-    if s.cuda_graphs:
-        a.append("--enable-cuda-graph")
-    if s.offload_optimizer:
-        a.append("--optimizer-cpu-offload --optimizer-offload-fraction 1.0")
-    if s.offload_activation_layers:
-        a.append(f"--cpu-offloading --cpu-offloading-num-layers {s.offload_activation_layers}")
-    if s.offload_weights:
-        notes.append("weight offload: FSDP2 CPUOffloadPolicy (no Megatron-LM flag)")
-    if training.precision == Precision.bf16:
-        a.append("--bf16")
-    elif training.precision == Precision.fp16:
-        a.append("--fp16")
-    else:
-        a.append("--bf16 --fp8-format hybrid")
-    zpp = [n for n, on in (("qwZ", s.zeropp_quantized_weights), ("qgZ", s.zeropp_quantized_gradients),
-                           ("hpZ", s.zeropp_hierarchical_partition)) if on]
-    if zpp:
-        notes.append(f"ZeRO++ {'/'.join(zpp)}: DeepSpeed only, no Megatron-LM flag")
-    line = " ".join(a)
-    return line + (f"  # {'; '.join(notes)}" if notes else "")
 
 
 # The stated schema of every table written: a column's type does not depend on its values (a float
@@ -309,7 +206,7 @@ def _fsync(path: Path) -> None:
 def write_outputs(out_dir: Path, *, pareto: pd.DataFrame, trials: pd.DataFrame, designs: pd.DataFrame,
                   meta: Mapping[str, Any], fronts_by: pd.DataFrame | None = None, front_by: str | None = None,
                   plots: bool = True, title: str = "", strategies: pd.DataFrame | None = None,
-                  formats: Sequence[str] = ("parquet",)) -> list[Path]:
+                  formats: Sequence[str] = ("parquet",), limits: Sequence[Any] = ()) -> list[Path]:
     """Write the output set atomically: every file into a staging folder inside `out_dir`, fsynced;
     then the previous completion record (meta.json) is removed, each file renamed into place, and the
     new meta.json, which lists every file with its size, row count and sha256, renamed in last. A kill
@@ -323,7 +220,8 @@ def write_outputs(out_dir: Path, *, pareto: pd.DataFrame, trials: pd.DataFrame, 
     shutil.rmtree(stage, ignore_errors=True)
     stage.mkdir()
     staged = _write_files(stage, pareto=pareto, trials=trials, designs=designs, meta=meta, fronts_by=fronts_by,
-                          front_by=front_by, plots=plots, title=title, strategies=strategies, formats=formats)
+                          front_by=front_by, plots=plots, title=title, strategies=strategies, formats=formats,
+                          limits=limits)
     files: dict[str, dict[str, Any]] = {}
     rows = {f"{stem}.{fmt}": len(df) for stem, df in (("pareto", pareto), ("trials", trials), ("designs", designs))
             for fmt in TABLE_FORMATS}
@@ -386,7 +284,7 @@ def check_complete(out_dir: str | Path) -> dict[str, Any]:
 def _write_files(out_dir: Path, *, pareto: pd.DataFrame, trials: pd.DataFrame, designs: pd.DataFrame,
                  meta: Mapping[str, Any], fronts_by: pd.DataFrame | None = None, front_by: str | None = None,
                  plots: bool = True, title: str = "", strategies: pd.DataFrame | None = None,
-                 formats: Sequence[str] = ("parquet",)) -> list[Path]:
+                 formats: Sequence[str] = ("parquet",), limits: Sequence[Any] = ()) -> list[Path]:
     # The front is the study's export: always CSV, and Parquet too. The large tables (trials and
     # every design's strategies) in the study's output.formats: Parquet by default, since at millions
     # of rows CSV costs most of a run's time and several GB.
@@ -407,123 +305,32 @@ def _write_files(out_dir: Path, *, pareto: pd.DataFrame, trials: pd.DataFrame, d
         _csv(fronts_by, p, ("front_group", *PARETO_COLUMNS))
         written.append(p)
     p = out_dir / "megatron_args.txt"
-    lines = [f"# {len(pareto)} Pareto points; Megatron-LM arguments per point (front_rank, design, capex, days)"]
+    lines = [f"# {len(pareto)} Pareto points; the full Megatron-LM launch per point (front_rank, design, capex, days)"]
     for _, r in pareto.iterrows():
         lines.append(f"# {int(r['front_rank'])}: {r['design_id']}  ${r['capex_usd'] / 1e6:,.1f}M  "
                      f"{r['time_to_train_days']:.1f} days  MFU {r['mfu']:.3f}")
-        lines.append(str(r["megatron_args"]))
+        lines.append(str(r["megatron_command"]) if "megatron_command" in pareto else str(r["megatron_args"]))
     p.write_text("\n".join(lines) + "\n")
     written.append(p)
+    if "torchtitan_toml" in pareto:
+        # torchtitan's TOML per dense front point (designer.launch: MoE models and non-llama shapes get none)
+        for _, r in pareto[pareto["torchtitan_toml"].notna()].iterrows():
+            folder = out_dir / "torchtitan"
+            folder.mkdir(exist_ok=True)
+            p = folder / f"{int(r['front_rank'])}.toml"
+            p.write_text(str(r["torchtitan_toml"]))
+            written.append(p)
     goal = meta.get("goal") or {}
     if goal.get("goal", "front") != "front":
         p = out_dir / "goal.json"
         p.write_text(json.dumps(goal, indent=2, sort_keys=True, default=str) + "\n")
         written.append(p)
     if plots:
-        written += plot_front(out_dir, pareto, designs, fronts_by, front_by, title)
+        from designer.report_page import write_report  # plotly and matplotlib load only when plotting
+
+        written += write_report(out_dir, pareto=pareto, designs=designs, strategies=strategies, fronts_by=fronts_by,
+                                front_by=front_by, limits=limits, title=title)
     return written
-
-
-def _groups(pareto: pd.DataFrame, fronts_by: pd.DataFrame | None, front_by: str | None) -> list[tuple[str, pd.DataFrame]]:
-    if fronts_by is not None and front_by and len(fronts_by):
-        return [(f"{front_by} {g}", df) for g, df in fronts_by.groupby("front_group", sort=True)]
-    return [("Pareto front", pareto)]
-
-
-def plot_front(out_dir: Path, pareto: pd.DataFrame, designs: pd.DataFrame, fronts_by: pd.DataFrame | None,
-               front_by: str | None, title: str = "") -> list[Path]:
-    """pareto.png (matplotlib, headless) and pareto.html (inline SVG; hover a point for its details)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    groups = _groups(pareto, fronts_by, front_by)
-    fig, ax = plt.subplots(figsize=(7.5, 5))
-    feas = designs[designs["best_time_to_train_s"].notna()] if "best_time_to_train_s" in designs else designs.iloc[0:0]
-    if len(feas):
-        ax.scatter(feas["capex_usd"] / 1e6, feas["best_time_to_train_s"] / 86400, s=14, color="0.75",
-                   label="candidate designs (best strategy)", zorder=1)
-    for name, df in groups:
-        df = df.sort_values("capex_usd")
-        ax.step(df["capex_usd"] / 1e6, df["time_to_train_days"], where="post", zorder=2)
-        ax.scatter(df["capex_usd"] / 1e6, df["time_to_train_days"], s=30, zorder=3, label=name)
-    ax.set_xlabel("capex (million USD)")
-    ax.set_ylabel("time to train (days)")
-    ax.set_title(title or "capex vs time to train")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    png = out_dir / "pareto.png"
-    fig.savefig(png, dpi=120)
-    plt.close(fig)
-    htm = out_dir / "pareto.html"
-    htm.write_text(_svg_page(groups, feas, title))
-    return [png, htm]
-
-
-_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
-
-
-def _svg_page(groups: list[tuple[str, pd.DataFrame]], others: pd.DataFrame, title: str) -> str:
-    """A dependency-free page: an SVG scatter with axes; each point's <title> is its hover text and a
-    click shows the point's Megatron-LM arguments below the plot."""
-    W, H, L, R, T, B = 820, 520, 80, 200, 30, 60
-    xs = [v / 1e6 for _, df in groups for v in df["capex_usd"]] + [v / 1e6 for v in others.get("capex_usd", [])]
-    ys = [v for _, df in groups for v in df["time_to_train_days"]] + \
-         [v / 86400 for v in others.get("best_time_to_train_s", [])]
-    if not xs:
-        xs, ys = [0.0, 1.0], [0.0, 1.0]
-    x0, x1 = min(xs), max(xs)
-    y0, y1 = min(ys), max(ys)
-    pad = lambda a, b: ((b - a) * 0.08 or abs(a) * 0.1 or 1.0)  # noqa: E731
-    x0, x1, y0, y1 = x0 - pad(x0, x1), x1 + pad(x0, x1), max(0.0, y0 - pad(y0, y1)), y1 + pad(y0, y1)
-    sx = lambda x: L + (x - x0) / (x1 - x0) * (W - L - R)  # noqa: E731
-    sy = lambda y: H - B - (y - y0) / (y1 - y0) * (H - T - B)  # noqa: E731
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
-             f'<rect x="{L}" y="{T}" width="{W - L - R}" height="{H - T - B}" fill="white" stroke="#999"/>']
-    for i in range(6):
-        xv = x0 + (x1 - x0) * i / 5
-        yv = y0 + (y1 - y0) * i / 5
-        parts.append(f'<text x="{sx(xv):.1f}" y="{H - B + 18}" text-anchor="middle">{xv:,.1f}</text>')
-        parts.append(f'<text x="{L - 8}" y="{sy(yv) + 4:.1f}" text-anchor="end">{yv:,.1f}</text>')
-        parts.append(f'<line x1="{L}" x2="{W - R}" y1="{sy(yv):.1f}" y2="{sy(yv):.1f}" stroke="#eee"/>')
-    parts.append(f'<text x="{(L + W - R) / 2}" y="{H - 15}" text-anchor="middle">capex (million USD)</text>')
-    parts.append(f'<text x="18" y="{(T + H - B) / 2}" text-anchor="middle" transform="rotate(-90 18 {(T + H - B) / 2})">'
-                 'time to train (days)</text>')
-    for _, r in others.iterrows():
-        tip = html.escape(f"{r.get('design_id', '')}: ${r['capex_usd'] / 1e6:,.2f}M, {r['best_time_to_train_s'] / 86400:.2f} days")
-        parts.append(f'<circle cx="{sx(r["capex_usd"] / 1e6):.1f}" cy="{sy(r["best_time_to_train_s"] / 86400):.1f}" r="3" '
-                     f'fill="#bbb"><title>{tip}</title></circle>')
-    for gi, (name, df) in enumerate(groups):
-        color = _COLORS[gi % len(_COLORS)]
-        df = df.sort_values("capex_usd")
-        pts = []
-        for k, (_, r) in enumerate(df.iterrows()):
-            x, y = sx(r["capex_usd"] / 1e6), sy(r["time_to_train_days"])
-            if k:
-                pts.append(f"{x:.1f},{pts[-1].split(',')[1]}")
-            pts.append(f"{x:.1f},{y:.1f}")
-        if pts:
-            parts.append(f'<polyline points="{" ".join(pts)}" fill="none" stroke="{color}" stroke-width="1.5"/>')
-        for _, r in df.iterrows():
-            tip = (f"{r['design_id']} | {r['family']} {r['platform']} {int(r['n_gpus'])} GPUs | "
-                   f"${r['capex_usd'] / 1e6:,.2f}M | {r['time_to_train_days']:.2f} days | MFU {r['mfu']:.3f} | "
-                   f"tp{r['tp']} pp{r['pp']} dp{r['dp']} ep{r['ep']} cp{r['cp']} mbs{r['microbatch_size']} "
-                   f"{r['schedule']} zero{r['zero_stage']} recompute {r['recompute']}")
-            args = html.escape(str(r["megatron_args"]), quote=True)
-            parts.append(f'<circle cx="{sx(r["capex_usd"] / 1e6):.1f}" cy="{sy(r["time_to_train_days"]):.1f}" r="5" '
-                         f'fill="{color}" style="cursor:pointer" data-args="{args}" '
-                         f'onclick="document.getElementById(\'args\').textContent=this.dataset.args">'
-                         f'<title>{html.escape(tip)}</title></circle>')
-        ly = T + 16 + 18 * gi
-        parts.append(f'<circle cx="{W - R + 16}" cy="{ly - 4}" r="5" fill="{color}"/>'
-                     f'<text x="{W - R + 26}" y="{ly}">{html.escape(name)}</text>')
-    parts.append("</svg>")
-    return ("<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>" + html.escape(title or "Pareto front") +
-            "</title></head><body style='font-family:sans-serif'>\n<h3>" + html.escape(title or "Pareto front") +
-            "</h3>\n" + "\n".join(parts) + "\n<p>Hover a point for its design and strategy; click it for its "
-            "Megatron-LM arguments:</p>\n<pre id='args' style='white-space:pre-wrap'></pre>\n</body></html>\n")
 
 
 def read_pareto(out_dir: str | Path) -> pd.DataFrame:
@@ -543,5 +350,5 @@ def finite_or_none(x: float) -> float | None:
 
 
 __all__ = ["COLUMN_TYPES", "TABLE_FORMATS", "column_type", "typed", "COMPLETION_RECORD", "DESIGN_COLUMNS", "check_complete", "METRIC_COLUMNS", "PARETO_COLUMNS", "STRATEGY_COLUMNS", "STRATEGY_TRIAL_COLUMNS",
-           "TRIAL_COLUMNS", "megatron_args",
-           "metrics_columns", "plot_front", "read_pareto", "strategy_columns", "write_outputs"]
+           "TRIAL_COLUMNS",
+           "metrics_columns", "read_pareto", "strategy_columns", "write_outputs"]

@@ -22,13 +22,13 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Mapping, Callable
 
 import numpy as np
 import pandas as pd
 
 from designer.errors import DesignerError, InfeasibleDesign, SpecError
-from designer.export import (STRATEGY_COLUMNS, J_PER_MWH, megatron_args, metrics_columns, read_pareto,
+from designer.export import (STRATEGY_COLUMNS, J_PER_MWH, metrics_columns, read_pareto,
                              strategy_columns, write_outputs)
 from designer.pareto import Point, pareto_front
 from designer.search.exhaustive import Candidate, Problem, ScoredTable, load_trial_constraint, run_exhaustive
@@ -234,6 +234,30 @@ def search_identity(spec: StudySpec, design_id: str) -> str:
     data.pop("output", None)
     data["design_id"] = design_id
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def _gpus_per_host(spec: StudySpec) -> dict[str, int]:
+    """Per platform, its GPUs per host (torchrun's --nproc-per-node), from the study's catalog."""
+    from designer.spec.network_study import study_catalog
+
+    catalog = study_catalog(spec.network) if spec.network is not None else None
+    if catalog is None:
+        from designer.spec.catalog import load_catalog
+
+        catalog = load_catalog()
+    return {p.id: p.host_gpus for p in catalog.platforms}
+
+
+def _plot_limits(spec: StudySpec) -> list[Any]:
+    """The budget and deadline lines of the plots: the capex budget and every goal limit on an axis."""
+    from designer.report_page import limit_for
+
+    limits = []
+    if spec.network is not None and spec.network.budgets.capex_usd is not None:
+        limits.append(limit_for("capex_usd", "<=", spec.network.budgets.capex_usd, "capex budget"))
+    for lim in spec.goal.subject_to:
+        limits.append(limit_for(lim.metric, lim.sense, lim.rhs, f"goal: {lim.metric} {lim.sense} {lim.rhs:g}"))
+    return [x for x in limits if x is not None]
 
 
 def _time_limit(spec: StudySpec) -> float | None:
@@ -751,9 +775,12 @@ def _design_row(c: Candidate) -> dict[str, Any]:
 
 
 def _front_frame(problem: Problem, cands: list[Candidate], tables: list[ScoredTable],
-                 subset: list[int] | None = None) -> pd.DataFrame:
+                 subset: list[int] | None = None, gpus_per_host: Mapping[str, int] | None = None) -> pd.DataFrame:
     """The non-dominated (design, best strategy) points, re-scored by the scalar model for the full
-    time and memory breakdown."""
+    time and memory breakdown, each with its Megatron-LM launch and (dense models) torchtitan config."""
+    import shlex
+
+    from designer.launch import megatron_launch, torchtitan_launch
     from designer.perf.model import evaluate_system
 
     idx = range(len(cands)) if subset is None else subset
@@ -769,8 +796,12 @@ def _front_frame(problem: Problem, cands: list[Candidate], tables: list[ScoredTa
         m = evaluate_system(problem.llm, problem.training, s, c.system, calib=problem.calib)
         if not hasattr(m, "row") or not m.row().get("feasible", False):
             raise DesignerError(f"internal: front point {c.design_id} {s} is infeasible when re-scored: {m}")
+        per_host = (gpus_per_host or {}).get(c.design.platform) or min(c.design.hb_domain_size, 8)
+        launch = megatron_launch(problem.llm, problem.training, s, c.n_gpus, per_host)
         row = {"front_rank": rank, **_design_row(c), **strategy_columns(s, problem.training), **metrics_columns(m.row(), c.power_w),
-               "search_method": t.method, "megatron_args": megatron_args(s, problem.llm, problem.training)}
+               "search_method": t.method, "megatron_args": " ".join(shlex.quote(a) for a in launch.script_args),
+               "megatron_command": launch.command(),
+               "torchtitan_toml": torchtitan_launch(problem.llm, problem.training, s, c.n_gpus, per_host).toml}
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -918,7 +949,8 @@ def _run_study(spec: StudySpec, out: Path, *, n_trials: int | None, workers: int
     else:
         cands, milp = generate_candidates(spec, progress, problem=problem, notes=count_notes, dropped=dropped_levels)
         tables, url = _search_all(spec, problem, cands, out, workers=workers, storage=storage, progress=progress)
-    pareto = _front_frame(problem, cands, tables)
+    hosts = _gpus_per_host(spec)
+    pareto = _front_frame(problem, cands, tables, gpus_per_host=hosts)
     if not len(pareto):
         raise _no_front_error(problem, cands, tables)
     fronts_by = None
@@ -936,7 +968,7 @@ def _run_study(spec: StudySpec, out: Path, *, n_trials: int | None, workers: int
         parts = []
         for g in sorted(designs[key].astype(str).unique()):
             sub = [i for i in range(len(cands)) if str(designs[key].iloc[i]) == g]
-            f = _front_frame(problem, cands, tables, sub)
+            f = _front_frame(problem, cands, tables, sub, gpus_per_host=hosts)
             if len(f):
                 f.insert(0, "front_group", g)
                 parts.append(f)
@@ -963,7 +995,8 @@ def _run_study(spec: StudySpec, out: Path, *, n_trials: int | None, workers: int
     }
     written = write_outputs(out, pareto=pareto, trials=trials, designs=designs, meta=meta, fronts_by=fronts_by,
                             front_by=key, plots=spec.output.plots, title=f"{spec.name}: {problem.llm.name}",
-                            strategies=strategies, formats=tuple(dict.fromkeys(spec.output.formats)))
+                            strategies=strategies, formats=tuple(dict.fromkeys(spec.output.formats)),
+                            limits=_plot_limits(spec))
     log.info("wrote %d files to %s", len(written), out)
     if progress is not None:
         progress(ProgressEvent("done", len(cands), len(cands), done=len(cands), total=len(cands), front_size=len(pareto)))

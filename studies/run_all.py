@@ -19,7 +19,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
-REFERENCE_FILES = ("pareto.csv", "trials.csv", "designs.csv", "megatron_args.txt", "pareto.png")
+REFERENCE_FILES = ("pareto.csv", "trials.parquet", "designs.csv", "megatron_args.txt", "pareto.png")
 
 # (results folder, study spec) for the YAML studies.
 SPECS = (

@@ -72,6 +72,12 @@ class Platform(Entry):
     max_nics_per_gpu: int = Field(default=2, ge=1)
     # Below 1: a NIC may serve several GPUs (0.5: 4 NICs in an 8-GPU node, two GPUs per PCIe switch).
     min_nics_per_gpu: float = Field(default=1.0, gt=0, le=1)
+    # GPUs per host (one operating system, one torchrun --nproc-per-node). None: the HB domain, at most 8.
+    gpus_per_host: int | None = Field(default=None, ge=1)
+
+    @property
+    def host_gpus(self) -> int:
+        return self.gpus_per_host if self.gpus_per_host is not None else min(self.hb_domain_size, 8)
 
 
 class Nic(Entry):

@@ -30,7 +30,7 @@ def result(tmp_path_factory):
 
 def test_outputs_written(result):
     for name in ("pareto.csv", "pareto.parquet", "trials.parquet", "designs.csv", "meta.json", "pareto.png",
-                 "megatron_args.txt"):
+                 "report.html", "megatron_args.txt"):
         assert (result.out_dir / name).is_file(), name
     meta = json.loads((result.out_dir / "meta.json").read_text())
     assert meta["seed"] == 0 and meta["milp"]["status"] == "optimal"

@@ -205,19 +205,21 @@ def _megatron_layout_chunks(layout: str) -> list[str]:
     (126, 16, "interleaved", 2, None), (80, 8, "interleaved", 4, None), (61, 32, "1f1b", 1, None),
 ])
 def test_megatron_pipeline_layout_flags(n_layers, pp, schedule, v, want):
-    from designer.export import pipeline_layout_args
+    from designer.launch import megatron_pipeline_layout
     from designer.spec.llm import pipeline_stage_layers
+    from designer.spec.models import load_model
 
     s = Strategy(pp=pp, schedule=schedule, virtual_stages=v)
-    args = pipeline_layout_args(s, n_layers)
+    llm = load_model("llama3-70b").model_copy(update={"layers": n_layers})
+    args = megatron_pipeline_layout(s, llm)
     if want is not None:
-        assert args == want
+        assert args == [w for flag in want for w in flag.split()]
         return
     # a --pipeline-model-parallel-layout: parsed as Megatron-LM parses it, pp * v chunks, chunk k of
     # stage r at k * pp + r, each stage's layers as the split, the embedding first and the loss last
-    (flag,) = args
-    assert flag.startswith("--pipeline-model-parallel-layout '")
-    chunks = _megatron_layout_chunks(flag.split("'")[1])
+    flag, layout = args
+    assert flag == "--pipeline-model-parallel-layout"
+    chunks = _megatron_layout_chunks(layout)
     assert len(chunks) == pp * v
     assert chunks[0].startswith("E") and chunks[-1].endswith("L")
     per_stage = [sum(chunks[k * pp + r].count("t") for k in range(v)) for r in range(pp)]
