@@ -26,38 +26,22 @@ class Point(Generic[T]):
 
 def nondominated_mask(values: np.ndarray) -> np.ndarray:
     """Boolean mask of the rows of `values` (n x k, minimized) on the front, duplicates removed (the
-    first of equal rows is kept). Rows with a NaN or +inf are never on the front."""
+    first of equal rows is kept). Rows with a NaN or +inf are never on the front.
+
+    The filter is moocore's (is_nondominated): 2-400x faster than the sort-and-scan it replaced on the
+    sizes designer meets (studies/benchmarks/bench_pareto.py). Duplicates are collapsed first, so the
+    row kept of each set of equal rows is the first in input order whatever moocore keeps."""
+    import moocore
+
     v = np.asarray(values, dtype=float)
     if v.ndim != 2:
         raise ValueError(f"values must be a 2-D array (points x objectives), got shape {v.shape}")
-    n, k = v.shape
-    keep = np.zeros(n, dtype=bool)
-    finite = np.all(np.isfinite(v), axis=1)
-    idx = np.flatnonzero(finite)
+    keep = np.zeros(v.shape[0], dtype=bool)
+    idx = np.flatnonzero(np.all(np.isfinite(v), axis=1))
     if not len(idx):
         return keep
-    # Lexicographic order (ties by input position): a point can only be dominated by one before it.
-    order = idx[np.lexsort(tuple(v[idx, j] for j in reversed(range(k))))]
-    if k == 1:
-        keep[order[0]] = True
-        return keep
-    if k == 2:
-        best_second = np.inf
-        for i in order:
-            if v[i, 1] < best_second:
-                keep[i] = True
-                best_second = v[i, 1]
-        return keep
-    front: list[int] = []
-    for i in order:
-        if front:
-            f = v[front]
-            # i comes after every front member in lexicographic order, so "no worse everywhere" means dominated
-            # (or a duplicate, which is also dropped).
-            if np.any(np.all(f <= v[i], axis=1)):
-                continue
-        front.append(int(i))
-    keep[front] = True
+    unique, first = np.unique(v[idx], axis=0, return_index=True)
+    keep[idx[first[moocore.is_nondominated(unique)]]] = True
     return keep
 
 
@@ -74,30 +58,41 @@ def pareto_front(points: Sequence[Point[T]]) -> list[Point[T]]:
 
 
 def hypervolume(points: Sequence[Sequence[float]] | np.ndarray, ref: Sequence[float]) -> float:
-    """The exact volume dominated by `points` (minimized) and bounded by `ref`, for 1, 2 or 3 objectives.
-    Points not strictly better than `ref` in every objective add nothing."""
+    """The exact volume dominated by `points` (minimized) and bounded by `ref` (moocore's hypervolume,
+    any number of objectives). Points not strictly better than `ref` in every objective add nothing."""
+    import moocore
+
     r = np.asarray(ref, dtype=float)
     p = np.asarray(points, dtype=float).reshape(-1, len(r))
     p = p[np.all(np.isfinite(p), axis=1) & np.all(p < r, axis=1)]
     if not len(p):
         return 0.0
-    p = p[nondominated_mask(p)]
-    if len(r) == 1:
-        return float(r[0] - p[:, 0].min())
-    if len(r) == 2:
-        p = p[np.argsort(p[:, 0])]  # on the front, the second objective then decreases
-        widths = np.diff(np.append(p[:, 0], r[0]))
-        return float(np.sum(widths * (r[1] - p[:, 1])))
-    if len(r) == 3:
-        # Slice along the third objective: between consecutive z levels the dominated region is the 2-D
-        # hypervolume of the points at or below that level.
-        p = p[np.argsort(p[:, 2])]
-        z = np.append(p[:, 2], r[2])
-        total = 0.0
-        for i in range(len(p)):
-            total += hypervolume(p[: i + 1, :2], r[:2]) * (z[i + 1] - z[i])
-        return float(total)
-    raise ValueError(f"hypervolume is implemented for 1 to 3 objectives, got {len(r)}")
+    return float(moocore.hypervolume(p, ref=r))
+
+
+def epsilon_front(points: Sequence[Point[T]], tolerances: Sequence[float]) -> list[Point[T]]:
+    """The front without its near-ties. q covers p when q is worse than p by at most the relative
+    tolerance in every objective (q_i <= p_i * (1 + eps_i): epsilon-dominance in its multiplicative
+    form, Laumanns et al. 2002). The exact front is walked in order (first objective ascending, so
+    the cheaper of two near-ties comes first) and a point is kept unless a point already kept covers
+    it. So every point left out has a kept point within the tolerance in every objective, which is the
+    promise a user relies on; a kept point may still be covered by a later, dearer one. With every
+    tolerance 0 this is the exact front."""
+    eps = np.asarray(tolerances, dtype=float)
+    if np.any(eps < 0):
+        raise ValueError(f"tolerances must be >= 0, got {list(tolerances)}")
+    front = pareto_front(points)
+    if not np.any(eps > 0):
+        return front
+
+    def covers(q: Point[T], p: Point[T]) -> bool:
+        return all(qi <= pi * (1 + e) if pi >= 0 else qi <= pi * (1 - e) for qi, pi, e in zip(q.values, p.values, eps))
+
+    kept: list[Point[T]] = []
+    for p in front:
+        if not any(covers(q, p) for q in kept):
+            kept.append(p)
+    return kept
 
 
 def front_rows(rows: Sequence[dict[str, Any]], objectives: Sequence[str]) -> list[dict[str, Any]]:
@@ -106,4 +101,4 @@ def front_rows(rows: Sequence[dict[str, Any]], objectives: Sequence[str]) -> lis
     return [p.item for p in pareto_front(pts)]
 
 
-__all__ = ["Point", "front_rows", "hypervolume", "nondominated_mask", "pareto_front"]
+__all__ = ["Point", "epsilon_front", "front_rows", "hypervolume", "nondominated_mask", "pareto_front"]

@@ -22,7 +22,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Callable
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -30,7 +30,7 @@ import pandas as pd
 from designer.errors import DesignerError, InfeasibleDesign, SpecError
 from designer.export import (STRATEGY_COLUMNS, J_PER_MWH, metrics_columns, read_pareto,
                              strategy_columns, write_outputs)
-from designer.pareto import Point, pareto_front
+from designer.pareto import Point, epsilon_front, pareto_front
 from designer.search.exhaustive import Candidate, Problem, ScoredTable, load_trial_constraint, run_exhaustive
 from designer.search.space import CODED, RECOMPUTES, SCHEDULES
 from designer.spec.llm import LLMSpec
@@ -775,7 +775,8 @@ def _design_row(c: Candidate) -> dict[str, Any]:
 
 
 def _front_frame(problem: Problem, cands: list[Candidate], tables: list[ScoredTable],
-                 subset: list[int] | None = None, gpus_per_host: Mapping[str, int] | None = None) -> pd.DataFrame:
+                 subset: list[int] | None = None, gpus_per_host: Mapping[str, int] | None = None,
+                 tolerances: Sequence[float] = ()) -> pd.DataFrame:
     """The non-dominated (design, best strategy) points, re-scored by the scalar model for the full
     time and memory breakdown, each with its Megatron-LM launch and (dense models) torchtitan config."""
     import shlex
@@ -790,7 +791,8 @@ def _front_frame(problem: Problem, cands: list[Candidate], tables: list[ScoredTa
         if b is not None:
             pts.append(Point(cands[i].objective_values(problem.objectives, tables[i].time_to_train_s[b]), i))
     rows = []
-    for rank, p in enumerate(pareto_front(pts)):
+    front = epsilon_front(pts, tolerances) if any(tolerances) else pareto_front(pts)
+    for rank, p in enumerate(front):
         c, t = cands[p.item], tables[p.item]
         s = t.strategies.strategy(t.best)
         m = evaluate_system(problem.llm, problem.training, s, c.system, calib=problem.calib)
@@ -950,7 +952,8 @@ def _run_study(spec: StudySpec, out: Path, *, n_trials: int | None, workers: int
         cands, milp = generate_candidates(spec, progress, problem=problem, notes=count_notes, dropped=dropped_levels)
         tables, url = _search_all(spec, problem, cands, out, workers=workers, storage=storage, progress=progress)
     hosts = _gpus_per_host(spec)
-    pareto = _front_frame(problem, cands, tables, gpus_per_host=hosts)
+    tol = [spec.output.front_tolerance.get(o, 0.0) for o in problem.objectives]
+    pareto = _front_frame(problem, cands, tables, gpus_per_host=hosts, tolerances=tol)
     if not len(pareto):
         raise _no_front_error(problem, cands, tables)
     fronts_by = None
@@ -968,7 +971,7 @@ def _run_study(spec: StudySpec, out: Path, *, n_trials: int | None, workers: int
         parts = []
         for g in sorted(designs[key].astype(str).unique()):
             sub = [i for i in range(len(cands)) if str(designs[key].iloc[i]) == g]
-            f = _front_frame(problem, cands, tables, sub, gpus_per_host=hosts)
+            f = _front_frame(problem, cands, tables, sub, gpus_per_host=hosts, tolerances=tol)
             if len(f):
                 f.insert(0, "front_group", g)
                 parts.append(f)

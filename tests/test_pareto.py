@@ -60,3 +60,58 @@ def test_hypervolume_3d_by_hand():
     for p in pts:
         dominated |= np.all(cells >= p, axis=1)
     assert hypervolume(pts, [4, 4, 4]) == pytest.approx(dominated.sum() * 0.25**3)
+
+
+def test_epsilon_front_keeps_near_ties_off_and_zero_tolerance_is_the_exact_front():
+    from designer.pareto import epsilon_front
+
+    # capex (USD), time (s): b is $32M dearer than a for 7 minutes less of a 60-day run
+    day = 86400.0
+    a, b = Point((300e6, 60 * day), "a"), Point((332e6, 60 * day - 420), "b")
+    c = Point((500e6, 40 * day), "c")  # a third faster: not a near-tie
+    pts = [b, c, a]
+    assert [p.item for p in pareto_front(pts)] == ["a", "b", "c"]
+    assert [p.item for p in epsilon_front(pts, (0.0, 0.0))] == ["a", "b", "c"]
+    # 1% on capex, 0.5% on time: b is within 0.5% of a's time (and a is cheaper): b leaves
+    assert [p.item for p in epsilon_front(pts, (0.01, 0.005))] == ["a", "c"]
+    # no tolerance on time: b's 7 minutes keep it
+    assert [p.item for p in epsilon_front(pts, (0.5, 0.0))] == ["a", "b", "c"]
+    # on a random front: every point left out has a kept point within the tolerance in every objective
+    rng = np.random.default_rng(3)
+    cloud = [Point((float(x), float(1.0 / x + 0.05 * y)), i) for i, (x, y) in enumerate(rng.random((400, 2)) + 0.1)]
+    eps = (0.02, 0.02)
+    kept = epsilon_front(cloud, eps)
+    exact = pareto_front(cloud)
+    assert 0 < len(kept) < len(exact)
+    for p in exact:
+        assert any(all(qi <= pi * (1 + e) for qi, pi, e in zip(q.values, p.values, eps)) for q in kept)
+
+
+def test_a_study_with_a_front_tolerance_keeps_near_ties_off_its_front(tmp_path):
+    from pathlib import Path
+
+    import yaml
+
+    from designer.errors import SpecError
+    from designer.pipeline import run_study
+    from designer.spec.study import load_study
+
+    root = Path(__file__).resolve().parents[1]
+    data = yaml.safe_load((root / "studies/quickstart/study.yaml").read_text())
+    data["output"] = {"plots": False}
+    exact_path, tol_path = tmp_path / "exact.yaml", tmp_path / "tol.yaml"
+    exact_path.write_text(yaml.safe_dump(data))
+    data["output"]["front_tolerance"] = {"capex_usd": 0.02, "time_to_train_s": 0.02}
+    tol_path.write_text(yaml.safe_dump(data))
+    exact = run_study(load_study(exact_path), out_dir=tmp_path / "a")
+    tol = run_study(load_study(tol_path), out_dir=tmp_path / "b")
+    assert len(tol.pareto) < len(exact.pareto)
+    assert len(tol.trials) == len(exact.trials)  # every design is still in trials
+    # every exact front point left out has a kept one within 2% in capex and time
+    for _, p in exact.pareto.iterrows():
+        assert ((tol.pareto["capex_usd"] <= p["capex_usd"] * 1.02)
+                & (tol.pareto["time_to_train_s"] <= p["time_to_train_s"] * 1.02)).any()
+    data["output"]["front_tolerance"] = {"power_w": 0.01}
+    tol_path.write_text(yaml.safe_dump(data))
+    with pytest.raises(SpecError, match="front_tolerance names \\['power_w'\\]"):
+        load_study(tol_path)

@@ -290,6 +290,18 @@ class OutputSettings(Record):
     strategies: Literal["front", "all"] = "front"
     # Formats of the large tables (trials, strategies/); the front is always CSV and Parquet.
     formats: tuple[Literal["parquet", "csv"], ...] = Field(default=("parquet",), min_length=1)
+    # Near-ties kept off the front: per objective, a relative tolerance (0.01: 1%). A point is left out
+    # when another is worse by at most these fractions in every objective (epsilon-dominance). Empty:
+    # the exact front (the default); trials always holds every design.
+    front_tolerance: dict[ObjectiveName, float] = Field(default_factory=dict)
+
+    @field_validator("front_tolerance")
+    @classmethod
+    def _tolerance(cls, v: dict[str, float]) -> dict[str, float]:
+        for k, x in v.items():
+            if not 0 <= x < 1:
+                raise ValueError(f"front_tolerance.{k} = {x}: allowed: a fraction in [0, 1), e.g. 0.01 for 1%")
+        return v
 
 
 class StudySpec(Record):
@@ -336,6 +348,14 @@ class StudySpec(Record):
         if "capex_usd" not in v or "time_to_train_s" not in v:
             raise ValueError(f"{list(v)}: must include capex_usd and time_to_train_s (power_w, energy_j optional)")
         return v
+
+    @model_validator(mode="after")
+    def _tolerance_objectives(self) -> "StudySpec":
+        extra = sorted(set(self.output.front_tolerance) - set(self.objectives))
+        if extra:
+            raise ValueError(f"output.front_tolerance names {extra}, which are not objectives of the study; "
+                             f"allowed: {list(self.objectives)}")
+        return self
 
     @model_validator(mode="after")
     def _designs(self) -> "StudySpec":
