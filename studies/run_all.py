@@ -10,12 +10,15 @@ hold wall times and paths). Study scripts (.py) write their own results/ files.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
 
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
@@ -48,13 +51,15 @@ def _run(cmd: list[str]) -> float:
     return time.perf_counter() - start
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="", help="run only the studies whose path contains this text")
-    args = ap.parse_args()
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode="rich")
+
+
+@app.command(help=escape(__doc__))
+def main(only: Annotated[str, typer.Option("--only", help="run only the studies whose path contains this text")] = "",
+         ) -> None:
     total = 0.0
     for folder, spec in SPECS:
-        if args.only not in spec:
+        if only not in spec:
             continue
         work = REPO / "out" / folder
         shutil.rmtree(work, ignore_errors=True)
@@ -66,7 +71,7 @@ def main() -> None:
         total += wall
         print(f"{spec:45s} {wall:7.1f} s")
     for script, has_quick in SCRIPTS:
-        if args.only not in script:
+        if only not in script:
             continue
         for extra in ([], ["--quick"]) if has_quick else ([],):
             wall = _run([PYTHON, script, *extra])
@@ -76,4 +81,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    app()

@@ -7,12 +7,14 @@ overlap) for Llama-3 70B on one 4,096-GPU H100 design with evaluate_many, and ti
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import statistics
 import time
+from typing import Annotated
 
 import numpy as np
+import typer
+from rich.markup import escape
 
 from designer import units
 from designer.perf.model import StrategyArrays, evaluate_many, evaluate_system, load_perf_calibration
@@ -48,24 +50,28 @@ def strategy_space(n_gpus: int, n_target: int) -> StrategyArrays:
     return StrategyArrays(**{n: cols[:, i] for i, n in enumerate(names)})
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--n", type=int, default=100_000)
-    ap.add_argument("--repeats", type=int, default=3)
-    args = ap.parse_args()
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode="rich")
+
+
+@app.command(help=escape(__doc__))
+def main(n: Annotated[int, typer.Option(
+             "--n", help="strategies to score with evaluate_many (at least the full factorial)")] = 100_000,
+         repeats: Annotated[int, typer.Option(
+             "--repeats", help="timed evaluate_many calls (the median is printed)")] = 3,
+         ) -> None:
     llm = load_model("llama3-70b")
     training = TrainingSpec(sequence_length=8192, global_batch_sequences=2048, total_tokens=15e12)
     system = design()
     calib = load_perf_calibration()
-    S = strategy_space(system.n_gpus, args.n)
+    S = strategy_space(system.n_gpus, n)
     evaluate_many(llm, training, S.take(slice(0, 100)), system, calib=calib)  # warm-up
     times = []
-    for _ in range(args.repeats):
+    for _ in range(repeats):
         t0 = time.perf_counter()
         vm = evaluate_many(llm, training, S, system, calib=calib)
         times.append(time.perf_counter() - t0)
     med = statistics.median(times)
-    print(f"evaluate_many: {len(S)} strategies in {med:.3f} s (median of {args.repeats}; best {min(times):.3f} s) "
+    print(f"evaluate_many: {len(S)} strategies in {med:.3f} s (median of {repeats}; best {min(times):.3f} s) "
           f"= {len(S) / med:,.0f} evaluations/s; feasible {int(vm.feasible.sum())}")
     st = Strategy(tp=8, pp=4, dp=128, microbatch_size=1, sequence_parallel=True, recompute=Recompute.selective)
     lat = []
@@ -77,4 +83,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    app()

@@ -1,6 +1,6 @@
 """Benchmark the network sizing MILP at 1,024, 32,768 and 1,000,000 GPUs.
 
-    .venv/bin/python studies/benchmarks/bench_milp.py [--repeats 3]
+    .venv/bin/python studies/benchmarks/bench_milp.py [--repeats 3] [--sizes 1024 --sizes 32768]  (list options: repeat the flag)
 
 Open choice set (realistic, from the shipped catalog): 6 HB platforms (A100, H100, H200, B200 nodes,
 GB200 NVL72, GH200 NVL256), 3 NICs (200/400/800G) at 1 or 2 per GPU, 4 switches with all their port
@@ -17,9 +17,12 @@ of the repeats. Target: < 10 s at 1,000,000 GPUs on a 2-core machine.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
+from typing import Annotated
+
+import typer
+from rich.markup import escape
 
 from designer.network.api import solve_network
 from designer.network.milp import enumerate_combos
@@ -53,18 +56,22 @@ def studies(n: int) -> dict[str, NetworkStudy]:
     }
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--sizes", type=int, nargs="*", default=[1024, 32768, 1_000_000])
-    args = ap.parse_args()
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode="rich")
+
+
+@app.command(help=escape(__doc__))
+def main(repeats: Annotated[int, typer.Option(
+             "--repeats", help="solves per size and objective (their median and min are printed)")] = 3,
+         sizes: Annotated[list[int], typer.Option(
+             "--sizes", help="GPU counts N to benchmark (repeat the flag for several)")] = [1024, 32768, 1_000_000],
+         ) -> None:
     print(f"{'GPUs':>9} {'objective':>9} {'blocks':>6} {'median_s':>8} {'min_s':>6} {'status':>9}  design")
-    for n in args.sizes:
+    for n in sizes:
         for kind, st in studies(n).items():
             catalog = study_catalog(st)
             blocks = len(enumerate_combos(st, catalog))
             times, res = [], None
-            for _ in range(args.repeats):
+            for _ in range(repeats):
                 t0 = time.perf_counter()
                 res = solve_network(st, catalog=catalog)
                 times.append(time.perf_counter() - t0)
@@ -75,4 +82,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    app()

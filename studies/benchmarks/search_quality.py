@@ -7,17 +7,19 @@ Printed: the hypervolume ratio HV(Optuna front) / HV(exact front) (reference poi
 capex and time of the exact designs), the evaluations each used (distinct strategies scored), and the
 wall time of each method, which is what `search.method: auto` weighs.
 
-    .venv/bin/python studies/benchmarks/search_quality.py [--fraction 0.1] [--seeds 0 1 2]
+    .venv/bin/python studies/benchmarks/search_quality.py [--fraction 0.1] [--seeds 0 --seeds 1]  (list options: repeat the flag)
 """
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import optuna
+import typer
+from rich.markup import escape
 
 from designer.pareto import hypervolume
 from designer.pipeline import generate_candidates, make_problem
@@ -78,14 +80,18 @@ def run(label: str, path: Path, overrides: dict, fraction: float, seeds: list[in
               f"{'exhaustive' if ex_time <= op_time else 'optuna'} is faster)", flush=True)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--fraction", type=float, default=0.1, help="Optuna trials per design as a fraction of its space")
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    args = ap.parse_args()
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode="rich")
+
+
+@app.command(help=escape(__doc__))
+def main(fraction: Annotated[float, typer.Option(
+             "--fraction", help="Optuna trials per design as a fraction of its space")] = 0.1,
+         seeds: Annotated[list[int], typer.Option(
+             "--seeds", help="Optuna seeds, one search each (repeat the flag for several)")] = [0, 1],
+         ) -> None:
     for label, path, overrides in STUDIES:
-        run(label, path, overrides, args.fraction, args.seeds)
+        run(label, path, overrides, fraction, seeds)
 
 
 if __name__ == "__main__":
-    main()
+    app()

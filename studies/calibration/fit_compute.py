@@ -7,20 +7,22 @@ is the mean of the per-set MAPEs plus a penalty on rows beyond 10%. Coordinate d
 golden-section search per parameter, a few sweeps; the rows' recompute choice (where unstated) is
 taken once from the starting calibration and re-checked at the end.
 
-    python studies/calibration/fit_compute.py [--sweeps 2]
+    python studies/calibration/fit_compute.py [--sweeps 2] [--only NAME --only NAME]  (list options: repeat the flag)
 
 It prints the fitted values; designer/data/compute_efficiency.yaml holds them with their provenance.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import sys
 import time
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
+import typer
+from rich.markup import escape
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
@@ -155,17 +157,20 @@ def golden(f, lo, hi, x0, iters=10):
     return best_x, best_v
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sweeps", type=int, default=2)
-    ap.add_argument("--only", nargs="*", help="fit only these parameter names")
-    args = ap.parse_args(argv)
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode="rich")
+
+
+@app.command(help=escape(__doc__))
+def main(sweeps: Annotated[int, typer.Option("--sweeps", help="coordinate-descent sweeps over the parameters")] = 2,
+         only: Annotated[list[str] | None, typer.Option(
+             "--only", help="fit only these parameter names (repeat the flag for several; default: all)")] = None,
+         ) -> None:
     t0 = time.perf_counter()
     calib = load_perf_calibration()
     cases = compiled_cases(calib)
     print(f"start objective {objective(set_errors(cases, calib)):.4f} ({len(cases)} rows)")
-    params = [p for p in PARAMS if not args.only or p[0][0] in args.only]
-    for sweep in range(args.sweeps):
+    params = [p for p in PARAMS if not only or p[0][0] in only]
+    for sweep in range(sweeps):
         for (name, get, put, (lo, hi)), sets in params:
             sub = [c for c in cases if c[0] in sets]
             cur = objective(set_errors(sub, calib))
@@ -180,8 +185,7 @@ def main(argv=None) -> int:
     for (name, get, _, _), _sets in PARAMS:
         print(f"{name} = {get(calib):.4g}")
     print(f"wall {time.perf_counter() - t0:.0f} s")
-    return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    app()

@@ -9,10 +9,13 @@ silent). The README's validation section summarises them.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
@@ -20,6 +23,8 @@ sys.path.insert(0, str(REPO))
 from designer.perf.model import load_perf_calibration  # noqa: E402
 from tests.perf import modern_runs  # noqa: E402
 from tests.perf.test_training_runs import megatron_errors  # noqa: E402
+
+OUT = REPO / "results" / "validation" / "modern_runs.md"
 
 
 def assumptions(row: dict, st) -> str:
@@ -36,10 +41,11 @@ def assumptions(row: dict, st) -> str:
     return ", ".join(parts)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=REPO / "results" / "validation" / "modern_runs.md")
-    args = ap.parse_args(argv)
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode="rich")
+
+
+@app.command(help=escape(__doc__))
+def main(out: Annotated[Path, typer.Option("--out", help="the markdown file to write")] = OUT) -> None:
     t0 = time.perf_counter()
     calib = load_perf_calibration()
     lines = ["# Performance model against measured training runs", "",
@@ -64,11 +70,10 @@ def main(argv=None) -> int:
             lines.append(f"| {e.id} | {e.measured:,.0f} | {e.predicted:,.0f} | {100 * e.error:+.1f}% | "
                          f"{assumptions(row, st)}{note} |")
         lines.append("")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(lines) + "\n")
-    print(f"wrote {args.out} ({len(errs)} rows) in {time.perf_counter() - t0:.0f} s")
-    return 0
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(lines) + "\n")
+    print(f"wrote {out} ({len(errs)} rows) in {time.perf_counter() - t0:.0f} s")
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    app()

@@ -30,12 +30,14 @@ coarser size grid (2 KiB ... 8 GiB every 4x) and the four systems with a measure
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import pandas as pd
+import typer
+from rich.markup import escape
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from collectives_common import (  # noqa: E402
@@ -253,8 +255,14 @@ def main(quick: bool = False, out_dir: Path = RESULTS) -> pd.DataFrame:
     return df
 
 
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode="rich")
+
+
+@app.command(help=escape(__doc__))
+def cli(quick: Annotated[bool, typer.Option(
+        "--quick", help="coarser grid, fewer systems (a few seconds)")] = False) -> None:
+    main(quick=quick)
+
+
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="coarser grid, fewer systems (a few seconds)")
-    a = ap.parse_args()
-    main(quick=a.quick)
+    app()

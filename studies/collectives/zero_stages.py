@@ -29,12 +29,14 @@ reason printed (NVLS all-reduce puts n, not 2(p-1)/p n, on NVLink). See the note
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import pandas as pd
+import typer
+from rich.markup import escape
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from collectives_common import RESULTS, build_system, wall_clock, write_csv  # noqa: E402
@@ -208,8 +210,13 @@ def main(quick: bool = False, out_dir: Path = RESULTS) -> pd.DataFrame:
     return df
 
 
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode="rich")
+
+
+@app.command(help=escape(__doc__))
+def cli(quick: Annotated[bool, typer.Option("--quick", help="1,024 GPUs, m = 1 only")] = False) -> None:
+    main(quick=quick)
+
+
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="1,024 GPUs, m = 1 only")
-    a = ap.parse_args()
-    main(quick=a.quick)
+    app()

@@ -14,10 +14,12 @@ file would:
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
+from typing import Annotated
 
 import pandas as pd
+import typer
+from rich.markup import escape
 
 from designer.errors import InfeasibleDesign
 from designer.pipeline import run_study
@@ -54,18 +56,21 @@ def variants(base):
     }
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="results/custom_budget")
-    ap.add_argument("--work", default="out/custom_budget")
-    args = ap.parse_args()
-    out = Path(args.out)
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode="rich")
+
+
+@app.command(help=escape(__doc__))
+def main(out: Annotated[Path, typer.Option(
+             "--out", help="folder for fronts.csv, pareto.png and changes.md")] = Path("results/custom_budget"),
+         work: Annotated[Path, typer.Option(
+             "--work", help="folder for the variants' runs (one subfolder each)")] = Path("out/custom_budget"),
+         ) -> None:
     out.mkdir(parents=True, exist_ok=True)
     base = load_study(HERE / "study.yaml")
     fronts = []
     for name, spec in variants(base).items():
         try:
-            r = run_study(spec.with_updates(name=f"custom_budget-{name}"), out_dir=Path(args.work) / name)
+            r = run_study(spec.with_updates(name=f"custom_budget-{name}"), out_dir=work / name)
         except InfeasibleDesign as err:
             print(f"{name}: {err}")
             continue
@@ -121,4 +126,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    app()

@@ -30,18 +30,18 @@ committed full CSVs.
 
 from __future__ import annotations
 
-import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+import typer  # noqa: E402
+from rich.markup import escape  # noqa: E402
 
 from designer.network.api import solve_network  # noqa: E402
 from designer.network.topology import (  # noqa: E402
@@ -343,10 +343,15 @@ def main(quick: bool = False, out_dir: Path | str | None = None) -> dict[str, pd
     return {"table2": t2, "summary": summary, "extended": ext, "milp": mc}
 
 
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode="rich")
+
+
+@app.command(help=escape(__doc__))
+def cli(quick: Annotated[bool, typer.Option("--quick", help="a few-second subset (the test suite runs it)")] = False,
+        out: Annotated[Path | None, typer.Option("--out", help=f"output folder (default {OUT_DIR})")] = None,
+        ) -> None:
+    main(quick=quick, out_dir=out)
+
+
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="a few-second subset (the test suite runs it)")
-    ap.add_argument("--out", type=Path, default=None, help=f"output folder (default {OUT_DIR})")
-    args = ap.parse_args()
-    main(quick=args.quick, out_dir=args.out)
-    sys.exit(0)
+    app()

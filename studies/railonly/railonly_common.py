@@ -20,13 +20,15 @@ sequence parallelism and pipeline schedule is scored; the fastest feasible one (
 
 from __future__ import annotations
 
-import argparse
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import pandas as pd
+import typer
+from rich.markup import escape
 
 from designer.perf.iteration import v1_best_time_s, v1_ideal_time_s, v1_inputs
 from designer.perf.model import Infeasible, Metrics, StrategyArrays, VectorMetrics, evaluate_many, evaluate_system
@@ -289,9 +291,22 @@ def v1_times(llm: LLMSpec, n_gpus: int, hb_size: int, batch_tokens: float, *,
 
 
 def cli(doc: str) -> bool:
-    p = argparse.ArgumentParser(description=doc.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="the light variant the tests compare with")
-    return p.parse_args().quick
+    """The command line of a study script (`main(quick=cli(__doc__))`): its --quick flag. `doc`, the
+    script's module docstring, is its --help text; --help and usage errors exit as typer does."""
+    chosen: dict[str, bool] = {}
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode="rich")
+
+    @app.command(help=escape(doc))
+    def options(quick: Annotated[bool, typer.Option(
+            "--quick", help="the light variant the tests compare with")] = False) -> None:
+        chosen["quick"] = quick
+
+    try:
+        app()  # exits: 0 after --help or a parse, 2 on a usage error
+    except SystemExit as done:
+        if done.code not in (0, None) or "quick" not in chosen:
+            raise
+    return chosen["quick"]
 
 
 def write_csv(df: pd.DataFrame, out_dir: Path, name: str) -> Path:
