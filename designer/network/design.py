@@ -118,6 +118,8 @@ class NetworkResult(Record):
     budget_slacks: tuple[tuple[BudgetSlack, ...], ...]
     # frontier levels with no feasible design, each "level: why" (the binding budget and shortfall)
     dropped_levels: tuple[str, ...] = ()
+    # seconds in HiGHS (with the model's translation or update) for each design, parallel to `designs`
+    solve_times_s: tuple[float, ...] = ()
 
     @property
     def design(self) -> NetworkDesign:

@@ -536,13 +536,25 @@ def define_choices(model: pyo.ConcreteModel, combos: Sequence[Combo]) -> None:
     model.one_design = pyo.Constraint(expr=sum(model.y[c] for c in model.C) == 1)
 
 
-def define_counts(model: pyo.ConcreteModel, combos: Sequence[Combo]) -> None:
-    """D[c]: HB domains of combination c, within its range when chosen and 0 otherwise."""
+def define_counts(model: pyo.ConcreteModel, combos: Sequence[Combo], *, mutable_ranges: bool = False) -> None:
+    """D[c]: HB domains of combination c, within its range when chosen and 0 otherwise.
+
+    mutable_ranges: the range [d_lo[c], d_hi[c]] is a pair of mutable Params (initialized to d_min,
+    d_max), so one model can answer several frontier levels, each with its own bound-tightened
+    ranges, by changing numbers only (designer.network.api, persistent frontier)."""
     bounds = {c.index: (0, c.d_max) for c in combos}
     model.D = pyo.Var(model.C, domain=pyo.NonNegativeIntegers, bounds=lambda m, i: bounds[i])
     by_index = {c.index: c for c in combos}
-    model.domains_lo = pyo.Constraint(model.C, rule=lambda m, i: m.D[i] >= by_index[i].d_min * m.y[i])
-    model.domains_hi = pyo.Constraint(model.C, rule=lambda m, i: m.D[i] <= by_index[i].d_max * m.y[i])
+    if mutable_ranges:
+        model.d_lo = pyo.Param(model.C, mutable=True, within=pyo.NonNegativeIntegers,
+                               initialize=lambda m, i: by_index[i].d_min)
+        model.d_hi = pyo.Param(model.C, mutable=True, within=pyo.NonNegativeIntegers,
+                               initialize=lambda m, i: by_index[i].d_max)
+        model.domains_lo = pyo.Constraint(model.C, rule=lambda m, i: m.D[i] >= m.d_lo[i] * m.y[i])
+        model.domains_hi = pyo.Constraint(model.C, rule=lambda m, i: m.D[i] <= m.d_hi[i] * m.y[i])
+    else:
+        model.domains_lo = pyo.Constraint(model.C, rule=lambda m, i: m.D[i] >= by_index[i].d_min * m.y[i])
+        model.domains_hi = pyo.Constraint(model.C, rule=lambda m, i: m.D[i] <= by_index[i].d_max * m.y[i])
     # gpus.multiple_of: D = step * Dz with an integer Dz (linear; D's bounds then bound Dz).
     stepped = [c.index for c in combos if c.step > 1]
     if stepped:
@@ -828,14 +840,47 @@ def spare_steps(spares: SparesSpec, c: Combo) -> tuple[int, list[tuple[int, int]
     return base, steps
 
 
-def define_spares(model: pyo.ConcreteModel, combos: Sequence[Combo], study: NetworkStudy, h: Handles) -> Handles:
+def spare_steps_over(spares: SparesSpec, c: Combo, ranges: Sequence[tuple[int, int]]) -> tuple[int, list[tuple[int, int]]]:
+    """g_c on the union of the domain ranges `ranges` (within [d_min, d_max]), in spare_steps' form.
+
+    Between two ranges no D is allowed, so the steps g takes in the gap are merged into one at the
+    next range's start (its increment may be negative). The step rows pin w_j = 1 iff D >= t_j, so
+    the need is exact for every D of the union; a persistent frontier over GPU levels uses this to
+    keep one model for levels far apart (a step per change of g over the whole hull would be
+    thousands of binaries at 1e6 GPUs)."""
+    merged: list[list[int]] = []
+    for lo, hi in sorted(ranges):
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    base, steps, last = 0, [], None
+    for lo, hi in merged:
+        b, st = spare_steps(spares, replace(c, d_min=lo, d_max=hi))
+        if last is None:
+            base = b
+        elif b != last:
+            steps.append((lo, b - last))
+        steps += st
+        last = b + sum(inc for _, inc in st)
+    return base, steps
+
+
+def define_spares(model: pyo.ConcreteModel, combos: Sequence[Combo], study: NetworkStudy, h: Handles, *,
+                  spare_ranges: Mapping[int, Sequence[tuple[int, int]]] | None = None,
+                  mutable_ranges: bool = False) -> Handles:
     """Job domains J[c] <= D[c] and f J[c] <= D[c] - g_c(D[c]) (module docstring), the job's GPU
-    requirement, and the job handles. Without study.spares the handles are returned unchanged."""
+    requirement, and the job handles. Without study.spares the handles are returned unchanged.
+
+    spare_ranges: per combination index, the only domain ranges D will take (spare_steps_over);
+    mutable_ranges: the job's GPU range is a pair of mutable Params (job_gpus_lo_rhs, job_gpus_hi_rhs)."""
     sp = study.spares
     if sp is None:
         return replace(h, job_pflops=h.pflops)
     by_index = {c.index: c for c in combos}
-    plans = {c.index: spare_steps(sp, c) for c in combos}
+    spare_ranges = spare_ranges or {}
+    plans = {c.index: spare_steps_over(sp, c, spare_ranges[c.index]) if c.index in spare_ranges
+             else spare_steps(sp, c) for c in combos}
     model.J = pyo.Var(model.C, domain=pyo.NonNegativeIntegers, bounds=lambda m, i: (0, by_index[i].d_max))
     keys = [(i, j) for i, (_, st) in plans.items() for j in range(len(st))]
     model.W = pyo.Set(initialize=keys, dimen=2, ordered=True)
@@ -862,8 +907,14 @@ def define_spares(model: pyo.ConcreteModel, combos: Sequence[Combo], study: Netw
     model.job_held = pyo.Constraint(model.C, rule=lambda m, i: f * m.J[i] <= m.D[i] - need(m, i))
     job_gpus = pyo.Expression(expr=sum(by_index[i].hb_domain_size * model.J[i] for i in model.C))
     model.job_gpus = job_gpus
-    model.job_gpus_lo = pyo.Constraint(expr=job_gpus >= study.gpus.lo)
-    model.job_gpus_hi = pyo.Constraint(expr=job_gpus <= study.gpus.hi)
+    if mutable_ranges:
+        model.job_gpus_lo_rhs = pyo.Param(initialize=study.gpus.lo, mutable=True, within=pyo.NonNegativeIntegers)
+        model.job_gpus_hi_rhs = pyo.Param(initialize=study.gpus.hi, mutable=True, within=pyo.NonNegativeIntegers)
+        model.job_gpus_lo = pyo.Constraint(expr=job_gpus >= model.job_gpus_lo_rhs)
+        model.job_gpus_hi = pyo.Constraint(expr=job_gpus <= model.job_gpus_hi_rhs)
+    else:
+        model.job_gpus_lo = pyo.Constraint(expr=job_gpus >= study.gpus.lo)
+        model.job_gpus_hi = pyo.Constraint(expr=job_gpus <= study.gpus.hi)
     model.spare_domains_total = pyo.Expression(expr=sum(model.D[i] - model.J[i] for i in model.C))
     job_pflops = pyo.Expression(expr=sum(c.hb_domain_size * c.gpu_flops * FLOPS_SCALE * model.J[c.index]
                                          for c in combos))
@@ -903,6 +954,33 @@ def define_lexicographic_cost(model: pyo.ConcreteModel, h: Handles, kind: str, b
     model.objective_cost = pyo.Objective(expr=USD_SCALE * h.capex_usd, sense=pyo.minimize)
 
 
+def define_lexicographic_stage(model: pyo.ConcreteModel, h: Handles, kind: str) -> None:
+    """define_lexicographic_cost for a model solved again and again (a persistent frontier): the kept
+    value is a mutable Param, so switching stages changes a number and the active objective, never
+    the rows (set_lexicographic_stage). Starts in stage one."""
+    model.keep_best_rhs = pyo.Param(initialize=0.0, mutable=True, within=pyo.Reals)
+    if kind == "max_gpus":
+        model.keep_best = pyo.Constraint(expr=h.job_gpus >= model.keep_best_rhs)
+    else:
+        model.keep_best = pyo.Constraint(expr=h.job_pflops >= model.keep_best_rhs)
+    model.objective_cost = pyo.Objective(expr=USD_SCALE * h.capex_usd, sense=pyo.minimize)
+    set_lexicographic_stage(model, kind, None)
+
+
+def set_lexicographic_stage(model: pyo.ConcreteModel, kind: str, best: float | None) -> None:
+    """best None: stage one, the model's own objective; the kept value is 0, which every design meets
+    (GPUs and FLOP/s are non-negative), so the row binds nothing. Otherwise stage two: keep `best`
+    (as define_lexicographic_cost: the GPU count exactly, FLOP/s within 1e-9) and minimize capex."""
+    if best is None:
+        model.keep_best_rhs.set_value(0.0)
+        model.objective_cost.deactivate()
+        model.objective.activate()
+        return
+    model.keep_best_rhs.set_value(round(best) if kind == "max_gpus" else best * (1 - 1e-9))
+    model.objective.deactivate()
+    model.objective_cost.activate()
+
+
 @dataclass(frozen=True)
 class BuiltModel:
     model: pyo.ConcreteModel
@@ -913,17 +991,22 @@ class BuiltModel:
 
 
 def build_model(study: NetworkStudy, catalog: Catalog, *, hooks: Sequence[HookRef] = (),
-                combos: Sequence[Combo] | None = None, objective: str | None = None) -> BuiltModel:
-    """The whole model, in the order PyPSA uses: variables and structure, budgets, user hooks, objective."""
+                combos: Sequence[Combo] | None = None, objective: str | None = None,
+                mutable_ranges: bool = False,
+                spare_ranges: Mapping[int, Sequence[tuple[int, int]]] | None = None) -> BuiltModel:
+    """The whole model, in the order PyPSA uses: variables and structure, budgets, user hooks, objective.
+
+    mutable_ranges and spare_ranges (define_counts, define_spares) build the one model a persistent
+    frontier re-solves level after level."""
     combos = tuple(combos) if combos is not None else enumerate_combos(study, catalog)
     model = pyo.ConcreteModel(name=study.name)
     define_choices(model, combos)
-    define_counts(model, combos)
+    define_counts(model, combos, mutable_ranges=mutable_ranges)
     tiers = define_tiers(model, combos)
     per = define_cost(model, combos, tiers)
     per = define_power(model, combos, per)
     h = define_totals(model, combos, per)
-    h = define_spares(model, combos, study, h)
+    h = define_spares(model, combos, study, h, spare_ranges=spare_ranges, mutable_ranges=mutable_ranges)
     bh = define_budgets(model, budget_rows(study.budgets), h.metrics(), h.n_gpus)
     apply_hooks(model, tuple(study.hooks) + tuple(hooks), HookContext(study=study, catalog=catalog, handles=h))
     define_objective(model, h, objective or study.objective.base_kind)
