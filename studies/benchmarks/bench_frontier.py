@@ -23,12 +23,13 @@ on the optimum (capex for min_cost, GPUs then capex for max_gpus; both must matc
 
 from __future__ import annotations
 
-import argparse
 import math
 import statistics
 import sys
 import time
 from pathlib import Path
+
+import typer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -109,25 +110,23 @@ def bench(title: str, study: NetworkStudy, catalog: Catalog, repeats: int) -> No
         raise SystemExit("the persistent and the rebuild frontier differ")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--levels", type=int, default=20, help="GPU levels of the n_gpus frontier")
-    ap.add_argument("--lo", type=int, default=1024)
-    ap.add_argument("--hi", type=int, default=1_000_000)
-    ap.add_argument("--round", type=int, default=256, help="GPU levels are multiples of this")
-    ap.add_argument("--budget", action="store_true", help="also a max_gpus frontier over capex levels")
-    ap.add_argument("--budget-levels", type=int, default=5)
-    ap.add_argument("--budget-hi", type=int, default=32_768, help="largest capex level, in GPUs at $40k")
-    args = ap.parse_args()
-    levels = gpu_levels(args.levels, args.lo, args.hi, args.round)
-    st = n_gpus_study(levels)
+def main(
+    repeats: int = typer.Option(3, help="timed repeats of each path (the median is printed)"),
+    levels: int = typer.Option(20, help="GPU levels of the n_gpus frontier"),
+    lo: int = typer.Option(1024, help="smallest GPU level"),
+    hi: int = typer.Option(1_000_000, help="largest GPU level"),
+    round_to: int = typer.Option(256, "--round", help="GPU levels are multiples of this"),
+    budget: bool = typer.Option(False, "--budget", help="also a max_gpus frontier over capex levels"),
+    budget_levels: int = typer.Option(5, help="capex levels of the budget frontier"),
+    budget_hi: int = typer.Option(32_768, help="largest capex level, in GPUs at $40k"),
+) -> None:
+    st = n_gpus_study(gpu_levels(levels, lo, hi, round_to))
     catalog = study_catalog(st.with_updates(objective={"kind": "min_cost"}))
-    bench("n_gpus frontier", st, catalog, args.repeats)
-    if args.budget:
-        cst = capex_study(args.budget_levels, args.budget_hi)
-        bench("capex frontier", cst, study_catalog(cst), args.repeats)
+    bench("n_gpus frontier", st, catalog, repeats)
+    if budget:
+        cst = capex_study(budget_levels, budget_hi)
+        bench("capex frontier", cst, study_catalog(cst), repeats)
 
 
 if __name__ == "__main__":
-    main()
+    typer.run(main)
