@@ -102,6 +102,8 @@ class Problem:
         return (MEMORY_CONSTRAINT, MODEL_CONSTRAINT, *(c.name for c in self.constraints))
 
     def design_space(self, cand: Candidate) -> DesignSpace:
+        """The design's strategy space: memoized by DesignSpace.build on the model, training, strategy
+        space, GPU count and HB size, so every caller for one design shares one build."""
         return DesignSpace.build(self.llm, self.training, self.space, n_gpus=cand.n_gpus,
                                  hb_domain_size=cand.hb_domain_size)
 
@@ -177,32 +179,35 @@ def evaluate_vector(problem: Problem, cand: Candidate, table: StrategyTable) -> 
     return evaluate_many(problem.llm, problem.training, to_strategy_arrays(table), cand.system, calib=problem.calib)
 
 
+def _per_code(values: dict[int, Any], codes: np.ndarray, dtype: Any) -> np.ndarray:
+    """`values[code]` for every entry of `codes` (one table lookup, not a Python call per strategy)."""
+    table = np.empty(max(values) + 1, dtype=dtype)
+    for code, v in values.items():
+        table[code] = v
+    return table[np.asarray(codes, np.int64)]
+
+
 def _reasons(vm: VectorMetrics) -> np.ndarray:
-    codes = np.asarray(vm.reason_code)
-    out = np.empty(len(codes), dtype=object)
-    out[:] = ""
-    for c in np.unique(codes):
-        if int(c) != 0:
-            out[codes == c] = vm.reason_text(int(c))
-    return out
+    from designer.perf.iteration import REASONS
+
+    return _per_code({c: "" if c == 0 else vm.reason_text(c) for c in REASONS}, vm.reason_code, object)
 
 
 def _memory_excess_gb(vm: VectorMetrics, cand: Candidate) -> np.ndarray:
     """HBM needed minus the GPU's HBM, in GB, signed so that it is > 0 exactly when the model says the
     strategy does not fit (the model may keep a reserve, so the raw difference alone could disagree)."""
-    from designer.perf.iteration import reason_kind
+    from designer.perf.iteration import REASONS, reason_kind
 
     raw = (np.asarray(vm.memory_per_gpu_bytes, float) - cand.system.gpu.hbm_bytes) / GB
-    codes = np.asarray(vm.reason_code)
-    is_mem = np.array([reason_kind(int(c)) == "memory" for c in codes], dtype=bool)
+    is_mem = _per_code({c: reason_kind(c) == "memory" for c in REASONS}, vm.reason_code, bool)
     return np.where(is_mem, np.maximum(raw, 1e-3), np.minimum(raw, 0.0))
 
 
 def _model_infeasible(vm: VectorMetrics) -> np.ndarray:
-    from designer.perf.iteration import reason_kind
+    from designer.perf.iteration import REASONS, reason_kind
 
-    codes = np.asarray(vm.reason_code)
-    return np.array([1.0 if int(c) != 0 and reason_kind(int(c)) != "memory" else 0.0 for c in codes])
+    return _per_code({c: 1.0 if c != 0 and reason_kind(c) != "memory" else 0.0 for c in REASONS},
+                     vm.reason_code, float)
 
 
 def evaluate_rows(problem: Problem, cand: Candidate, strategies: Sequence[Strategy]) -> list[RowResult]:
@@ -252,15 +257,55 @@ def _chunk_rows(cand: Candidate, chunk: StrategyTable, vm: VectorMetrics) -> dic
     return rows
 
 
+def _rank_key(rows: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The order the kept rows are chosen in: feasible first, then by time to train (NaN last); rows
+    tie by enumeration order."""
+    ttt = rows["ttt"]
+    return ~rows["feasible"], np.where(np.isnan(ttt), np.inf, ttt)
+
+
+def _first_k(value: np.ndarray, k: int) -> np.ndarray:
+    """Which entries are the `k` smallest of `value`, equal values taken in index order (a mask)."""
+    if k >= len(value):
+        return np.ones(len(value), bool)
+    if k <= 0:
+        return np.zeros(len(value), bool)
+    cut = np.partition(value, k - 1)[k - 1]
+    take = value < cut
+    ties = np.flatnonzero(value == cut)[:k - int(take.sum())]
+    take[ties] = True
+    return take
+
+
 def _fastest(rows: dict[str, np.ndarray], keep: int) -> dict[str, np.ndarray]:
-    """The `keep` rows that come first by (feasible, time to train), in their enumeration order."""
+    """The `keep` rows that come first by (feasible, time to train, enumeration order), in their
+    enumeration order. The order is total, so choosing from the rows in several rounds keeps the same
+    rows as choosing once."""
     n = len(rows["ttt"])
     if n <= keep:
         return rows
-    key = np.where(rows["feasible"], rows["ttt"], np.inf)
-    key = np.where(np.isnan(key), np.inf, key)
-    idx = np.sort(np.argpartition(key, keep - 1)[:keep])
-    return {k: v[idx] for k, v in rows.items()}
+    infeasible, value = _rank_key(rows)
+    feasible = np.flatnonzero(~infeasible)
+    take = ~infeasible
+    if len(feasible) > keep:
+        take[feasible] = _first_k(value[feasible], keep)
+    else:
+        rest = np.flatnonzero(infeasible)
+        take[rest] = _first_k(value[rest], keep - len(feasible))
+    return {k: v[take] for k, v in rows.items()}
+
+
+def _beats(rows: dict[str, np.ndarray], worst: tuple[bool, float]) -> np.ndarray:
+    """Which rows come before a kept row ranked (infeasible, value) = `worst`; a later row that only
+    ties it comes after it (enumeration order breaks ties)."""
+    infeasible, value = _rank_key(rows)
+    return (infeasible < worst[0]) | ((infeasible == worst[0]) & (value < worst[1]))
+
+
+def _worst(rows: dict[str, np.ndarray]) -> tuple[bool, float]:
+    infeasible, value = _rank_key(rows)
+    last_class = bool(infeasible.any())
+    return last_class, float(value[infeasible == last_class].max())
 
 
 def run_exhaustive(problem: Problem, cand: Candidate, *, progress: Callable[[int], None] | None = None,
@@ -269,19 +314,41 @@ def run_exhaustive(problem: Problem, cand: Candidate, *, progress: Callable[[int
 
     Memory stays bounded past millions of strategies: the scored table keeps the `keep` fastest
     feasible strategies (then the fastest infeasible ones), in enumeration order; every strategy is
-    still scored (`n_evaluations` counts them all), and the best one is always kept."""
+    still scored (`n_evaluations` counts them all), and the best one is always kept. Once `keep` rows
+    are held, a scored row that does not beat the slowest of them is dropped on arrival, and the
+    survivors are merged in batches of about `keep` / 4 rows (merging per chunk would copy the kept
+    rows once per chunk)."""
     import time
 
     t0 = time.perf_counter()
     ds = problem.design_space(cand)
     kept: dict[str, np.ndarray] | None = None
+    worst: tuple[bool, float] | None = None  # the slowest kept row, once `keep` rows are kept
+    pending: list[dict[str, np.ndarray]] = []
+    n_pending = 0
     n_scored = 0
+
+    def merge() -> None:
+        nonlocal kept, worst, pending, n_pending
+        parts = ([kept] if kept is not None else []) + pending
+        kept = _fastest({k: np.concatenate([p[k] for p in parts]) for k in parts[0]}, keep)
+        worst = _worst(kept) if len(kept["ttt"]) >= keep else None
+        pending, n_pending = [], 0
+
     for chunk in ds.chunks():
         rows = _chunk_rows(cand, chunk, evaluate_vector(problem, cand, chunk))
         n_scored += len(chunk)
-        kept = _fastest(rows if kept is None else {k: np.concatenate([kept[k], rows[k]]) for k in rows}, keep)
+        if worst is not None:
+            beats = _beats(rows, worst)
+            rows = {k: v[beats] for k, v in rows.items()}
+        pending.append(rows)
+        n_pending += len(rows["ttt"])
+        if n_pending >= max(keep // 4, 1):
+            merge()
         if progress is not None:
             progress(len(chunk))
+    if pending:
+        merge()
     if kept is not None:
         table = StrategyTable({c: kept[f"s:{c}"] for c in COLUMNS})
         feasible, reason, mem_excess, model_inf = kept["feasible"], kept["reason"], kept["mem_excess"], kept["model_inf"]

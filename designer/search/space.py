@@ -22,15 +22,20 @@ A strategy is valid when Megatron-LM (and DeepSpeed for ZeRO-2/3 and ZeRO++) can
   torchtitan and Megatron-FSDP).
 
 The space is a grid: "layouts" (tp, pp, dp, cp, ep) times a grid of the remaining ("free")
-dimensions, with a validity mask per layout. It is small to hold even when the full table of
-strategies is not, so sizes and the nearest valid strategy are computed without materializing it.
+dimensions. No rule couples the free dimensions across a few blocks of them (_BLOCKS), so a layout's
+valid free rows are a product of each block's valid rows: small to hold even when the full table of
+strategies is not, so sizes, choices and the nearest valid strategy are computed without materializing
+it, and enumerating costs what it yields rather than a pass over the full grid per layout.
+
+Built spaces are memoized (a bounded LRU, DESIGN_SPACE_CACHE_SIZE, the module's only state): every
+caller that asks for one design's space gets the same immutable object.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from functools import cached_property
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
 from typing import Any, Iterator
 
 import numpy as np
@@ -203,9 +208,86 @@ def _typed(col: str, values: np.ndarray) -> np.ndarray:
     return values.astype(np.int64)
 
 
+# The free dimensions in blocks of consecutive FREE_DIMS positions such that no rule couples two
+# blocks: a layout's valid free rows are then the product of each block's valid rows, and that product
+# taken in row-major order is the free grid's own order. The rules per block: sequence parallelism
+# needs tp > 1; a microbatch x schedule pair must split the batch (and interleaving and DualPipe need
+# their pipeline depth); ZeRO++ and weight offload need ZeRO-3 (the same for every layout); Ulysses
+# (cp_comm a2a) needs tp * cp to divide the heads; the other dimensions have no rule.
+_BLOCKS: tuple[tuple[str, ...], ...] = (
+    ("sequence_parallel",),
+    ("microbatch_size", "schedule"),
+    ("zero_stage", "zeropp_quantized_weights", "zeropp_quantized_gradients", "zeropp_hierarchical_partition",
+     "recompute", "overlap_dp_comm", "overlap_tp_comm", "offload_optimizer", "offload_weights"),
+    ("offload_activation_layers",), ("cp_comm",), ("overlap_ep_comm",), ("moe_dispatcher",), ("cuda_graphs",),
+)
+_PAIR_BLOCK = 1  # the microbatch x schedule block, which also sets each row's global batch
+assert tuple(d for b in _BLOCKS for d in b) == FREE_DIMS, "the blocks must tile FREE_DIMS in order"
+
+# Built spaces, least recently used first out. A co-design run asks for the space of the same
+# (model, training, strategy space, GPU count, HB size) once per design and per caller; designs that
+# share a GPU count and HB size share the space. An entry holds the layouts and, per layout, the
+# valid rows of each block (kilobytes, never the strategy table), so 256 entries stay small.
+DESIGN_SPACE_CACHE_SIZE = 256
+
+
+def _split_batch(training: TrainingSpec, dp: int, pp: int, mbs: np.ndarray, schedule: np.ndarray) -> np.ndarray:
+    """Per (microbatch size, schedule code) of a layout with `dp` and `pp`, the global batch it runs:
+    0 for the training's target, the allowed batch nearest the target (the larger on a tie) when the
+    target does not split, -1 when no allowed batch does. A batch splits when dp x microbatch divides
+    it, with a microbatch count divisible by pp under the interleaved schedule (Megatron) and even and
+    >= pp under DualPipe."""
+    unit = dp * mbs
+    q = unit * np.where(schedule == _INTERLEAVED, pp, 1) * np.where(schedule == _DUALPIPE, 2, 1)
+    floor_b = np.where(schedule == _DUALPIPE, pp * unit, q)  # DualPipe: at least pp microbatches
+    t = training.global_batch_sequences
+    fits_target = (t % q == 0) & (t >= floor_b)
+    if not training.batch_is_flexible:
+        return np.where(fits_target, 0, -1).astype(np.int64)
+    if training.global_batch_choices:
+        choices = np.array(training.global_batch_choices, dtype=np.int64)
+        good = (choices[None, :] % q[:, None] == 0) & (choices[None, :] >= floor_b[:, None])
+        dist = np.where(good, np.abs(choices[None, :] - t) * 2 - (choices[None, :] > t), np.iinfo(np.int64).max)
+        j = np.argmin(dist, axis=1)
+        best = np.where(good[np.arange(len(q)), j], choices[j], -1)
+    else:
+        # the multiples of q in [first, last]; the nearest to the target, a tie to the larger
+        lo, hi = training.batch_range
+        first = -(-np.maximum(lo, floor_b) // q) * q
+        last = (hi // q) * q
+        below = np.clip((t // q) * q, first, last)
+        above = np.clip(-(-t // q) * q, first, last)
+        best = np.where(above - t <= t - below, above, below)
+        best = np.where(first <= last, best, -1)
+    return np.where(fits_target, 0, np.where(best == t, 0, best)).astype(np.int64)
+
+
 @dataclass(frozen=True)
+class _LayoutFactors:
+    """One layout's valid free rows as a product: per block of _BLOCKS, its valid rows as indices into
+    `free_values` (one column per dimension, rows in row-major order), and the global batch of each
+    row of the microbatch x schedule block."""
+
+    blocks: tuple[np.ndarray, ...]
+    pair_batch: np.ndarray
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(len(b) for b in self.blocks)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+
+@dataclass(frozen=True, eq=False)
 class DesignSpace:
-    """The valid strategies of one (model, training, design) triple: layouts x free grid, masked."""
+    """The valid strategies of one (model, training, design) triple: layouts x free grid, each layout's
+    valid free rows held as a product of per-block valid rows (see _BLOCKS), so sizes, choices and the
+    nearest valid strategy cost nothing like the full table, and enumeration costs what it yields.
+
+    Instances are shared (DesignSpace.build memoizes), hence immutable: arrays are read-only and the
+    lazily computed attributes depend only on the fields."""
 
     llm: LLMSpec
     training: TrainingSpec
@@ -213,12 +295,19 @@ class DesignSpace:
     hb_domain_size: int
     layouts: np.ndarray  # (L, 5) int64 columns tp, pp, dp, cp, ep
     free_values: dict[str, tuple]  # per FREE_DIMS dimension, its values (schedule: (code, v) pairs)
-    free_grid: np.ndarray = field(repr=False)  # (F, len(FREE_DIMS)) indices into free_values
 
     # ---- construction -------------------------------------------------------------------------
     @staticmethod
     def build(llm: LLMSpec, training: TrainingSpec, space: StrategySpace, *, n_gpus: int,
               hb_domain_size: int) -> "DesignSpace":
+        """The space of a design, built once per distinct inputs (all frozen records, so hashable)
+        while it stays among the DESIGN_SPACE_CACHE_SIZE most recently used: every caller of one
+        design's space (the method choice, the search, the checks) gets the same object."""
+        return _build_cached(llm, training, space, n_gpus, hb_domain_size)
+
+    @staticmethod
+    def build_uncached(llm: LLMSpec, training: TrainingSpec, space: StrategySpace, *, n_gpus: int,
+                       hb_domain_size: int) -> "DesignSpace":
         if n_gpus < 1 or hb_domain_size < 1:
             raise SpecError(f"design: n_gpus {n_gpus} and hb_domain_size {hb_domain_size} must be >= 1")
         tp_vals = [t for t in (space.tp or divisors(hb_domain_size)) if hb_domain_size % t == 0 and _tp_ok(llm, t)]
@@ -264,81 +353,74 @@ class DesignSpace:
             "moe_dispatcher": tuple(CODED["moe_dispatcher"].index(c) for c in space.moe_dispatcher),
             "cuda_graphs": tuple(space.cuda_graphs),
         }
-        shape = tuple(len(free_values[d]) for d in FREE_DIMS)
-        grid = np.indices(shape).reshape(len(shape), -1).T.astype(np.int64)
         lay = np.array(layouts, dtype=np.int64).reshape(-1, 5)
-        return DesignSpace(llm, training, n_gpus, hb_domain_size, lay, free_values, grid)
+        lay.setflags(write=False)
+        return DesignSpace(llm, training, n_gpus, hb_domain_size, lay, free_values)
 
-    # ---- the free grid as value columns -----------------------------------------------------
+    # ---- the free grid, factored per layout --------------------------------------------------
+    @property
+    def free_shape(self) -> tuple[int, ...]:
+        """The free grid's shape: the number of values of each FREE_DIMS dimension."""
+        return tuple(len(self.free_values[d]) for d in FREE_DIMS)
+
     @cached_property
-    def _free_cols(self) -> dict[str, np.ndarray]:
-        g = self.free_grid
-        cols: dict[str, np.ndarray] = {}
-        for j, d in enumerate(FREE_DIMS):
+    def _values(self) -> dict[str, np.ndarray]:
+        """Per free dimension, its values as an array (schedule: (n, 2) code and virtual stages)."""
+        out = {}
+        for d in FREE_DIMS:
             vals = self.free_values[d]
-            if d == "schedule":
-                arr = np.array(vals, dtype=np.int64).reshape(-1, 2)
-                cols["schedule"] = arr[g[:, j], 0]
-                cols["virtual_stages"] = arr[g[:, j], 1]
-            else:
-                cols[d] = _typed(d, np.array(vals, dtype=np.int64)[g[:, j]])
-        return cols
+            arr = np.array(vals, dtype=np.int64).reshape(-1, 2) if d == "schedule" else _typed(d, np.array(vals, dtype=np.int64))
+            arr.setflags(write=False)
+            out[d] = arr
+        return out
 
-    def free_mask(self, layout: int) -> np.ndarray:
-        """Which free-grid rows are valid with layout `layout` (the vectorized `invalid_reason`)."""
+    @cached_property
+    def _zero_block(self) -> np.ndarray:
+        """The valid rows of the ZeRO block, the same for every layout: ZeRO++ and weight offload
+        need ZeRO-3."""
+        dims = _BLOCKS[2]
+        idx = np.indices(tuple(len(self.free_values[d]) for d in dims)).reshape(len(dims), -1).T
+        v = {d: self._values[d][idx[:, j]] for j, d in enumerate(dims)}
+        not3 = v["zero_stage"] != 3
+        zpp = v["zeropp_quantized_weights"] | v["zeropp_quantized_gradients"] | v["zeropp_hierarchical_partition"]
+        out = idx[~((zpp | v["offload_weights"]) & not3)].astype(np.int64)
+        out.setflags(write=False)
+        return out
+
+    def _factor(self, layout: int) -> _LayoutFactors:
         tp, pp, dp, cp, ep = (int(x) for x in self.layouts[layout])
-        c = self._free_cols
-        batch = self.batch_for(layout)
+        v = self._values
+
+        def all_of(d: str) -> np.ndarray:
+            return np.arange(len(self.free_values[d]), dtype=np.int64)[:, None]
+
+        sp = np.flatnonzero(~(v["sequence_parallel"] & (tp == 1)))[:, None]
+        n_sched = len(v["schedule"])
+        mi, si = np.divmod(np.arange(len(v["microbatch_size"]) * n_sched, dtype=np.int64), n_sched)
+        code, stages = v["schedule"][si, 0], v["schedule"][si, 1]
+        batch = _split_batch(self.training, dp, pp, v["microbatch_size"][mi], code)
         ok = batch >= 0
-        ok &= ~(c["sequence_parallel"] & (tp == 1))
-        inter = c["schedule"] == _INTERLEAVED
-        v = c["virtual_stages"]
-        ok &= ~inter | ((pp >= 2) & (pp * v <= self.llm.layers))
-        dual = c["schedule"] == _DUALPIPE
-        ok &= ~dual | ((pp >= 2) & (pp % 2 == 0))
-        zpp = c["zeropp_quantized_weights"] | c["zeropp_quantized_gradients"] | c["zeropp_hierarchical_partition"]
-        ok &= ~(zpp & (c["zero_stage"] != 3))
-        ok &= ~(c["offload_weights"] & (c["zero_stage"] != 3))
+        ok &= (code != _INTERLEAVED) | ((pp >= 2) & (pp * stages <= self.llm.layers))
+        ok &= (code != _DUALPIPE) | ((pp >= 2) & (pp % 2 == 0))
+        pairs = np.stack([mi[ok], si[ok]], axis=1)
+        cp_comm = all_of("cp_comm")
         if cp > 1 and self.llm.heads % (tp * cp):
-            ok &= c["cp_comm"] != CODED["cp_comm"].index("a2a")
-        return ok
+            cp_comm = cp_comm[v["cp_comm"] != CODED["cp_comm"].index("a2a")]
+        blocks = (sp, pairs, self._zero_block, all_of("offload_activation_layers"), cp_comm,
+                  all_of("overlap_ep_comm"), all_of("moe_dispatcher"), all_of("cuda_graphs"))
+        for b in blocks:
+            b.setflags(write=False)
+        return _LayoutFactors(blocks, batch[ok])
 
-    def batch_for(self, layout: int) -> np.ndarray:
-        """Per free-grid row with layout `layout`, the global batch it runs: 0 for the training's
-        target, the allowed batch nearest the target (the larger on a tie) when the target does not
-        split, -1 when no allowed batch does. A batch splits when dp x microbatch divides it, with a
-        microbatch count divisible by pp under the interleaved schedule (Megatron) and even and >= pp
-        under DualPipe."""
-        tp, pp, dp, cp, ep = (int(x) for x in self.layouts[layout])
-        c = self._free_cols
-        tr = self.training
-        unit = dp * c["microbatch_size"]
-        q = unit * np.where(c["schedule"] == _INTERLEAVED, pp, 1) * np.where(c["schedule"] == _DUALPIPE, 2, 1)
-        floor_b = np.where(c["schedule"] == _DUALPIPE, pp * unit, q)  # DualPipe: at least pp microbatches
-        t = tr.global_batch_sequences
-        fits_target = (t % q == 0) & (t >= floor_b)
-        if not tr.batch_is_flexible:
-            return np.where(fits_target, 0, -1)
-        if tr.global_batch_choices:
-            choices = np.array(tr.global_batch_choices, dtype=np.int64)
-            good = (choices[None, :] % q[:, None] == 0) & (choices[None, :] >= floor_b[:, None])
-            dist = np.where(good, np.abs(choices[None, :] - t) * 2 - (choices[None, :] > t), np.iinfo(np.int64).max)
-            j = np.argmin(dist, axis=1)
-            best = np.where(good[np.arange(len(q)), j], choices[j], -1)
-        else:
-            # the multiples of q in [first, last]; the nearest to the target, a tie to the larger
-            lo, hi = tr.batch_range
-            first = -(-np.maximum(lo, floor_b) // q) * q
-            last = (hi // q) * q
-            below = np.clip((t // q) * q, first, last)
-            above = np.clip(-(-t // q) * q, first, last)
-            best = np.where(above - t <= t - below, above, below)
-            best = np.where(first <= last, best, -1)
-        return np.where(fits_target, 0, np.where(best == t, 0, best)).astype(np.int64)
+    @cached_property
+    def _factors(self) -> tuple[_LayoutFactors, ...]:
+        return tuple(self._factor(i) for i in range(len(self.layouts)))
 
     @cached_property
     def _layout_counts(self) -> np.ndarray:
-        return np.array([int(self.free_mask(i).sum()) for i in range(len(self.layouts))], dtype=np.int64)
+        counts = np.array([f.size for f in self._factors], dtype=np.int64)
+        counts.setflags(write=False)
+        return counts
 
     @property
     def size(self) -> int:
@@ -348,31 +430,74 @@ class DesignSpace:
     def __len__(self) -> int:
         return self.size
 
-    def _layout_rows(self, layout: int, rows: np.ndarray) -> dict[str, np.ndarray]:
-        tp, pp, dp, cp, ep = (int(x) for x in self.layouts[layout])
-        n = len(rows)
-        out = {"tp": np.full(n, tp, np.int64), "pp": np.full(n, pp, np.int64), "dp": np.full(n, dp, np.int64),
-               "ep": np.full(n, ep, np.int64), "cp": np.full(n, cp, np.int64)}
-        for k, v in self._free_cols.items():
-            out[k] = v[rows]
-        out["global_batch_sequences"] = self.batch_for(layout)[rows]
-        return out
+    def free_rows(self, layout: int) -> np.ndarray:
+        """The flat indices (row-major over `free_shape`) of the free-grid rows valid with `layout`, ascending."""
+        f = self._factors[layout]
+        strides = np.array([math.prod(self.free_shape[j + 1:]) for j in range(len(FREE_DIMS))], dtype=np.int64)
+        rows = np.zeros(1, np.int64)
+        j = 0
+        for block in f.blocks:
+            offsets = block @ strides[j:j + block.shape[1]] if len(block) else np.zeros(0, np.int64)
+            rows = (rows[:, None] + offsets[None, :]).reshape(-1)
+            j += block.shape[1]
+        return rows
+
+    def free_mask(self, layout: int) -> np.ndarray:
+        """Which rows of the full free grid (row-major over `free_shape`) are valid with `layout`."""
+        mask = np.zeros(math.prod(self.free_shape), bool)
+        mask[self.free_rows(layout)] = True
+        return mask
+
+    def _fill(self, layout: int, out: dict[str, np.ndarray], start: int) -> None:
+        """Write the valid strategies of one layout into the columns `out` from row `start`: each
+        block's values broadcast over the product of the blocks, in one pass per column."""
+        f = self._factors[layout]
+        shape = f.shape
+        end = start + f.size
+        for c, x in zip(("tp", "pp", "dp", "cp", "ep"), self.layouts[layout]):
+            out[c][start:end] = x
+
+        def spread(col: str, k: int, values: np.ndarray) -> None:
+            axis_shape = [1] * len(shape)
+            axis_shape[k] = shape[k]
+            out[col][start:end].reshape(shape)[...] = values.reshape(axis_shape)
+
+        for k, (dims, block) in enumerate(zip(_BLOCKS, f.blocks)):
+            for j, d in enumerate(dims):
+                vals = self._values[d][block[:, j]]
+                if d == "schedule":
+                    spread("schedule", k, vals[:, 0])
+                    spread("virtual_stages", k, vals[:, 1])
+                else:
+                    spread(d, k, vals)
+        spread("global_batch_sequences", _PAIR_BLOCK, f.pair_batch)
+
+    def _rows_of(self, layouts: list[int]) -> StrategyTable:
+        n = int(sum(self._layout_counts[i] for i in layouts))
+        out = {c: np.empty(n, bool if c in _BOOL_COLS else np.int64) for c in COLUMNS}
+        start = 0
+        for i in layouts:
+            self._fill(i, out, start)
+            start += int(self._layout_counts[i])
+        return StrategyTable(out)
+
+    def _layout_rows(self, layout: int) -> dict[str, np.ndarray]:
+        """The valid strategies of one layout, as columns."""
+        return self._rows_of([layout]).columns
 
     def chunks(self, max_rows: int = 50_000) -> Iterator[StrategyTable]:
-        """The valid strategies in a fixed order (layout by layout), in tables of at most about `max_rows`."""
-        buf: list[dict[str, np.ndarray]] = []
+        """The valid strategies in a fixed order (layout by layout, each layout's in free-grid order),
+        in tables of whole layouts, cut once they reach `max_rows`."""
+        group: list[int] = []
         n = 0
-        for i in range(len(self.layouts)):
-            rows = np.flatnonzero(self.free_mask(i))
-            if not len(rows):
-                continue
-            buf.append(self._layout_rows(i, rows))
-            n += len(rows)
+        for i in np.flatnonzero(self._layout_counts):
+            group.append(int(i))
+            n += int(self._layout_counts[i])
             if n >= max_rows:
-                yield _concat(buf)
-                buf, n = [], 0
-        if buf:
-            yield _concat(buf)
+                yield self._rows_of(group)
+                group, n = [], 0
+        if group:
+            yield self._rows_of(group)
 
     def table(self) -> StrategyTable:
         """Every valid strategy (materialized)."""
@@ -388,17 +513,20 @@ class DesignSpace:
         dimensions with two or more values are listed (the others are fixed)."""
         live = self._layout_counts > 0
         out: dict[str, tuple] = {}
-        for j, d in enumerate(("tp", "pp", "cp", "ep")):
+        for d in ("tp", "pp", "cp", "ep"):
             col = {"tp": 0, "pp": 1, "cp": 3, "ep": 4}[d]
             vals = tuple(sorted({int(x) for x in self.layouts[live, col]}))
             if len(vals) > 1:
                 out[d] = vals
-        used = np.zeros(len(self.free_grid), bool)
+        # a live layout's product holds every row of each of its blocks, so a value occurs in a valid
+        # strategy exactly when it occurs in a live layout's block
+        used: dict[str, set[int]] = {d: set() for d in FREE_DIMS}
         for i in np.flatnonzero(live):
-            used |= self.free_mask(int(i))
-        for j, d in enumerate(FREE_DIMS):
-            idx = sorted({int(x) for x in self.free_grid[used, j]})
-            vals = tuple(self._free_label(d, self.free_values[d][k]) for k in idx)
+            for dims, block in zip(_BLOCKS, self._factors[int(i)].blocks):
+                for j, d in enumerate(dims):
+                    used[d].update(int(x) for x in np.unique(block[:, j]))
+        for d in FREE_DIMS:
+            vals = tuple(self._free_label(d, self.free_values[d][k]) for k in sorted(used[d]))
             if len(vals) > 1:
                 out[d] = vals
         return out
@@ -427,34 +555,38 @@ class DesignSpace:
             if d in params:
                 dist += np.abs(np.log2(lay[:, col]) - math.log2(int(params[d])))
         li = int(live[int(np.argmin(dist))])
-        mask = self.free_mask(li)
-        rows = np.flatnonzero(mask)
-        fd = np.zeros(len(rows))
-        cols = self._free_cols
+        cols = self._layout_rows(li)
+        fd = np.zeros(int(self._layout_counts[li]))
         for d in FREE_DIMS:
             if d not in params:
                 continue
             want = params[d]
             if d == "schedule":
                 sched, v = _parse_schedule(want)
-                fd += (cols["schedule"][rows] != sched) + 0.5 * (cols["virtual_stages"][rows] != v)
+                fd += (cols["schedule"] != sched) + 0.5 * (cols["virtual_stages"] != v)
             elif d == "recompute":
-                fd += cols["recompute"][rows] != RECOMPUTES.index(Recompute(want))
+                fd += cols["recompute"] != RECOMPUTES.index(Recompute(want))
             elif d == "microbatch_size":
-                fd += np.abs(np.log2(cols[d][rows]) - math.log2(int(want)))
+                fd += np.abs(np.log2(cols[d]) - math.log2(int(want)))
             elif d in ("zero_stage", "offload_activation_layers"):
-                fd += np.abs(cols[d][rows] - int(want))
+                fd += np.abs(cols[d] - int(want))
             elif d in CODED:
-                fd += cols[d][rows] != CODED[d].index(str(want))
+                fd += cols[d] != CODED[d].index(str(want))
             else:
-                fd += cols[d][rows] != bool(want)
-        r = int(rows[int(np.argmin(fd))])
-        one = self._layout_rows(li, np.array([r]))
-        return strategy_from_key(tuple(one[c][0].item() for c in COLUMNS))
+                fd += cols[d] != bool(want)
+        r = int(np.argmin(fd))
+        return strategy_from_key(tuple(cols[c][r].item() for c in COLUMNS))
 
     def contains(self, s: Strategy) -> bool:
         return invalid_reason(s, self.llm, self.training, self.n_gpus, self.hb_domain_size) is None and \
             _in_allowed(self, s)
+
+
+# The module's one global: the bounded LRU of built spaces (see DESIGN_SPACE_CACHE_SIZE).
+@lru_cache(maxsize=DESIGN_SPACE_CACHE_SIZE)
+def _build_cached(llm: LLMSpec, training: TrainingSpec, space: StrategySpace, n_gpus: int,
+                  hb_domain_size: int) -> DesignSpace:
+    return DesignSpace.build_uncached(llm, training, space, n_gpus=n_gpus, hb_domain_size=hb_domain_size)
 
 
 def _in_allowed(space: DesignSpace, s: Strategy) -> bool:
@@ -463,13 +595,70 @@ def _in_allowed(space: DesignSpace, s: Strategy) -> bool:
                          & (lay[:, 4] == s.ep))
     if not len(hit):
         return False
-    cols = space._free_cols
-    key = dict(zip(COLUMNS, strategy_key(s)))
-    m = space.free_mask(int(hit[0]))
-    m &= space.batch_for(int(hit[0])) == key["global_batch_sequences"]
-    for c in cols:
-        m &= cols[c] == key[c]
+    cols = space._layout_rows(int(hit[0]))
+    m = np.ones(int(space._layout_counts[hit[0]]), bool)
+    for c, want in zip(COLUMNS, strategy_key(s)):
+        m &= cols[c] == want
     return bool(m.any())
+
+
+def reference_layout_rows(ds: DesignSpace) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+    """The valid strategies of `ds` as the original enumeration found them, layout by layout (the
+    layout's index and its strategies as columns): the whole free grid materialized, then per layout
+    one pass of the vectorized rules over all of it. The reference the factored enumeration is tested
+    and benchmarked against; its cost grows with layouts x free grid, however few strategies are valid."""
+    shape = ds.free_shape
+    grid = np.indices(shape).reshape(len(shape), -1).T.astype(np.int64)
+    c: dict[str, np.ndarray] = {}
+    for j, d in enumerate(FREE_DIMS):
+        vals = ds.free_values[d]
+        if d == "schedule":
+            arr = np.array(vals, dtype=np.int64).reshape(-1, 2)
+            c["schedule"], c["virtual_stages"] = arr[grid[:, j], 0], arr[grid[:, j], 1]
+        else:
+            c[d] = _typed(d, np.array(vals, dtype=np.int64)[grid[:, j]])
+    inter, dual = c["schedule"] == _INTERLEAVED, c["schedule"] == _DUALPIPE
+    zpp = c["zeropp_quantized_weights"] | c["zeropp_quantized_gradients"] | c["zeropp_hierarchical_partition"]
+    for i in range(len(ds.layouts)):
+        tp, pp, dp, cp, ep = (int(x) for x in ds.layouts[i])
+        batch = _split_batch(ds.training, dp, pp, c["microbatch_size"], c["schedule"])
+        ok = batch >= 0
+        ok &= ~(c["sequence_parallel"] & (tp == 1))
+        ok &= ~inter | ((pp >= 2) & (pp * c["virtual_stages"] <= ds.llm.layers))
+        ok &= ~dual | ((pp >= 2) & (pp % 2 == 0))
+        ok &= ~(zpp & (c["zero_stage"] != 3))
+        ok &= ~(c["offload_weights"] & (c["zero_stage"] != 3))
+        if cp > 1 and ds.llm.heads % (tp * cp):
+            ok &= c["cp_comm"] != CODED["cp_comm"].index("a2a")
+        rows = np.flatnonzero(ok)
+        k = len(rows)
+        part = {"tp": np.full(k, tp, np.int64), "pp": np.full(k, pp, np.int64), "dp": np.full(k, dp, np.int64),
+                "ep": np.full(k, ep, np.int64), "cp": np.full(k, cp, np.int64),
+                "global_batch_sequences": batch[rows]}
+        part.update({name: col[rows] for name, col in c.items()})
+        yield i, part
+
+
+def reference_chunks(ds: DesignSpace, max_rows: int = 50_000) -> Iterator[StrategyTable]:
+    """`reference_layout_rows` cut into tables as `DesignSpace.chunks` cuts its own."""
+    buf: list[dict[str, np.ndarray]] = []
+    n = 0
+    for _, part in reference_layout_rows(ds):
+        k = len(part["tp"])
+        if not k:
+            continue
+        buf.append(part)
+        n += k
+        if n >= max_rows:
+            yield _concat(buf)
+            buf, n = [], 0
+    if buf:
+        yield _concat(buf)
+
+
+def clear_design_space_cache() -> None:
+    """Forget every memoized space (a benchmark that times the build)."""
+    _build_cached.cache_clear()
 
 
 def _parse_schedule(label: str) -> tuple[int, int]:
@@ -541,5 +730,7 @@ def design_space(llm: LLMSpec, training: TrainingSpec, space: StrategySpace, *, 
     return DesignSpace.build(llm, training, space, n_gpus=n_gpus, hb_domain_size=hb_domain_size)
 
 
-__all__ = ["COLUMNS", "DesignSpace", "RECOMPUTES", "Removed", "explain_space", "SCHEDULES", "StrategyTable", "design_space", "invalid_reason",
+__all__ = ["COLUMNS", "DESIGN_SPACE_CACHE_SIZE", "DesignSpace", "RECOMPUTES", "Removed", "explain_space", "SCHEDULES",
+           "StrategyTable", "clear_design_space_cache", "design_space", "invalid_reason", "reference_chunks",
+           "reference_layout_rows",
            "schedule_label", "strategy_from_key", "strategy_key"]
