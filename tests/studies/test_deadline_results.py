@@ -10,7 +10,7 @@ RESULTS = Path(__file__).resolve().parents[2] / "results" / "deadline"
 
 
 def _load(name):
-    return json.loads((RESULTS / name / "goal.json").read_text()), pd.read_csv(RESULTS / name / "trials.csv")
+    return json.loads((RESULTS / name / "goal.json").read_text()), pd.read_parquet(RESULTS / name / "trials.parquet")
 
 
 def test_cheapest_405b_cluster_within_60_days():
