@@ -190,7 +190,21 @@ def _ct(op: str, nbytes, g: GroupArrays, system: ClusterSystem, ccal, on=True, g
             + (g.same_rail.ravel()[idx].astype(np.int64) << 60) + (gr.astype(np.int64) << 61))
     ub, inv_b = np.unique(nb, return_inverse=True)
     us, inv_s = np.unique(skey, return_inverse=True)
-    ukey, first, inv = np.unique(inv_b.astype(np.int64) * len(us) + inv_s, return_index=True, return_inverse=True)
+    pair = inv_b.astype(np.int64).reshape(-1) * len(us) + inv_s.reshape(-1)
+    n_pairs = len(ub) * len(us)
+    if n_pairs <= 4 * len(pair):
+        # few (bytes, shape) combinations, the usual case: a table over all of them finds the distinct
+        # pairs in the order a sort would, without the sort; any strategy of a pair represents it
+        # (the pair fixes every input of the estimate)
+        present = np.zeros(n_pairs, bool)
+        present[pair] = True
+        rank = np.cumsum(present) - 1
+        inv = rank[pair]
+        member = np.empty(n_pairs, np.int64)
+        member[pair] = np.arange(len(pair))
+        first = member[np.flatnonzero(present)]
+    else:
+        _, first, inv = np.unique(pair, return_index=True, return_inverse=True)
     rep = idx[first]
     e = coll.collective_estimate_vec(op, nb[first], g.size.ravel()[rep], g.ranks_per_domain.ravel()[rep],
                                      g.extent_domains.ravel()[rep], g.same_rail.ravel()[rep], system, ccal,
@@ -975,15 +989,22 @@ def feasibility_codes(llm: LLMSpec, training: TrainingSpec, S: StrategyArrays, s
     return code
 
 
+# The quantities a search ranks and filters by (evaluate_many's VectorMetrics): with `summary`,
+# iteration_arrays returns only these and skips the per-fabric traffic ledger and the time breakdown,
+# which none of them reads.
+SUMMARY_KEYS = ("code", "iteration_time_s", "time_to_train_s", "tokens_per_s", "mfu", "memory_per_gpu_bytes")
+
+
 def iteration_arrays(llm: LLMSpec, training: TrainingSpec, S: StrategyArrays, system: ClusterSystem,
-                     calib: PerfCalibration) -> dict[str, np.ndarray]:
-    """All quantities of the model for every strategy in S. Infeasible rows carry a reason code; their
-    numbers are whatever the formulas give (possibly inf or nan for groups larger than the system)."""
+                     calib: PerfCalibration, *, summary: bool = False) -> dict[str, np.ndarray]:
+    """All quantities of the model for every strategy in S (with `summary`, those of SUMMARY_KEYS).
+    Infeasible rows carry a reason code; their numbers are whatever the formulas give (possibly inf
+    or nan for groups larger than the system)."""
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         batches = np.unique(S.batch)
         if len(batches) == 1:
             out = _iteration_arrays(llm, training.with_batch(int(batches[0]) or training.global_batch_sequences),
-                                    S, system, calib)
+                                    S, system, calib, summary)
             return _flag_batch(training, S, out)
         # Strategies that run different batches (a batch tolerance): one pass per batch, the rows put
         # back in their order.
@@ -992,7 +1013,7 @@ def iteration_arrays(llm: LLMSpec, training: TrainingSpec, S: StrategyArrays, sy
         for b in batches:
             idx = np.flatnonzero(S.batch == b)
             part = _iteration_arrays(llm, training.with_batch(int(b) or training.global_batch_sequences),
-                                     S.take(idx), system, calib)
+                                     S.take(idx), system, calib, summary)
             for k, v in part.items():
                 v = np.asarray(v)
                 if v.ndim == 0:
@@ -1009,12 +1030,14 @@ def _flag_batch(training: TrainingSpec, S: StrategyArrays, out: dict[str, np.nda
     """Reason 20 where a strategy's own batch is outside the training's batch form."""
     if not S.batch.any():
         return out
-    allowed = np.array([b == 0 or training.batch_allowed(int(b)) for b in S.batch])
+    # per distinct batch, not per strategy: a chunk runs few batches
+    batches, inverse = np.unique(S.batch, return_inverse=True)
+    allowed = np.array([b == 0 or training.batch_allowed(int(b)) for b in batches], bool)[inverse.reshape(-1)]
     out["code"] = np.where((out["code"] == 0) & ~allowed, 20, out["code"])
     return out
 
 
-def _iteration_arrays(llm, training, S, system, calib):
+def _iteration_arrays(llm, training, S, system, calib, summary=False):
     ctx = _context(llm, training, S, system, calib)
     code = feasibility_codes(llm, training, S, system, calib, layout=ctx.stages)
     shape, m = ctx.shape, ctx.m
@@ -1036,13 +1059,6 @@ def _iteration_arrays(llm, training, S, system, calib):
     t_opt = optimizer_term(ctx, sp_)
     t_iter = t_pipe + dp.exposed_s + t_opt + calib.compute.framework_per_iteration_s
 
-    ledger = _Ledger(shape)
-    n_dense_pace, n_moe_pace = stt.dense_layers, stt.moe_layers
-    n_layers_pace = n_dense_pace + n_moe_pace
-    for term, per in ((tp, n_layers_pace * m), (cp, n_layers_pace * m), (ep, n_moe_pace * m), (pp, m), (dp, 1.0)):
-        for c, count, kind in term.rows:
-            ledger.add(c, count * per, kind)
-
     mem_out = memory_term(ctx, stt, sp_, acts)
     code = np.where((code == 0) & (mem_out["memory_per_gpu_bytes"] > system.gpu.hbm_bytes), 9, code)
     code = np.where((code == 0) & (mem_out["host_memory_bytes"] > system.gpu.host_memory_bytes), 17, code)
@@ -1052,6 +1068,17 @@ def _iteration_arrays(llm, training, S, system, calib):
     peak = system.gpu.peak_flops.get(training.precision.value, system.gpu.peak_flops["bf16"])
     flops = flop_counts(llm, training, S.recompute, ctx.rc_modules, S.kernel != cmp.KERNEL_UNFUSED, shape)
     tokens_iter = float(training.global_batch_sequences * training.sequence_length)
+    if summary:
+        return dict(code=code, iteration_time_s=t_iter, time_to_train_s=t_iter * training.total_tokens / tokens_iter,
+                    tokens_per_s=tokens_iter / t_iter, mfu=flops["model"] / (t_iter * n_gpus * peak),
+                    memory_per_gpu_bytes=mem_out["memory_per_gpu_bytes"])
+
+    ledger = _Ledger(shape)
+    n_dense_pace, n_moe_pace = stt.dense_layers, stt.moe_layers
+    n_layers_pace = n_dense_pace + n_moe_pace
+    for term, per in ((tp, n_layers_pace * m), (cp, n_layers_pace * m), (ep, n_moe_pace * m), (pp, m), (dp, 1.0)):
+        for c, count, kind in term.rows:
+            ledger.add(c, count * per, kind)
     compute_s = m * stt.compute_s + t_opt
     tp_s = m * n_layers_pace * tp.total_s
     cp_s = m * n_layers_pace * cp.total_s

@@ -116,7 +116,7 @@ def evaluate_many(llm: LLMSpec, training: TrainingSpec, strategies: StrategyArra
                   system: ClusterSystem, *, calib: PerfCalibration | None = None) -> VectorMetrics:
     """Score many strategies on one design in one numpy pass."""
     S = strategies if isinstance(strategies, StrategyArrays) else StrategyArrays.from_strategies(strategies)
-    r = iteration_arrays(llm, training, S, system, _calib(calib))
+    r = iteration_arrays(llm, training, S, system, _calib(calib), summary=True)
     return VectorMetrics(iteration_time_s=r["iteration_time_s"], time_to_train_s=r["time_to_train_s"],
                          tokens_per_s=r["tokens_per_s"], mfu=r["mfu"], memory_per_gpu_bytes=r["memory_per_gpu_bytes"],
                          feasible=r["code"] == 0, reason_code=r["code"])

@@ -55,9 +55,21 @@ class GroupArrays:
 
 def group_shape(size, stride, system: ClusterSystem) -> GroupArrays:
     """Shape of groups of `size` ranks spaced `stride` apart (arrays), for the system's HB size K."""
-    k = system.hb.size
     size = np.asarray(size, dtype=np.int64)
     stride = np.asarray(stride, dtype=np.int64)
+    if size.ndim == 1 and size.shape == stride.shape and len(size) > 1:
+        # A search scores its strategies layout by layout, so (size, stride) comes in long runs: shape
+        # each run once and repeat the result, so the integer divisions run per run, not per strategy
+        head = np.flatnonzero(np.concatenate(([True], (size[1:] != size[:-1]) | (stride[1:] != stride[:-1]))))
+        if 8 * len(head) <= len(size):
+            g = _group_shape(size[head], stride[head], system)
+            runs = np.diff(np.append(head, len(size)))
+            return GroupArrays(**{f: np.repeat(getattr(g, f), runs) for f in GroupArrays.__dataclass_fields__})
+    return _group_shape(size, stride, system)
+
+
+def _group_shape(size: np.ndarray, stride: np.ndarray, system: ClusterSystem) -> GroupArrays:
+    k = system.hb.size
     one_per_domain = stride % k == 0
     nested = (k % stride == 0) & ~one_per_domain
     per_domain_nested = np.minimum(size, np.maximum(k // np.maximum(stride, 1), 1))
