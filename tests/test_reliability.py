@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from designer.errors import SpecError
-from designer.export import check_complete, read_pareto
+from designer.export import check_complete, read_pareto, typed
 from designer.pipeline import run_study
 from designer.spec.study import load_study
 
@@ -321,7 +321,7 @@ def test_kill_9_at_random_points_of_the_export_then_pareto_and_a_rerun(tmp_path)
     refs = []
     for v in versions:
         assert run_cli("run", str(v), "--out", str(out)).returncode == 0
-        refs.append(pd.read_csv(out / "pareto.csv"))
+        refs.append(typed(pd.read_csv(out / "pareto.csv")))  # read as read_pareto reads it
     assert not refs[0].equals(refs[1])
 
     def which(front: pd.DataFrame) -> int:
