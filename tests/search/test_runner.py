@@ -147,7 +147,7 @@ def _complete_trials(path: Path, name: str) -> dict[int, tuple]:
 
 
 def test_resume_after_sigkill(tmp_path):
-    n_trials = 60
+    n_trials = 300  # enough that the kill lands mid-run even on a fast machine
     path = tmp_path / "kill.journal"
     name = study_name_for("kill", candidate().design_id)
     proc = subprocess.Popen([sys.executable, "-c", CHILD, __file__, str(path), str(n_trials)], cwd=REPO,
@@ -155,7 +155,7 @@ def test_resume_after_sigkill(tmp_path):
     deadline = time.monotonic() + 60
     try:
         while time.monotonic() < deadline:
-            time.sleep(0.2)
+            time.sleep(0.02)
             if proc.poll() is not None:
                 pytest.fail(f"child ended before it was killed: {proc.stdout.read().decode()[-2000:]}")
             if path.exists():
