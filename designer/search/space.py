@@ -3,8 +3,11 @@
 A strategy is valid when Megatron-LM (and DeepSpeed for ZeRO-2/3 and ZeRO++) can run it:
 
 - tp * pp * dp * cp = n_gpus (dp is derived);
-- tp divides the HB (scale-up) domain size, so a TP group never leaves its NVLink domain; tp divides
-  the attention heads, the hidden size and the FFN sizes (dense and expert); tp and the key/value
+- tp divides the HB (scale-up) domain size, so a TP group stays in its NVLink domain, or, where the
+  study allows it (StrategySpace.max_tp_hb_domains), tp is a multiple of the domain size: the group
+  spans whole domains on the same local ranks and its collectives are hierarchical (in-domain phase,
+  then a same-rail phase over the network; Megatron-LM runs TP across nodes, and Calculon's search
+  tries it); tp divides the attention heads, the hidden size and the FFN sizes (dense and expert); tp and the key/value
   heads divide one another (query groups are split across TP ranks, or replicated when tp > kv heads);
 - pp stages of at least one layer each: pp need not divide the layer count; uneven stages follow
   Megatron's first/last-stage form (designer.spec.llm.pipeline_stage_layers; the slowest stage paces
@@ -99,13 +102,29 @@ def strategy_from_key(key: tuple) -> Strategy:
     return Strategy(**{k: (v.item() if isinstance(v, np.generic) else v) for k, v in d.items()})
 
 
+def tp_fits_hb(tp: int, hb_domain_size: int, max_tp_hb_domains: int) -> bool:
+    """A TP group inside one HB domain (tp divides it), or over whole domains on the same local
+    ranks (tp a multiple of it, at most `max_tp_hb_domains` domains)."""
+    if hb_domain_size % tp == 0:
+        return True
+    return tp % hb_domain_size == 0 and tp // hb_domain_size <= max_tp_hb_domains
+
+
+def tp_candidates(space: StrategySpace, hb_domain_size: int) -> list[int]:
+    """The study's tp list, or when omitted every divisor of the domain size and the multiples of it
+    up to `max_tp_hb_domains` domains."""
+    if space.tp:
+        return list(space.tp)
+    return list(divisors(hb_domain_size)) + [hb_domain_size * m for m in range(2, space.max_tp_hb_domains + 1)]
+
+
 def invalid_reason(s: Strategy, llm: LLMSpec, training: TrainingSpec, n_gpus: int, hb_domain_size: int) -> str | None:
     """Why one strategy cannot run on a design (None when it can). The scalar statement of the rules
     that `DesignSpace` applies vectorized; tests check the two agree."""
     if s.tp * s.pp * s.dp * s.cp != n_gpus:
         return f"tp*pp*dp*cp = {s.tp * s.pp * s.dp * s.cp} != n_gpus {n_gpus}"
-    if hb_domain_size % s.tp:
-        return f"tp {s.tp} does not divide the HB domain size {hb_domain_size}"
+    if hb_domain_size % s.tp and s.tp % hb_domain_size:
+        return f"tp {s.tp} neither divides the HB domain size {hb_domain_size} nor is a multiple of it"
     for what, n in _tp_divides(llm):
         if n % s.tp:
             return f"tp {s.tp} does not divide {what} {n}"
@@ -310,7 +329,8 @@ class DesignSpace:
                        hb_domain_size: int) -> "DesignSpace":
         if n_gpus < 1 or hb_domain_size < 1:
             raise SpecError(f"design: n_gpus {n_gpus} and hb_domain_size {hb_domain_size} must be >= 1")
-        tp_vals = [t for t in (space.tp or divisors(hb_domain_size)) if hb_domain_size % t == 0 and _tp_ok(llm, t)]
+        tp_vals = [t for t in tp_candidates(space, hb_domain_size)
+                   if tp_fits_hb(t, hb_domain_size, space.max_tp_hb_domains) and _tp_ok(llm, t)]
         # every depth up to max_pp: stages may be uneven (designer.spec.llm.pipeline_stage_layers)
         pp_vals = [p for p in (space.pp or range(1, space.max_pp + 1)) if p <= llm.layers]
         cp_vals = [c for c in space.cp if c == 1 or training.sequence_length % (2 * c) == 0]
@@ -686,9 +706,14 @@ def explain_space(llm: LLMSpec, training: TrainingSpec, space: StrategySpace, *,
     a platform of HB domain `hb_domain_size`, with its rule; with `n_gpus`, also the layouts the count
     rules out and the free-grid rows the batch rules remove, as counts."""
     out: list[Removed] = []
-    for t in (space.tp or divisors(hb_domain_size)):
-        if hb_domain_size % t:
-            out.append(Removed("tp", t, f"does not divide the HB domain size {hb_domain_size}"))
+    for t in tp_candidates(space, hb_domain_size):
+        if not tp_fits_hb(t, hb_domain_size, space.max_tp_hb_domains):
+            if t % hb_domain_size:
+                rule = f"does not divide the HB domain size {hb_domain_size}"
+            else:
+                rule = (f"spans {t // hb_domain_size} HB domains of {hb_domain_size}, more than "
+                        f"max_tp_hb_domains {space.max_tp_hb_domains}")
+            out.append(Removed("tp", t, rule))
             continue
         for what, n in _tp_divides(llm):
             if n % t:
@@ -731,6 +756,6 @@ def design_space(llm: LLMSpec, training: TrainingSpec, space: StrategySpace, *, 
 
 
 __all__ = ["COLUMNS", "DESIGN_SPACE_CACHE_SIZE", "DesignSpace", "RECOMPUTES", "Removed", "explain_space", "SCHEDULES",
-           "StrategyTable", "clear_design_space_cache", "design_space", "invalid_reason", "reference_chunks",
+           "StrategyTable", "clear_design_space_cache", "design_space", "invalid_reason", "tp_candidates", "tp_fits_hb", "reference_chunks",
            "reference_layout_rows",
            "schedule_label", "strategy_from_key", "strategy_key"]

@@ -85,6 +85,11 @@ class StrategySpace(Record):
     moe_dispatcher: tuple[Literal["alltoall", "allgather", "deepep"], ...] = ("alltoall",)
     # the iteration captured in CUDA graphs (a smaller host floor per collective)
     cuda_graphs: tuple[bool, ...] = (False,)
+    # Widest TP group in HB domains: 1 keeps every TP group inside one NVLink domain; n > 1 also tries
+    # tp = m x domain size for m <= n (when `tp` is omitted) and accepts such values when listed. Its
+    # all-reduces then cross the network (hierarchically, on the same rails), so it pays off only where
+    # memory forces wide TP; Megatron-LM supports it, Calculon's search includes it.
+    max_tp_hb_domains: int = Field(default=1, ge=1)
     # Largest pipeline depth tried when `pp` is omitted (every depth up to it and the layer count).
     max_pp: int = Field(default=64, ge=1)
 

@@ -121,7 +121,9 @@ def test_rules_by_example():
     # 8 heads cannot split over tp 4 x cp 4 for Ulysses; the ring needs no such split
     assert "a2a" in invalid_reason(Strategy(tp=4, cp=4, dp=2, cp_comm="a2a"), moe, tr, 32, 8)
     assert invalid_reason(Strategy(tp=4, cp=4, dp=2, cp_comm="p2p"), moe, tr, 32, 8) is None
-    assert "HB domain" in invalid_reason(Strategy(tp=16, dp=2), moe, tr, 32, 8)
+    # 12 GPUs of TP are 1.5 domains of 8; 16 would be two whole domains (then the heads rule applies)
+    assert "HB domain" in invalid_reason(Strategy(tp=12, dp=4), moe, tr, 48, 8)
+    assert "divide heads" in invalid_reason(Strategy(tp=16, dp=2), moe, tr, 32, 8)
     assert "divide experts" in invalid_reason(Strategy(tp=1, dp=32, ep=16), moe, tr, 32, 8)
     assert "sequence parallelism" in invalid_reason(Strategy(tp=1, dp=32, sequence_parallel=True), moe, tr, 32, 8)
     assert invalid_reason(Strategy(tp=1, pp=2, dp=16, zero_stage=2), moe, tr, 32, 8) is None  # ZeRO-2 with PP
