@@ -39,7 +39,7 @@ PAPER_CATALOG = "\n".join(
        f"price_usd: {748 * r}, power_w: {17.6 * r:.1f}, source: 'railonly.md §2 V1 per-port figures x {r}'}}"
        for r in (32, 64, 128, 256)]
     + ["media:",
-       "  - {id: paper_optic, kind: optic, gbps: 400, reach_m: 100, price_usd: 374, power_w: 9.25, source: 'railonly.md §2 V1'}",
+       "  - {id: paper_optic, kind: optic, gbps: 400, reach_m: 2000, price_usd: 374, power_w: 9.25, source: 'railonly.md §2 V1'}",
        "  - {id: paper_dac, kind: dac, gbps: 400, reach_m: 3, ends_per_module: 2, price_usd: 50, power_w: 0.1, source: test}",
        "platforms:",
        "  - {id: paper_node, gpu: h100_sxm, hb_domain_size: 8, price_usd: 258000, power_w: 10200, source: test}",
@@ -70,7 +70,8 @@ def study(cat: str, *, family="rail-optimized", k=8, radix=64, count=None, lo=No
             "switches": switches or [{"id": f"paper_r{radix}"}],
             "families": [family] if isinstance(family, str) else list(family),
             "oversubscription": list(ratios),
-            "media": {"nic_links": "dac" if dac else "optic", "optic": "paper_optic", "dac": "paper_dac"},
+            "media": {"nic_links": "dac" if dac else "optic", "optic": "paper_optic", "dac": "paper_dac",
+                      **({"nic_link_length_m": 2.0} if dac else {})},
         },
         "gpus": gpus,
         "objective": objective or {"kind": "min_cost"},
@@ -247,12 +248,14 @@ def test_max_gpus_within_capex(paper_catalog):
 
 
 def test_max_flops_picks_the_platform(paper_catalog):
-    # H100 nodes: 8 x 989 TF for $258k; B200 nodes: 8 x 2250 TF for $500k (catalog). Oracle: brute force.
+    # H100 nodes: 8 x 989 TF for $258k; B200 nodes: 8 x 2250 TF for $370k (catalog: 8 x $35k GPU + $90k non-GPU,
+    # prices-and-layout.md §1b). The paper NIC costs $0, so the B200 node's included NICs change nothing.
+    # Oracle: brute force.
     budget = 2.0e8
     st = study(paper_catalog, family="rail-only", platforms=["hgx_h100_8", "hgx_b200_8"], lo=8, hi=8 * 1000,
                objective={"kind": "max_flops"}, budgets={"capex_usd": budget})
     res = solve_network(st)
-    best = max((d * 8 * tf, name) for name, usd, tf in (("hgx_h100_8", 258_000.0, 989.0), ("hgx_b200_8", 500_000.0, 2250.0))
+    best = max((d * 8 * tf, name) for name, usd, tf in (("hgx_h100_8", 258_000.0, 989.0), ("hgx_b200_8", 370_000.0, 2250.0))
                for d in range(1, 1001) if _capex("rail-only", d, node_usd=usd) <= budget)
     assert (res.design.platform, res.design.n_gpus * 989.0 if res.design.platform == "hgx_h100_8" else res.design.n_gpus * 2250.0) == (best[1], best[0])
 

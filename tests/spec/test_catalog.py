@@ -6,11 +6,15 @@ from designer.errors import SpecError
 from designer.spec.catalog import load_catalog
 
 
-def test_every_priced_entry_has_a_source():
+def test_every_priced_entry_has_a_source_date_and_confidence():
     cat = load_catalog()
-    for section in ("gpus", "platforms", "nics", "switches", "media"):
+    for section in ("gpus", "platforms", "nics", "dpus", "switches", "media"):
         for entry in getattr(cat, section):
             assert entry.source.strip(), f"{section}.{entry.id} has no source"
+            assert entry.date.strip(), f"{section}.{entry.id} has no date"
+            assert entry.confidence in {"V", "S", "E", "der"}, f"{section}.{entry.id}: {entry.confidence}"
+    for rule in cat.reach_rules:
+        assert rule.source.strip() and rule.date.strip() and rule.confidence in {"V", "S", "E", "der"}, rule.id
 
 
 def test_catalog_covers_the_required_hardware():
@@ -23,7 +27,7 @@ def test_catalog_covers_the_required_hardware():
     radices = {(m.radix, m.port_gbps) for s in cat.switches for m in s.modes}
     # 64x400G, 64x800G with breakout to 128x400G, 144x800G
     assert {(64, 400), (64, 800), (128, 400), (144, 800)} <= radices
-    assert {m.kind.value for m in cat.media} == {"optic", "dac", "aoc"}
+    assert {m.kind.value for m in cat.media} == {"optic", "dac", "aoc", "copper_active", "lpo"}
     v1, v5 = cat.price_set("railonly-v1"), cat.price_set("railonly-v5")
     assert (v1.switch_port_usd, v1.transceiver_usd) == (748, 374)
     assert (v5.switch_port_usd, v5.transceiver_usd) == (694, 199)
