@@ -51,6 +51,14 @@ METRIC_COLUMNS: tuple[str, ...] = (
 PARETO_COLUMNS: tuple[str, ...] = (
     "front_rank", *DESIGN_COLUMNS, *STRATEGY_COLUMNS, *METRIC_COLUMNS, "search_method", "megatron_args",
 )
+# With a study's `costs` / `reliability` sections (designer.search.economics), each front point and
+# design row also carries these, in this order after PARETO_COLUMNS (only the declared sections' ones).
+ECONOMICS_COLUMNS: tuple[str, ...] = (
+    "goodput_fraction", "time_to_train_with_failures_s", "time_to_train_with_failures_days", "interruptions_per_day",
+    "checkpoint_interval_s", "checkpoint_write_s", "restart_s",
+    "storage_capex_usd", "frontend_capex_usd", "facility_capex_usd", "capex_total_usd", "pue", "facility_power_w",
+    "energy_cost_usd", "amortized_capex_usd", "colocation_usd", "tco_usd", "usd_per_million_tokens",
+)
 # strategies/<design id>.csv: the inner strategies of a design, one row each
 STRATEGY_TRIAL_COLUMNS: tuple[str, ...] = (
     "design_id", "search_method", "trial_number", *STRATEGY_COLUMNS, "feasible", "reason",
@@ -115,6 +123,8 @@ COLUMN_TYPES: dict[str, str] = {**{c: "float64" for c in _FLOAT}, **{c: "Int64" 
 TABLE_FORMATS = ("parquet", "csv")
 
 
+COLUMN_TYPES.update({"goodput_fraction": "float64", "pue": "float64", "usd_per_million_tokens": "float64",
+                     "interruptions_per_day": "float64", "time_to_train_with_failures_days": "float64"})
 COLUMN_TYPES.update({"oversubscribed_level": "Int64", "gpus_per_nic": "Int64", "spare_domains": "Int64",
                      "job_gpus": "Int64", "link_count": "Int64", "switch_port_count": "Int64", "level": "float64",
                      "hb_topology": "string", "optic": "string", "dac": "string", "dac_for_nic_links": "boolean"})
@@ -288,7 +298,8 @@ def _write_files(out_dir: Path, *, pareto: pd.DataFrame, trials: pd.DataFrame, d
     # The front is the study's export: always CSV, and Parquet too. The large tables (trials and
     # every design's strategies) in the study's output.formats: Parquet by default, since at millions
     # of rows CSV costs most of a run's time and several GB.
-    written = _table(pareto, out_dir, "pareto", PARETO_COLUMNS, TABLE_FORMATS[::-1])
+    front_cols = PARETO_COLUMNS + tuple(c for c in ECONOMICS_COLUMNS if c in pareto.columns)
+    written = _table(pareto, out_dir, "pareto", front_cols, TABLE_FORMATS[::-1])
     written += _table(trials, out_dir, "trials", TRIAL_COLUMNS + tuple(c for c in trials.columns if c not in TRIAL_COLUMNS),
                       formats)
     if strategies is not None and len(strategies):
@@ -302,7 +313,7 @@ def _write_files(out_dir: Path, *, pareto: pd.DataFrame, trials: pd.DataFrame, d
     written.append(p)
     if fronts_by is not None and front_by:
         p = out_dir / f"pareto_by_{front_by}.csv"
-        _csv(fronts_by, p, ("front_group", *PARETO_COLUMNS))
+        _csv(fronts_by, p, ("front_group", *front_cols))
         written.append(p)
     p = out_dir / "megatron_args.txt"
     lines = [f"# {len(pareto)} Pareto points; the full Megatron-LM launch per point (front_rank, design, capex, days)"]
@@ -349,6 +360,6 @@ def finite_or_none(x: float) -> float | None:
     return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
 
 
-__all__ = ["COLUMN_TYPES", "TABLE_FORMATS", "column_type", "typed", "COMPLETION_RECORD", "DESIGN_COLUMNS", "check_complete", "METRIC_COLUMNS", "PARETO_COLUMNS", "STRATEGY_COLUMNS", "STRATEGY_TRIAL_COLUMNS",
+__all__ = ["COLUMN_TYPES", "TABLE_FORMATS", "column_type", "typed", "COMPLETION_RECORD", "DESIGN_COLUMNS", "ECONOMICS_COLUMNS", "check_complete", "METRIC_COLUMNS", "PARETO_COLUMNS", "STRATEGY_COLUMNS", "STRATEGY_TRIAL_COLUMNS",
            "TRIAL_COLUMNS",
            "metrics_columns", "read_pareto", "strategy_columns", "write_outputs"]

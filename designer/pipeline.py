@@ -96,6 +96,27 @@ def _design_id(design: Any, prefix: str) -> str:
     return f"{prefix}-{design.n_gpus}g-{digest}"
 
 
+def economics_for(spec: StudySpec) -> Callable[[Any, Any], Any] | None:
+    """(design, catalog) -> DesignEconomics for the study's `costs` and `reliability` sections; None
+    when it has neither (designs then carry IT capex and IT power only, and no failures)."""
+    if spec.costs is None and spec.reliability is None:
+        return None
+    from designer.perf.compute import total_params
+    from designer.search.economics import design_economics
+
+    n_params = total_params(_resolve_model(spec))
+    spares = spec.network.spares if spec.network is not None else None
+
+    def econ(design: Any, catalog: Any) -> Any:
+        platform = catalog.platform(design.platform)
+        return design_economics(design, platform, costs=spec.costs, reliability=spec.reliability, n_params=n_params,
+                                tokens=spec.training.total_tokens,
+                                gpus_per_host=platform.gpus_per_host or min(design.hb_domain_size, 8),
+                                default_rates=spares.rates if spares is not None else None,
+                                default_unit_gpus=spares.unit_gpus if spares is not None else 8)
+    return econ
+
+
 def generate_candidates(spec: StudySpec, progress: ProgressFn | None = None, *, problem: Problem | None = None,
                         notes: list[str] | None = None, dropped: list[str] | None = None
                         ) -> tuple[list[Candidate], dict[str, MilpInfo]]:
@@ -105,6 +126,7 @@ def generate_candidates(spec: StudySpec, progress: ProgressFn | None = None, *, 
     from designer.network.design import design_to_system
     from designer.spec.network_study import study_catalog
 
+    econ = economics_for(spec)
     jobs: list[tuple[str, str, Any]] = []  # (source, prefix, network study)
     if spec.network is not None and spec.network.choices.oversubscribed_levels:
         raise SpecError(f"field 'network.choices.oversubscribed_levels' = {list(spec.network.choices.oversubscribed_levels)}: "
@@ -161,7 +183,8 @@ def generate_candidates(spec: StudySpec, progress: ProgressFn | None = None, *, 
             if key in seen and source != "named":
                 continue
             seen.add(key)
-            cands.append(Candidate(did, d, design_to_system(d, catalog), float(d.capex_usd), float(d.power_w), source))
+            cands.append(Candidate(did, d, design_to_system(d, catalog), float(d.capex_usd), float(d.power_w), source,
+                                   economics=econ(d, catalog) if econ is not None else None))
             info[did] = MilpInfo(result.status, result.gap, result.solve_time_s / max(1, len(result.designs)))
     if not cands:
         raise InfeasibleDesign("no candidate design: " + " | ".join(failures) if failures else "no candidate design")
@@ -355,13 +378,16 @@ def run_worker(spec: StudySpec, storage: str, *, wait_s: float = 600.0) -> int:
             time.sleep(0.5)
     problem = make_problem(spec)
     from designer.network.design import NetworkDesign
+    from designer.search.economics import DesignEconomics
     from designer.spec.system import ClusterSystem
 
     settings = RunnerSettings(manifest["n_trials"], manifest["seed"], spec.search.sampler, spec.search.population_size)
     n = 0
     for entry in manifest["designs"]:
+        econ = entry.get("economics")
         cand = Candidate(entry["design_id"], NetworkDesign.model_validate(entry["design"]), ClusterSystem.model_validate(entry["system"]),
-                         float(entry["capex_usd"]), float(entry["power_w"]), entry["source"])
+                         float(entry["capex_usd"]), float(entry["power_w"]), entry["source"],
+                         economics=None if econ is None else DesignEconomics(**econ))
         run_optuna(problem, cand, storage=st, study=spec.name, settings=settings,
                    identity=search_identity(spec, cand.design_id))
         n += 1
@@ -388,7 +414,8 @@ def _codesign_worker(spec: StudySpec, storage: str, *, wait_s: float) -> int:
     problem = make_problem(spec)
     catalog = study_catalog(spec.network)
     space = build_outer_space(spec, catalog, problem)
-    evaluate = Evaluator(problem, Pricer(spec.network, catalog), InnerCache(lambda c: run_exhaustive(problem, c)))
+    evaluate = Evaluator(problem, Pricer(spec.network, catalog, economics_for(spec)),
+                         InnerCache(lambda c: run_exhaustive(problem, c)))
     ds = spec.design_search
     done = run_outer_optuna(space, outer_scorer(spec, problem, evaluate), storage=st, study=spec.name,
                             objectives=tuple(problem.objectives),
@@ -421,7 +448,9 @@ def _search_all(spec: StudySpec, problem: Problem, cands: list[Candidate], out_d
         manifest = {"n_trials": spec.search.n_trials, "seed": spec.search.seed,
                     "designs": [{"design_id": c.design_id, "design": c.design.model_dump(mode="json"),
                                  "system": c.system.model_dump(mode="json"), "capex_usd": c.capex_usd,
-                                 "power_w": c.power_w, "source": c.source} for c in optuna_cands]}
+                                 "power_w": c.power_w, "source": c.source,
+                                 "economics": None if c.economics is None else dataclasses.asdict(c.economics)}
+                                for c in optuna_cands]}
         set_study_attr(st, _manifest_name(spec), "manifest", manifest)
         procs = _spawn_workers(spec, url, workers - 1)
     settings = RunnerSettings(spec.search.n_trials, spec.search.seed, spec.search.sampler, spec.search.population_size)
@@ -497,9 +526,11 @@ def design_point(c: Candidate | None, t: ScoredTable | None) -> Any:
     if c is None or t is None or t.best is None:
         return None
     s = t.strategies.strategy(t.best)
+    ttt = float(t.time_to_train_s[t.best])
+    extra = tuple(c.economics.metrics(ttt).items()) if c.economics is not None else ()
     return DesignPoint(c.design_id, c.design.label, c.design.family.value, c.design.platform, c.n_gpus,
-                       c.capex_usd, c.power_w, float(t.time_to_train_s[t.best]),
-                       f"tp{s.tp} pp{s.pp} dp{s.dp} ep{s.ep} cp{s.cp} mbs{s.microbatch_size} {s.schedule.value}")
+                       c.capex_usd, c.power_w, ttt,
+                       f"tp{s.tp} pp{s.pp} dp{s.dp} ep{s.ep} cp{s.cp} mbs{s.microbatch_size} {s.schedule.value}", extra)
 
 
 def outer_scorer(spec: StudySpec, problem: Problem, evaluate: Any) -> Callable[[Any], tuple]:
@@ -579,7 +610,7 @@ def _run_codesign(spec: StudySpec, problem: Problem, out_dir: Path, *, workers: 
         return run_optuna(problem, c, storage=st, study=spec.name, settings=settings,
                           identity=search_identity(spec, c.design_id))
 
-    pricer = Pricer(spec.network, catalog)
+    pricer = Pricer(spec.network, catalog, economics_for(spec))
     inner = InnerCache(inner_search)
     evaluate = Evaluator(problem, pricer, inner)
 
@@ -672,7 +703,9 @@ def _run_codesign(spec: StudySpec, problem: Problem, out_dir: Path, *, workers: 
         except InfeasibleDesign as err:
             raise InfeasibleDesign(f"design {nd.name}: {err}") from None
         d = res.designs[0]
-        c = Candidate(nd.name, d, design_to_system(d, cat), float(d.capex_usd), float(d.power_w), "named")
+        econ = economics_for(spec)
+        c = Candidate(nd.name, d, design_to_system(d, cat), float(d.capex_usd), float(d.power_w), "named",
+                      economics=econ(d, cat) if econ is not None else None)
         cands.append(c)
         tables.append(inner.table(c))
         milp[c.design_id] = MilpInfo(res.status, res.gap, res.solve_time_s)
@@ -717,6 +750,16 @@ def _strategies_frame(problem: Problem, cands: list[Candidate], tables: list[Sco
         df["capex_usd"] = c.capex_usd
         df["power_w"] = c.power_w
         df["energy_mwh"] = c.power_w * t.time_to_train_s / J_PER_MWH
+        e = c.economics
+        if e is not None:
+            wall = t.time_to_train_s / e.goodput_fraction if e.goodput_fraction > 0 else np.full(len(df), np.inf)
+            if e.reliability_declared:
+                df["goodput_fraction"] = e.goodput_fraction
+                df["time_to_train_with_failures_s"] = wall
+            if e.costs_declared:
+                df["capex_total_usd"] = e.capex_total_usd
+                df["facility_power_w"] = e.facility_power_w
+                df["tco_usd"] = e.tco_usd_per_s * wall
         for name, v in t.constraints.items():
             df[f"constraint_{name}"] = v
         frames.append(df)
@@ -745,6 +788,8 @@ def _design_trials_frame(problem: Problem, cands: list[Candidate], tables: list[
                        time_to_train_s=float(t.time_to_train_s[b]), time_to_train_days=float(t.time_to_train_s[b]) / 86400,
                        mfu=float(t.mfu[b]), memory_per_gpu_gb=float(t.memory_per_gpu_bytes[b]) / 1e9,
                        energy_mwh=c.power_w * float(t.time_to_train_s[b]) / J_PER_MWH)
+            if c.economics is not None:
+                row.update(c.economics.metrics(float(t.time_to_train_s[b])))
         else:
             row.update(feasible=False, reason=t.why_none_feasible() if len(t) else "no valid strategy")
         rows.append(row)
@@ -801,6 +846,7 @@ def _front_frame(problem: Problem, cands: list[Candidate], tables: list[ScoredTa
         per_host = (gpus_per_host or {}).get(c.design.platform) or min(c.design.hb_domain_size, 8)
         launch = megatron_launch(problem.llm, problem.training, s, c.n_gpus, per_host)
         row = {"front_rank": rank, **_design_row(c), **strategy_columns(s, problem.training), **metrics_columns(m.row(), c.power_w),
+               **(c.economics.metrics(m.time_to_train_s) if c.economics is not None else {}),
                "search_method": t.method, "megatron_args": " ".join(shlex.quote(a) for a in launch.script_args),
                "megatron_command": launch.command(),
                "torchtitan_toml": torchtitan_launch(problem.llm, problem.training, s, c.n_gpus, per_host).toml}

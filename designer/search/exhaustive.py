@@ -41,6 +41,8 @@ class Candidate:
     capex_usd: float
     power_w: float
     source: str = "milp"  # "milp" (frontier level) or "named"
+    # designer.search.economics.DesignEconomics when the study has `costs` or `reliability`, else None
+    economics: Any = None
 
     @property
     def n_gpus(self) -> int:
@@ -51,10 +53,19 @@ class Candidate:
         return self.system.hb.size
 
     def objective_values(self, names: Sequence[str], time_to_train_s: float) -> tuple[float, ...]:
+        return tuple(float(v) for v in self.metric_values(names, time_to_train_s))
+
+    def metric_values(self, names: Sequence[str], time_to_train_s: float) -> list[float]:
+        """Objective and goal metrics of this design at a strategy of (failure-free) time `time_to_train_s`."""
         t = float(time_to_train_s)
         table = {"capex_usd": self.capex_usd, "time_to_train_s": t, "power_w": self.power_w,
                  "energy_j": self.power_w * t}
-        return tuple(float(table[n]) for n in names)
+        if self.economics is not None and any(n not in table for n in names):
+            table.update(self.economics.metrics(t))
+        missing = [n for n in names if n not in table]
+        if missing:
+            raise KeyError(f"metric(s) {missing} need the study's costs or reliability section")
+        return [table[n] for n in names]
 
 
 TrialConstraintFn = Callable[[Any, Strategy, Metrics], float]

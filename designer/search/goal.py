@@ -30,12 +30,17 @@ class DesignPoint:
     power_w: float
     time_to_train_s: float
     strategy: str = ""
+    # the study's cost and reliability metrics at this point (designer.search.economics), if any
+    extra: tuple[tuple[str, float], ...] = ()
 
     def metric(self, name: str) -> float:
         t = self.time_to_train_s
-        return {"capex_usd": self.capex_usd, "time_to_train_s": t, "time_to_train_days": t / DAY_S,
+        base = {"capex_usd": self.capex_usd, "time_to_train_s": t, "time_to_train_days": t / DAY_S,
                 "power_w": self.power_w, "energy_j": self.power_w * t,
-                "energy_mwh": self.power_w * t / J_PER_MWH}[name]
+                "energy_mwh": self.power_w * t / J_PER_MWH}
+        if name in base:
+            return base[name]
+        return dict(self.extra)[name]
 
     def excess(self, lim: GoalLimit) -> float:
         """How far past the limit, relative to it (<= 0: met)."""
@@ -64,7 +69,10 @@ class GoalAnswer:
 
     def as_dict(self) -> dict:
         def pt(p: DesignPoint | None):
-            return None if p is None else {**p.__dict__, "time_to_train_days": p.time_to_train_s / DAY_S}
+            if p is None:
+                return None
+            fields = {k: v for k, v in p.__dict__.items() if k != "extra"}
+            return {**fields, "time_to_train_days": p.time_to_train_s / DAY_S, **dict(p.extra)}
 
         return {"met": self.met, "goal": self.goal_text, "answer": pt(self.answer), "binding": self.binding,
                 "n_designs_meeting": self.n_meeting, "closest": pt(self.closest), "message": self.message,
@@ -79,13 +87,15 @@ def goal_text(goal: Goal) -> str:
 
 
 def _fmt(name: str, v: float) -> str:
-    if name == "capex_usd":
+    if name in ("capex_usd", "capex_total_usd", "tco_usd", "energy_cost_usd"):
         return f"${v / 1e6:,.1f}M"
-    if name == "power_w":
+    if name == "usd_per_million_tokens":
+        return f"${v:,.2f} per million tokens"
+    if name in ("power_w", "facility_power_w"):
         return f"{v / 1e6:,.2f} MW"
-    if name == "time_to_train_s":
+    if name in ("time_to_train_s", "time_to_train_with_failures_s"):
         return f"{v / DAY_S:,.2f} days"
-    if name == "time_to_train_days":
+    if name in ("time_to_train_days", "time_to_train_with_failures_days"):
         return f"{v:,.2f} days"
     return f"{v:.4g}"
 

@@ -242,8 +242,9 @@ def design_id_for(design: Any, prefix: str) -> str:
 class Pricer:
     """Solves the network MILP for a point at most once (the cache is keyed by the knob tuple)."""
 
-    def __init__(self, network: Any, catalog: Any) -> None:
+    def __init__(self, network: Any, catalog: Any, economics: Callable[[Any, Any], Any] | None = None) -> None:
         self.network, self.catalog = network, catalog
+        self.economics = economics  # (design, catalog) -> DesignEconomics, the study's cost lines and reliability
         self.cache: dict[tuple, Priced] = {}
         self.solves = 0
         self.hits = 0
@@ -282,7 +283,8 @@ class Pricer:
             d = result.designs[0]
             prefix = f"{d.family.value}-{d.platform}"
             cand = Candidate(design_id_for(d, prefix), d, design_to_system(d, self.catalog), float(d.capex_usd),
-                             float(d.power_w), "codesign")
+                             float(d.power_w), "codesign",
+                             economics=self.economics(d, self.catalog) if self.economics is not None else None)
             out = Priced(k, cand, milp_status=result.status, milp_gap=result.gap, milp_solve_time_s=result.solve_time_s)
         self.cache[key] = out
         return out

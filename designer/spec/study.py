@@ -32,11 +32,17 @@ from designer.spec.base import Record
 from designer.spec.llm import LLMSpec, Recompute, Schedule, TrainingSpec
 from designer.spec.load import read_yaml, validate
 from designer.usercode import CODE_REF_FORMS, CODE_REF_RE, resolve_path
+from designer.spec.costs import CostLines
 from designer.spec.network_study import Budgets, CatalogSource, Choices, GpuRequirement, NetworkStudy, SolverSettings
+from designer.spec.reliability import ReliabilitySettings
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][\w.-]*$")
 
-ObjectiveName = Literal["capex_usd", "time_to_train_s", "power_w", "energy_j"]
+ObjectiveName = Literal["capex_usd", "time_to_train_s", "power_w", "energy_j", "capex_total_usd", "facility_power_w",
+                        "energy_cost_usd", "tco_usd", "usd_per_million_tokens", "time_to_train_with_failures_s"]
+# Metrics that need the study's `costs` section, and the one that needs its `reliability` section.
+COST_METRICS = ("capex_total_usd", "facility_power_w", "energy_cost_usd", "tco_usd", "usd_per_million_tokens")
+RELIABILITY_METRICS = ("time_to_train_with_failures_s", "time_to_train_with_failures_days")
 SamplerName = Literal["tpe", "nsga2", "nsga3", "random", "qmc"]
 SplitKey = Literal["family", "platform"]
 
@@ -194,7 +200,9 @@ class DesignSearch(Record):
     auto_max_exhaustive: int = Field(default=5000, ge=0)
 
 
-GoalMetric = Literal["capex_usd", "time_to_train_s", "time_to_train_days", "power_w", "energy_j", "energy_mwh"]
+GoalMetric = Literal["capex_usd", "time_to_train_s", "time_to_train_days", "power_w", "energy_j", "energy_mwh",
+                     "capex_total_usd", "facility_power_w", "energy_cost_usd", "tco_usd", "usd_per_million_tokens",
+                     "time_to_train_with_failures_s", "time_to_train_with_failures_days"]
 _LIMIT_RE = re.compile(r"^\s*(<=|>=)\s*([-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?)\s*$")
 
 
@@ -309,6 +317,17 @@ class OutputSettings(Record):
         return v
 
 
+class RobustnessSettings(Record):
+    """Price uncertainty: `samples` joint draws of every catalog price that carries a range
+    (price_low_usd, price_high_usd; triangular about the point price unless the entry says uniform),
+    from numpy's Generator(PCG64(seed)). For each candidate design: the probability that it stays on
+    the front and that it is the goal's answer, and its capex quantiles. Candidates: the best design of
+    every (family, platform) split, the front's designs among them (designer.analysis.robustness)."""
+
+    samples: int = Field(default=1000, ge=10, le=1_000_000)
+    seed: int = Field(default=0, ge=0)
+
+
 class StudySpec(Record):
     name: str
     model: str | LLMSpec
@@ -323,6 +342,13 @@ class StudySpec(Record):
     constraints: tuple[str, ...] = ()
     objectives: tuple[ObjectiveName, ...] = ("capex_usd", "time_to_train_s")
     output: OutputSettings = OutputSettings()
+    # Cost lines beyond compute and the back-end fabric (storage, front-end network, facility, PUE,
+    # electricity, depreciation; designer.spec.costs): None reports IT capex and IT power only.
+    costs: CostLines | None = None
+    # Failures, checkpoints and restarts (designer.spec.reliability): None assumes no failures.
+    reliability: ReliabilitySettings | None = None
+    # Price uncertainty of the front (catalog price ranges sampled jointly): None skips it.
+    robustness: RobustnessSettings | None = None
     # the NCCL release the collective model follows (its version rules; designer/data/collectives.yaml)
     nccl_version: str | None = Field(default=None, pattern=r"^2\.\d+$")
     # The study file's folder (set by load_study; None: the current folder): relative paths in the
@@ -350,9 +376,28 @@ class StudySpec(Record):
     def _objectives(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         if len(set(v)) != len(v):
             raise ValueError(f"{list(v)}: an objective is listed twice")
-        if "capex_usd" not in v or "time_to_train_s" not in v:
-            raise ValueError(f"{list(v)}: must include capex_usd and time_to_train_s (power_w, energy_j optional)")
+        if "capex_usd" not in v and "capex_total_usd" not in v and "tco_usd" not in v:
+            raise ValueError(f"{list(v)}: must include a cost (capex_usd, capex_total_usd or tco_usd)")
+        if "time_to_train_s" not in v and "time_to_train_with_failures_s" not in v:
+            raise ValueError(f"{list(v)}: must include time_to_train_s or time_to_train_with_failures_s")
         return v
+
+    @model_validator(mode="after")
+    def _sections_for_metrics(self) -> "StudySpec":
+        named = [("objectives", o) for o in self.objectives] + \
+            [("goal.minimize", self.goal.minimize)] + [("goal.subject_to", lim.metric) for lim in self.goal.subject_to]
+        for where, m in named:
+            if m in COST_METRICS and self.costs is None:
+                raise ValueError(f"{where}: {m} needs a 'costs' section (e.g. costs: {{facility: {{}}, electricity: {{}}}})")
+            if m in RELIABILITY_METRICS and self.reliability is None:
+                raise ValueError(f"{where}: {m} needs a 'reliability' section (e.g. reliability: "
+                                 "{checkpoint_write_gb_per_s: 2000})")
+        if self.reliability is not None and self.reliability.checkpoint_write_gb_per_s is None:
+            storage = None if self.costs is None else self.costs.storage
+            if storage is None or (storage.write_gb_per_s is None and storage.write_gb_per_s_per_pb is None):
+                raise ValueError("reliability.checkpoint_write_gb_per_s: give the job's checkpoint write bandwidth, "
+                                 "or costs.storage.write_gb_per_s (or write_gb_per_s_per_pb with pb_per_1000_gpus)")
+        return self
 
     @model_validator(mode="after")
     def _tolerance_objectives(self) -> "StudySpec":

@@ -142,8 +142,10 @@ def test_study_spec_errors_are_one_line():
         validate(StudySpec, {**base, "search": {"method": "grid"}})
     with pytest.raises(SpecError, match=r"zero_stages.*allowed values are 0, 1, 2, 3"):
         validate(StudySpec, {**base, "strategy_space": {"zero_stages": [4]}})
-    with pytest.raises(SpecError, match=r"objectives.*must include capex_usd"):
+    with pytest.raises(SpecError, match=r"objectives.*must include time_to_train_s or time_to_train_with_failures_s"):
         validate(StudySpec, {**base, "objectives": ["capex_usd"]})
+    with pytest.raises(SpecError, match=r"objectives.*must include a cost \(capex_usd, capex_total_usd or tco_usd\)"):
+        validate(StudySpec, {**base, "objectives": ["time_to_train_s"]})
     with pytest.raises(SpecError, match=r"strategy_space.tpp.*unknown key"):
         validate(StudySpec, {**base, "strategy_space": {"tpp": [1]}})
     with pytest.raises(SpecError) as e:

@@ -1,0 +1,120 @@
+"""A study's `costs` and `reliability` sections in a run: every design carries its cost lines and its
+goodput, the front and the goal may use them, and bad sections get one line.
+
+Expected values are hand calculations from the declared lines (written out below) and Daly's
+expected wall time (Daly 2006, FGCS 22(3): T_w = M e^{R/M} (e^{(tau+delta)/M} - 1) T_s / tau)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from pydantic import ValidationError
+
+from designer.pipeline import run_study
+from designer.spec.study import StudySpec
+
+TINY = {"name": "tiny", "layers": 4, "hidden_size": 1024, "ffn_size": 4096, "heads": 16, "kv_heads": 16,
+        "vocab_size": 32000}
+COSTS = {"storage": {"usd_per_gpu": 1000.0, "write_gb_per_s": 100.0}, "frontend_network": {"usd_per_gpu": 500.0},
+         "facility": {"usd_per_mw_it": 10e6, "liquid_cooling_premium": 0.1, "depreciation_years": 15},
+         "electricity": {"usd_per_kwh": 0.10}, "pue": 1.25, "depreciation_years": 5}
+YEAR_S = 365.25 * 86400
+
+
+def _spec(**over) -> StudySpec:
+    data = {
+        "name": "economics-test", "model": TINY,
+        "training": {"sequence_length": 2048, "global_batch_sequences": 64, "total_tokens": 1e10},
+        "network": {"choices": {"platforms": ["hgx_h100_8"], "nics": [{"id": "cx7_400g", "nics_per_gpu": [1]}],
+                                "switches": [{"id": "qm9790"}], "families": ["rail-optimized", "rail-only"]},
+                    "gpus": {"min": 64, "max": 256, "multiple_of": 64}},
+        "strategy_space": {"microbatch_sizes": [1, 2], "recompute": ["none"], "zero_stages": [1]},
+        "output": {"plots": False},
+        "costs": COSTS, "reliability": {"detect_s": 60, "restart_s": 240},
+    }
+    data.update(over)
+    return StudySpec.model_validate(data)
+
+
+@pytest.fixture(scope="module")
+def front(tmp_path_factory):
+    spec = _spec(objectives=["tco_usd", "time_to_train_with_failures_s"])
+    out = tmp_path_factory.mktemp("econ")
+    run_study(spec, out_dir=out)
+    return pd.read_parquet(out / "pareto.parquet"), pd.read_parquet(out / "trials.parquet")
+
+
+def test_cost_lines_by_hand(front):
+    pareto, _ = front
+    for _, r in pareto.iterrows():
+        n, capex, it_w = r["n_gpus"], r["capex_usd"], r["power_w"]
+        # 8-GPU HGX nodes count as air-cooled: no liquid premium; the declared PUE 1.25
+        storage, frontend, facility = 1000.0 * n, 500.0 * n, 10e6 * it_w / 1e6
+        assert r["capex_total_usd"] == pytest.approx(capex + storage + frontend + facility, rel=1e-12)
+        assert r["facility_power_w"] == pytest.approx(1.25 * it_w, rel=1e-12)
+        wall = r["time_to_train_with_failures_s"]
+        energy = 1.25 * it_w / 1000 * wall / 3600 * 0.10  # kW x h x $/kWh
+        amortized = (capex + storage + frontend) / (5 * YEAR_S) * wall + facility / (15 * YEAR_S) * wall
+        assert r["energy_cost_usd"] == pytest.approx(energy, rel=1e-9)
+        assert r["tco_usd"] == pytest.approx(amortized + energy, rel=1e-9)
+        assert r["usd_per_million_tokens"] == pytest.approx(r["tco_usd"] / 1e4, rel=1e-12)  # 1e10 tokens
+
+
+def test_goodput_follows_daly(front):
+    pareto, _ = front
+    for _, r in pareto.iterrows():
+        m = 86400 / r["interruptions_per_day"]
+        # checkpoint: 14 bytes per parameter at 100 GB/s; R = detect + restart + reload (the read time)
+        n_params = r["checkpoint_write_s"] * 100e9 / 14
+        assert n_params > 0
+        delta, tau = r["checkpoint_write_s"], r["checkpoint_interval_s"]
+        restart = 60 + 240 + delta
+        assert r["restart_s"] == pytest.approx(restart, rel=1e-12)
+        t_s = r["time_to_train_s"]
+        want = m * math.exp(restart / m) * (math.exp((tau + delta) / m) - 1) * t_s / tau
+        # no spares: the job restarts at once on what is left, short of the failed units (degraded)
+        # for their repair time, so the wall time is at least Daly's
+        assert r["time_to_train_with_failures_s"] >= want * (1 - 1e-9)
+        assert r["time_to_train_with_failures_s"] == pytest.approx(t_s / r["goodput_fraction"], rel=1e-12)
+
+
+def test_front_is_nondominated_in_the_declared_objectives(front):
+    pareto, trials = front
+    ok = trials[trials["feasible"]]
+    pts = ok[["tco_usd", "time_to_train_with_failures_s"]].to_numpy()
+    # brute force: a design is on the front when no other is at least as good in both and better in one
+    keep = [not np.any(np.all(pts <= p, axis=1) & np.any(pts < p, axis=1)) for p in pts]
+    # designs of equal cost and time (a 64-GPU cluster is one leaf in both families) count once
+    want = sorted({tuple(x) for x in pts[keep]})
+    assert sorted(map(tuple, pareto[["tco_usd", "time_to_train_with_failures_s"]].to_numpy())) == want
+
+
+def test_goal_on_facility_power(tmp_path):
+    spec = _spec(goal={"minimize": "time_to_train_with_failures_s",
+                       "subject_to": [{"metric": "facility_power_w", "sense": "<=", "rhs": 150e3}]})
+    res = run_study(spec, out_dir=tmp_path)
+    ans = res.goal
+    assert ans is not None and ans.met
+    trials = pd.read_parquet(tmp_path / "trials.parquet")
+    ok = trials[trials["feasible"] & (trials["facility_power_w"] <= 150e3)]
+    best = ok["time_to_train_with_failures_s"].min()
+    assert ans.answer.metric("time_to_train_with_failures_s") == pytest.approx(best, rel=1e-12)
+    assert ans.answer.metric("facility_power_w") <= 150e3
+    # the facility limit binds: the fastest design overall draws more than it at the meter
+    assert trials.loc[trials["time_to_train_with_failures_s"].idxmin(), "facility_power_w"] > 150e3
+
+
+@pytest.mark.parametrize("over, field", [
+    ({"costs": None, "objectives": ["tco_usd", "time_to_train_s"]}, "tco_usd needs a 'costs' section"),
+    ({"reliability": None, "goal": {"minimize": "time_to_train_with_failures_s"}},
+     "time_to_train_with_failures_s needs a 'reliability' section"),
+    ({"costs": {"pue": 0.9}}, "pue"),
+    ({"costs": None, "reliability": {}}, "reliability.checkpoint_write_gb_per_s"),
+])
+def test_bad_sections_get_one_line(over, field):
+    with pytest.raises((ValidationError, ValueError)) as err:
+        _spec(**over)
+    assert field in str(err.value)
