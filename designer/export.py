@@ -13,6 +13,8 @@
     torchtitan/RANK.toml per dense front point, a torchtitan job config
     goal.json           the goal's answer: design, strategy, binding limit, runners-up (a goal other than front)
     meta.json           versions, seed, spec hash, MILP status and gap, wall time, search methods
+    robustness.csv/.png with a `robustness` section: per candidate design, its chance to stay on the
+                        front and to be the goal's answer as catalog prices vary jointly
     pareto.png          matplotlib plot; report.html the interactive report (plotly, self-contained)
 """
 
@@ -216,7 +218,8 @@ def _fsync(path: Path) -> None:
 def write_outputs(out_dir: Path, *, pareto: pd.DataFrame, trials: pd.DataFrame, designs: pd.DataFrame,
                   meta: Mapping[str, Any], fronts_by: pd.DataFrame | None = None, front_by: str | None = None,
                   plots: bool = True, title: str = "", strategies: pd.DataFrame | None = None,
-                  formats: Sequence[str] = ("parquet",), limits: Sequence[Any] = ()) -> list[Path]:
+                  formats: Sequence[str] = ("parquet",), limits: Sequence[Any] = (),
+                  robustness: pd.DataFrame | None = None) -> list[Path]:
     """Write the output set atomically: every file into a staging folder inside `out_dir`, fsynced;
     then the previous completion record (meta.json) is removed, each file renamed into place, and the
     new meta.json, which lists every file with its size, row count and sha256, renamed in last. A kill
@@ -231,7 +234,7 @@ def write_outputs(out_dir: Path, *, pareto: pd.DataFrame, trials: pd.DataFrame, 
     stage.mkdir()
     staged = _write_files(stage, pareto=pareto, trials=trials, designs=designs, meta=meta, fronts_by=fronts_by,
                           front_by=front_by, plots=plots, title=title, strategies=strategies, formats=formats,
-                          limits=limits)
+                          limits=limits, robustness=robustness)
     files: dict[str, dict[str, Any]] = {}
     rows = {f"{stem}.{fmt}": len(df) for stem, df in (("pareto", pareto), ("trials", trials), ("designs", designs))
             for fmt in TABLE_FORMATS}
@@ -294,7 +297,8 @@ def check_complete(out_dir: str | Path) -> dict[str, Any]:
 def _write_files(out_dir: Path, *, pareto: pd.DataFrame, trials: pd.DataFrame, designs: pd.DataFrame,
                  meta: Mapping[str, Any], fronts_by: pd.DataFrame | None = None, front_by: str | None = None,
                  plots: bool = True, title: str = "", strategies: pd.DataFrame | None = None,
-                 formats: Sequence[str] = ("parquet",), limits: Sequence[Any] = ()) -> list[Path]:
+                 formats: Sequence[str] = ("parquet",), limits: Sequence[Any] = (),
+                 robustness: pd.DataFrame | None = None) -> list[Path]:
     # The front is the study's export: always CSV, and Parquet too. The large tables (trials and
     # every design's strategies) in the study's output.formats: Parquet by default, since at millions
     # of rows CSV costs most of a run's time and several GB.
@@ -336,6 +340,14 @@ def _write_files(out_dir: Path, *, pareto: pd.DataFrame, trials: pd.DataFrame, d
         p = out_dir / "goal.json"
         p.write_text(json.dumps(goal, indent=2, sort_keys=True, default=str) + "\n")
         written.append(p)
+    if robustness is not None:
+        p = out_dir / "robustness.csv"
+        _csv(robustness, p)
+        written.append(p)
+        if plots and len(robustness):
+            from designer.robustness_plot import plot_robustness
+
+            written.append(plot_robustness(robustness, out_dir / "robustness.png", title=title))
     if plots:
         from designer.report_page import write_report  # plotly and matplotlib load only when plotting
 

@@ -854,6 +854,49 @@ def _front_frame(problem: Problem, cands: list[Candidate], tables: list[ScoredTa
     return pd.DataFrame(rows)
 
 
+def _robustness(spec: StudySpec, cands: list[Candidate], tables: list[ScoredTable]) -> tuple[pd.DataFrame, dict]:
+    """Price robustness of the designs with a feasible strategy (designer.analysis.robustness): each
+    design's capex as quantities over catalog prices, the catalog's price ranges drawn jointly, and per
+    design the chance to stay on the (capex, time) front and to be the goal's answer. Candidates: every
+    design the study priced and timed, less those another beats at every price of the ranges' box
+    (candidate_mask; leaving them out changes no probability)."""
+    from designer.analysis.robustness import candidate_mask, price_exposure, robustness
+    from designer.robustness_plot import robustness_frame
+    from designer.spec.network_study import study_catalog
+
+    catalogs: dict[str, Any] = {}
+    net_catalog = study_catalog(spec.network) if spec.network is not None else None
+    for nd in spec.designs:
+        catalogs[nd.name] = study_catalog(nd.resolve(spec.network, spec.base_dir))
+    time_key = "time_to_train_with_failures_s" if "time_to_train_with_failures_s" in spec.objectives else "time_to_train_s"
+    picked = [(c, t) for c, t in zip(cands, tables) if t.best is not None]
+    exposures, times, powers, nds = [], [], [], []
+    for c, t in picked:
+        cat = catalogs.get(c.design_id, net_catalog)
+        exposures.append(price_exposure(c.design, cat, c.design_id))
+        times.append(c.metric_values((time_key,), float(t.time_to_train_s[t.best]))[0])
+        powers.append(c.power_w)
+        nds.append(c.design)
+    ranges = (net_catalog or next(iter(catalogs.values()))).price_ranges()
+    keep = candidate_mask(exposures, times, ranges)
+    idx = [i for i in range(len(exposures)) if keep[i]]
+    goal_ok = spec.goal.is_front or all(m in ("capex_usd", "time_to_train_s", "time_to_train_days", "power_w",
+                                              "energy_j", "energy_mwh")
+                                        for m in [spec.goal.minimize, *(lim.metric for lim in spec.goal.subject_to)])
+    res = robustness([exposures[i] for i in idx], [times[i] for i in idx], ranges, spec.robustness.samples,
+                     spec.robustness.seed, goal=spec.goal if goal_ok and time_key == "time_to_train_s" else None,
+                     power_w=[powers[i] for i in idx])
+    frame = robustness_frame(res, [nds[i] for i in idx])
+    summary = {"samples": res.samples, "seed": res.seed, "goal": res.goal, "time": time_key,
+               "n_candidates": len(idx), "n_left_out_dominated_everywhere": len(exposures) - len(idx),
+               "p_same_front": res.p_same_front, "p_goal_unmet": res.p_goal_unmet,
+               "price_ids": list(res.price_ids), "fixed_price_ids": list(res.fixed_price_ids)}
+    if not goal_ok or time_key != "time_to_train_s":
+        summary["note"] = ("p_optimum is for the front goal: the study's goal names metrics the price draws do not "
+                           "reprice (cost lines, failures)")
+    return frame, summary
+
+
 def _versions() -> dict[str, str]:
     import importlib.metadata as md
 
@@ -1042,10 +1085,17 @@ def _run_study(spec: StudySpec, out: Path, *, n_trials: int | None, workers: int
         "goal": answer.as_dict() if answer is not None else {"goal": "front"},
         "wall_time_s": time.perf_counter() - t0,
     }
+    robust = None
+    if spec.robustness is not None:
+        t_rb = time.perf_counter()
+        robust, meta["robustness"] = _robustness(spec, cands, tables)
+        meta["robustness"]["wall_time_s"] = time.perf_counter() - t_rb
+        log.info("price robustness: %d draws of %d designs in %.2f s", spec.robustness.samples, len(robust),
+                 meta["robustness"]["wall_time_s"])
     written = write_outputs(out, pareto=pareto, trials=trials, designs=designs, meta=meta, fronts_by=fronts_by,
                             front_by=key, plots=spec.output.plots, title=f"{spec.name}: {problem.llm.name}",
                             strategies=strategies, formats=tuple(dict.fromkeys(spec.output.formats)),
-                            limits=_plot_limits(spec))
+                            limits=_plot_limits(spec), robustness=robust)
     log.info("wrote %d files to %s", len(written), out)
     if progress is not None:
         progress(ProgressEvent("done", len(cands), len(cands), done=len(cands), total=len(cands), front_size=len(pareto)))

@@ -118,3 +118,24 @@ def test_bad_sections_get_one_line(over, field):
     with pytest.raises((ValidationError, ValueError)) as err:
         _spec(**over)
     assert field in str(err.value)
+
+
+def test_robustness_section_writes_each_candidates_chances(tmp_path):
+    net = {"choices": {"platforms": ["hgx_h100_8", "hgx_b200_8"], "nics": [{"id": "cx7_400g", "nics_per_gpu": [1]}],
+                       "switches": [{"id": "qm9790"}], "families": ["rail-optimized"]},
+           "gpus": {"min": 64, "max": 128, "multiple_of": 64}}
+    spec = _spec(network=net, costs=None, reliability=None, robustness={"samples": 2000, "seed": 3})
+    run_study(spec, out_dir=tmp_path)
+    rb = pd.read_csv(tmp_path / "robustness.csv")
+    trials = pd.read_parquet(tmp_path / "trials.parquet")
+    import json
+    meta = json.loads((tmp_path / "meta.json").read_text())["robustness"]
+    assert meta["n_candidates"] + meta["n_left_out_dominated_everywhere"] == int(trials["feasible"].sum())
+    assert "hgx_b200_8" in meta["price_ids"]  # the catalog's range on the HGX B200 price is drawn
+    assert rb["p_on_front"].between(0, 1).all()
+    # the fastest design is on every draw's front (nothing is faster), whatever the prices
+    assert rb.loc[rb["time_to_train_s"].idxmin(), "p_on_front"] == 1.0
+    # H100 nodes carry no price range here: the cheapest design, an H100 one, is never undercut
+    cheapest = rb.loc[rb["capex_usd"].idxmin()]
+    assert cheapest["platform"] == "hgx_h100_8" and cheapest["p_on_front"] == 1.0
+    assert (tmp_path / "robustness.png").exists() is False  # plots are off in these studies
