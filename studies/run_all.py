@@ -42,6 +42,7 @@ SCRIPTS = (
       ("cost_power", "failures", "hb_sweep", "bandwidth_sweep", "batch_size", "traffic_sparsity", "moe_alltoall")),
     *((f"studies/collectives/{name}.py", True) for name in ("busbw_landscape", "algorithm_choice", "zero_stages")),
     ("studies/collectives/measured_curves.py", False),
+    ("studies/reliability/goodput_vs_gpus.py", False),
 )
 
 
