@@ -43,6 +43,7 @@ SCRIPTS = (
     *((f"studies/collectives/{name}.py", True) for name in ("busbw_landscape", "algorithm_choice", "zero_stages")),
     ("studies/collectives/measured_curves.py", False),
     ("studies/reliability/goodput_vs_gpus.py", False),
+    ("studies/tco/run.py", False),
 )
 
 
