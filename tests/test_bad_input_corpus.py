@@ -34,6 +34,8 @@ BASES = {
     # file, its record, and the commands that read it (cases rotate over them)
     "quickstart": (ROOT / "studies/quickstart/study.yaml", StudySpec, ("space", "run", "worker")),
     "deadline": (ROOT / "studies/deadline/llama405b_60_days.yaml", StudySpec, ("space", "run")),
+    # the costs, reliability and robustness sections
+    "tco": (ROOT / "studies/tco/study.yaml", StudySpec, ("space", "run")),
     "network": (ROOT / "studies/network_declarative_budget.yaml", NetworkStudy, ("network",)),
     "scenario": (ROOT / "studies/scenarios/gpt-145b-selene.yaml", Scenario, ("evaluate",)),
 }

@@ -67,6 +67,8 @@ def _describe(e: dict[str, Any], model_cls: type[BaseModel] | None) -> str:
         msg = "unknown key" + (f"; did you mean '{close[0]}'?" if close else "")
         if allowed:
             msg += f" allowed: {', '.join(allowed)}"
+    if not e["loc"]:  # a cross-field rule of the whole record: its message names the fields itself
+        return msg.removeprefix("Value error, ")
     shown = repr(value)
     if len(shown) > 60:
         shown = shown[:57] + "..."
