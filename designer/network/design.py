@@ -183,7 +183,8 @@ def extract_design(built: BuiltModel, catalog: Catalog, level: float | None = No
 
 
 def design_to_system(design: NetworkDesign, catalog: Catalog) -> ClusterSystem:
-    """The plain cluster description for the performance model (perf never imports network)."""
+    """The plain cluster description for the performance model (perf never imports network). The job
+    trains on the design's job GPUs: spare HB domains are built and wired, but hold no ranks."""
     plat = catalog.platform(design.platform)
     gpu = catalog.gpu(design.gpu)
     hb_gb_per_s = plat.hb_gb_per_s_per_direction or gpu.hb_gb_per_s_per_direction
@@ -191,7 +192,7 @@ def design_to_system(design: NetworkDesign, catalog: Catalog) -> ClusterSystem:
     tiers = tuple(t.model_copy(update={"in_network_reduction": sharp}) for t in to_network_tiers(design.bom))
     return ClusterSystem(
         gpu=gpu.perf(),
-        n_gpus=design.n_gpus,
+        n_gpus=design.job_gpus,
         hb=HBDomain(size=plat.hb_domain_size, bandwidth_per_gpu_bytes_per_s=hb_gb_per_s * GB_PER_S_TO_BYTES_PER_S,
                     topology=plat.hb_topology, torus_dims=plat.torus_dims,
                     in_network_reduction=plat.in_network_reduction),

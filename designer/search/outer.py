@@ -39,6 +39,13 @@ class Fabric:
     family: str
     oversubscription: float  # 0: the family's own (1 for the non-oversubscribed families)
     oversubscribed_level: int = 0  # the thinned tier boundary; 0: the study's (or the top one)
+    # spare HB domains: -1 as the network section says; 0 none; 1 the network section's `spares`
+    # (or its defaults): the knob `reliability.try_spares` adds, so spares trade capex against goodput
+    spares: int = -1
+
+    @property
+    def spares_label(self) -> str:
+        return {0: "no spares", 1: "spares"}.get(self.spares, "")
 
     @property
     def family_label(self) -> str:
@@ -49,7 +56,8 @@ class Fabric:
     @property
     def label(self) -> str:
         sw = f"{self.switch}/{self.radix}" if self.radix else self.switch
-        return f"{self.platform} {self.nic}x{self.nics_per_gpu:g} {sw} {self.family_label}"
+        sp = f" {self.spares_label}" if self.spares_label else ""
+        return f"{self.platform} {self.nic}x{self.nics_per_gpu:g} {sw} {self.family_label}{sp}"
 
 
 @dataclass(frozen=True, order=True)
@@ -70,9 +78,10 @@ class Knobs:
     def from_key(key: Sequence) -> "Knobs":
         """The inverse of `key` (a stored trial's record)."""
         npg = float(key[2])
+        spares = int(key[8]) if len(key) == 10 else -1  # records written before the spares knob have 9 fields
         f = Fabric(str(key[0]), str(key[1]), int(npg) if npg >= 1 else npg, str(key[3]), int(key[4]), str(key[5]),
-                   float(key[6]), int(key[7]))
-        return Knobs(f, int(key[8]))
+                   float(key[6]), int(key[7]), spares)
+        return Knobs(f, int(key[-1]))
 
 
 @dataclass(frozen=True)
@@ -163,6 +172,9 @@ class OuterSpace:
         out["nic"] = tuple(dict.fromkeys(f"{f.nic}x{f.nics_per_gpu:g}" for f in self.fabrics))
         out["switch"] = tuple(dict.fromkeys(f"{f.switch}/{f.radix}" if f.radix else f.switch for f in self.fabrics))
         out["family"] = tuple(dict.fromkeys(f.family_label for f in self.fabrics))
+        spares = tuple(dict.fromkeys(f.spares_label for f in self.fabrics))
+        if len(spares) > 1:
+            out["spares"] = spares
         return out
 
     def from_params(self, params: dict[str, Any]) -> Knobs | None:
@@ -170,7 +182,8 @@ class OuterSpace:
         for f in self.fabrics:
             if (f.platform == params["platform"] and f"{f.nic}x{f.nics_per_gpu:g}" == params["nic"]
                     and (f"{f.switch}/{f.radix}" if f.radix else f.switch) == params["switch"]
-                    and f.family_label == params["family"]):
+                    and f.family_label == params["family"]
+                    and ("spares" not in params or f.spares_label == params["spares"])):
                 counts = self.counts.get(f.platform, ())
                 i = int(params[f"gpus_index@{f.platform}"])
                 return Knobs(f, counts[min(max(i, 0), len(counts) - 1)]) if counts else None
@@ -182,6 +195,9 @@ def build_outer_space(spec: Any, catalog: Any, problem: Problem) -> OuterSpace:
     GPU range or frontier levels the counts)."""
     net = spec.network
     ch = net.choices
+    rel = getattr(spec, "reliability", None)
+    try_spares = rel.try_spares if rel is not None else None
+    spare_knob = (-1,) if not try_spares else tuple(int(b) for b in try_spares)
     fabrics: list[Fabric] = []
     for plat in ch.platforms:
         max_nics = catalog.platform(plat).max_nics_per_gpu
@@ -197,8 +213,9 @@ def build_outer_space(spec: Any, catalog: Any, problem: Problem) -> OuterSpace:
                             levels = (ch.oversubscribed_levels or (0,)) if fam == "oversubscribed" else (0,)
                             for r in ratios:
                                 for lvl in levels:
-                                    fabrics.append(Fabric(plat, nic.id, int(k) if k >= 1 else float(k), sw.id, int(radix),
-                                                          fam, float(r), int(lvl)))
+                                    for sp in spare_knob:
+                                        fabrics.append(Fabric(plat, nic.id, int(k) if k >= 1 else float(k), sw.id,
+                                                              int(radix), fam, float(r), int(lvl), sp))
     counts: dict[str, tuple[int, ...]] = {}
     dropped: list[DroppedCount] = []
     g = net.gpus
@@ -260,8 +277,16 @@ class Pricer:
             ch["oversubscribed_level"] = f.oversubscribed_level
         ch["oversubscribed_levels"] = []
         gpus = {**self.network.gpus.model_dump(), "count": k.n_gpus, "min": None, "max": None, "multiple_of": None}
+        extra: dict[str, Any] = {}
+        if f.spares == 0:
+            extra["spares"] = None
+        elif f.spares == 1:
+            from designer.spec.network_study import SparesSpec
+
+            extra["spares"] = (self.network.spares or SparesSpec()).model_dump()
         return self.network.with_updates(choices=ch, gpus=gpus, objective={"kind": "min_cost",
-                                                                          "precision": self.network.objective.precision})
+                                                                          "precision": self.network.objective.precision},
+                                         **extra)
 
     def price(self, k: Knobs) -> Priced:
         key = k.key()

@@ -46,6 +46,10 @@ class ReliabilitySettings(Record):
     # GPUs a GPU-side failure takes out where the fabric is any-to-any (a TP group of one 8-GPU host);
     # None: the network section's spares.unit_gpus, else 8. Rail-only always loses the HB domain.
     unit_gpus: int | None = Field(default=None, ge=1)
+    # Spares as a design knob of the co-design search: [false, true] tries every cluster design without
+    # spare HB domains and with the network section's `spares` (its defaults when it has none), so the
+    # front trades their capex against the goodput they buy. None: as the network section says.
+    try_spares: tuple[bool, ...] | None = Field(default=None, min_length=1)
 
 
 __all__ = ["DEFAULT_DETECT_S", "DEFAULT_RESTART_S", "ReliabilitySettings"]

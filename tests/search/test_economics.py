@@ -139,3 +139,23 @@ def test_robustness_section_writes_each_candidates_chances(tmp_path):
     cheapest = rb.loc[rb["capex_usd"].idxmin()]
     assert cheapest["platform"] == "hgx_h100_8" and cheapest["p_on_front"] == 1.0
     assert (tmp_path / "robustness.png").exists() is False  # plots are off in these studies
+
+
+def test_spares_are_a_design_knob_that_trades_capex_for_goodput(tmp_path):
+    spec = _spec(reliability={"detect_s": 60, "restart_s": 240, "try_spares": [False, True],
+                              "checkpoint_write_gb_per_s": 100},
+                 objectives=["capex_usd", "time_to_train_with_failures_s"])
+    run_study(spec, out_dir=tmp_path)
+    trials = pd.read_parquet(tmp_path / "trials.parquet")
+    ok = trials[trials["feasible"]]
+    # 2 families x 4 counts, each without and with spares
+    assert len(ok) == 16
+    for (fam, n), g in ok.groupby(["family", "job_gpus"]):
+        none, spare = g[g["spare_domains"] == 0], g[g["spare_domains"] > 0]
+        assert len(none) == 1 and len(spare) == 1, (fam, n)
+        none, spare = none.iloc[0], spare.iloc[0]
+        # the same job on more domains: dearer, and the spares' instant restart beats the degraded one
+        assert spare["n_gpus"] == n + spare["spare_domains"] * 8
+        assert spare["capex_usd"] > none["capex_usd"]
+        assert spare["goodput_fraction"] > none["goodput_fraction"]
+        assert spare["time_to_train_s"] == pytest.approx(none["time_to_train_s"], rel=1e-12)
