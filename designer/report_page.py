@@ -149,7 +149,20 @@ def hover_text(row: pd.Series) -> str:
         lines.append(f"capex: compute ${row['compute_capex_usd'] / USD_PER_MUSD:,.2f}M + network "
                      f"${row['network_capex_usd'] / USD_PER_MUSD:,.2f}M")
     if "power_w" in row:
-        lines.append(f"power: {row['power_w'] / W_PER_MW:,.2f} MW")
+        lines.append(f"power: {row['power_w'] / W_PER_MW:,.2f} MW"
+                     + (f" IT, {row['facility_power_w'] / W_PER_MW:,.2f} MW at the facility meter (PUE {row['pue']:.2f})"
+                        if "facility_power_w" in row and "pue" in row and pd.notna(row["facility_power_w"]) else ""))
+    if "capex_total_usd" in row and pd.notna(row["capex_total_usd"]):
+        parts = [f"{name} ${row[c] / USD_PER_MUSD:,.2f}M" for c, name in (
+            ("storage_capex_usd", "storage"), ("frontend_capex_usd", "front-end"), ("facility_capex_usd", "facility"))
+            if c in row and pd.notna(row[c]) and row[c]]
+        lines.append(f"total capex ${row['capex_total_usd'] / USD_PER_MUSD:,.2f}M" + (f" (+ {', '.join(parts)})" if parts else ""))
+    if "tco_usd" in row and pd.notna(row["tco_usd"]):
+        lines.append(f"TCO of the run ${row['tco_usd'] / USD_PER_MUSD:,.2f}M (energy ${row['energy_cost_usd'] / USD_PER_MUSD:,.2f}M), "
+                     f"${row['usd_per_million_tokens']:,.3f} per million tokens")
+    if "goodput_fraction" in row and pd.notna(row["goodput_fraction"]):
+        lines.append(f"goodput {row['goodput_fraction']:.3f}: {row['time_to_train_with_failures_days']:,.2f} days with failures "
+                     f"({row['interruptions_per_day']:.2f} interruptions/day, checkpoint every {row['checkpoint_interval_s']:,.0f} s)")
     bom = [f"{k} {e(row[k])}" for k in BOM_COLUMNS if k in row]
     if bom:
         lines.append("BOM: " + ", ".join(bom))

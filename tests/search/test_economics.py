@@ -159,3 +159,14 @@ def test_spares_are_a_design_knob_that_trades_capex_for_goodput(tmp_path):
         assert spare["capex_usd"] > none["capex_usd"]
         assert spare["goodput_fraction"] > none["goodput_fraction"]
         assert spare["time_to_train_s"] == pytest.approx(none["time_to_train_s"], rel=1e-12)
+
+
+def test_report_hover_shows_the_declared_lines(front):
+    from designer.report_page import hover_text
+
+    pareto, _ = front
+    r = pareto.iloc[0]
+    text = hover_text(r)
+    assert f"total capex ${r['capex_total_usd'] / 1e6:,.2f}M" in text
+    assert f"{r['facility_power_w'] / 1e6:,.2f} MW at the facility meter (PUE 1.25)" in text
+    assert f"goodput {r['goodput_fraction']:.3f}" in text and "TCO of the run" in text
