@@ -89,7 +89,7 @@ from pydantic import Field, model_validator
 from designer.errors import SpecError
 from designer.search.goal import DesignPoint, goal_text
 from designer.spec.base import Record, Result
-from designer.spec.catalog import Catalog
+from designer.spec.catalog import Catalog, PriceRange
 from designer.spec.study import Goal, GoalLimit
 
 if TYPE_CHECKING:  # annotations only: the analysis needs no solver
@@ -101,23 +101,6 @@ REPRODUCE_RTOL = 1e-9  # exposure at point prices against design.capex_usd
 # The goal metrics the analysis knows how prices move: capex (linear in them) and the ones prices
 # leave fixed (designer.search.goal.DesignPoint.metric).
 GOAL_METRICS = ("capex_usd", "time_to_train_s", "time_to_train_days", "power_w", "energy_j", "energy_mwh")
-
-
-class PriceRange(Record):
-    """The uncertain price of one catalog entry: uniform on [low, high], or triangular (the default,
-    as the catalog's ranges) with its mode at the catalog's point price."""
-
-    low_usd: float = Field(ge=0)
-    mode_usd: float = Field(ge=0)
-    high_usd: float = Field(ge=0)
-    distribution: Distribution = "triangular"
-
-    @model_validator(mode="after")
-    def _ordered(self) -> "PriceRange":
-        if not self.low_usd <= self.mode_usd <= self.high_usd:
-            raise ValueError(f"price range low_usd={self.low_usd:g}, mode_usd={self.mode_usd:g}, "
-                             f"high_usd={self.high_usd:g}: needs low_usd <= mode_usd <= high_usd")
-        return self
 
 
 class PriceTerm(Record):
