@@ -84,7 +84,7 @@ import math
 from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from designer.errors import SpecError
 from designer.search.goal import DesignPoint, goal_text
