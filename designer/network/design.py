@@ -15,7 +15,18 @@ from pydantic import Field
 
 from designer.errors import SolverError
 from designer.network.budgets import BudgetSlack
-from designer.network.milp import BuiltModel, chosen, design_spares, milp_counts, spare_need
+from designer.network.layout import FabricLayout, fabric_layout, leaf_span_racks
+from designer.network.milp import (
+    BuiltModel,
+    Combo,
+    bom_layer_links,
+    chosen,
+    design_spares,
+    layer_options,
+    milp_counts,
+    spare_need,
+    tier_counts,
+)
 from designer.network.topology import BillOfMaterials, Family, to_network_tiers
 from designer.spec.base import Record
 from designer.spec.catalog import Catalog
@@ -44,9 +55,9 @@ class NetworkDesign(Record):
     oversubscription: float = Field(ge=1.0)
     oversubscribed_level: int | None
     n_tiers: int = Field(ge=1)
-    dac_for_nic_links: bool
-    optic: str
-    dac: str | None
+    dac_for_nic_links: bool  # the NIC-leaf links are copper cables
+    optic: str | None  # the optical medium of the lowest optical layer (None: every link copper)
+    dac: str | None  # the NIC-leaf copper medium
     bom: BillOfMaterials
     compute_capex_usd: float
     switch_capex_usd: float
@@ -63,6 +74,15 @@ class NetworkDesign(Record):
     # Spare HB domains among the n_domains built (a study's `spares` section): the job runs on
     # n_domains - spare_domains of them; capex, power and the BOM are the built cluster's, spares included.
     spare_domains: int = Field(default=0, ge=0)
+    # Per link layer (nic-leaf, leaf-spine, ...): its medium, its links and its longest link; and the
+    # floor with every link's length (designer.network.layout).
+    link_media: tuple[str, ...] = ()
+    link_worst_m: tuple[float, ...] = ()
+    layout: FabricLayout | None = None
+    # Catalog quantities bought: (media id, modules) and the NICs priced (those the platform's price
+    # does not include, Platform.includes_nics), so capex = sum over them of quantity x catalog price.
+    media_modules: tuple[tuple[str, float], ...] = ()
+    priced_nic_count: float = 0.0
 
     @property
     def capex_per_gpu_usd(self) -> float:
@@ -94,6 +114,10 @@ class NetworkDesign(Record):
         }
         for t in b.tiers:
             row[f"switches_{t.name}"] = t.switches
+        for layer, medium, worst in zip(b.transceivers_by_link, self.link_media, self.link_worst_m):
+            key = layer.replace("-", "_")
+            row[f"medium_{key}"] = medium
+            row[f"longest_{key}_m"] = worst
         row.update({
             "compute_capex_usd": self.compute_capex_usd, "switch_capex_usd": self.switch_capex_usd,
             "optics_capex_usd": self.optics_capex_usd, "nic_capex_usd": self.nic_capex_usd,
@@ -139,6 +163,29 @@ class NetworkResult(Record):
         return {s.name: s for s in self.budget_slacks[0]} if self.budget_slacks else {}
 
 
+def design_layout(combo: Combo, n_domains: int, bom: BillOfMaterials) -> FabricLayout:
+    """The floor of the design and every link's length, each layer with the combination's medium."""
+    links = bom_layer_links(bom)
+    switches, _ = tier_counts(combo, n_domains)
+    span = leaf_span_racks(combo.rack, combo.family, n_tiers=combo.n_tiers, radix=combo.radix, n_domains=n_domains,
+                           nic_ranks=combo.nic_ranks, gpus_per_nic=combo.gpus_per_nic)
+    return fabric_layout(combo.floor, combo.rack, n_domains=n_domains, nic_links_per_domain=links[0] // n_domains,
+                         leaf_span_racks=span, upper_links=links[1:], upper_switches=sum(switches[1:]),
+                         layer_options=layer_options(combo), layer_media=[m.id for m in combo.link_media],
+                         nic_link_length_m=combo.nic_link_length_m)
+
+
+def _media_modules(combo: Combo, bom: BillOfMaterials) -> tuple[tuple[str, float], ...]:
+    """Modules bought per media id: a module serves ports_per_module link ends (a transceiver) or
+    links (a cable), so a layer of n links takes 2n / ports_per_module transceivers, n / ports_per_module
+    cables (whose cost is n x usd_per_link)."""
+    out: dict[str, float] = {}
+    for n, m in zip(bom_layer_links(bom), combo.link_media):
+        ends = 2 if m.transceivers_per_link and m.kind not in ("aoc",) else 1
+        out[m.id] = out.get(m.id, 0.0) + n * ends / m.ports_per_module
+    return tuple(sorted(out.items()))
+
+
 def extract_design(built: BuiltModel, catalog: Catalog, level: float | None = None) -> NetworkDesign:
     """The solved model's design, with its closed-form bill of materials (which must agree)."""
     combo, n_domains = chosen(built)
@@ -161,6 +208,13 @@ def extract_design(built: BuiltModel, catalog: Catalog, level: float | None = No
         if sp.target_fraction * (n_domains - spares) > n_domains - need + 1e-9 or spares < 0:
             raise SolverError(f"internal: {spares} spare domains of {n_domains} miss the availability model's "
                               f"need of {need} for {combo.label}")
+    layout = design_layout(combo, n_domains, bom)
+    margin = combo.floor.length_margin
+    for layer, medium in zip(layout.layers, combo.link_media):
+        # The block's medium must reach the layer's longest link at the chosen size (media_runs).
+        if medium.reach_m < layer.worst_m * margin - 1e-9:
+            raise SolverError(f"internal: {layer.name} medium {medium.id} ({medium.reach_m:g} m) does not reach "
+                              f"{layer.worst_m:.1f} m x {margin:g} for {combo.label} at {n_domains} domains")
     plat = catalog.platform(combo.platform)
     compute_usd = combo.domain_usd * n_domains
     compute_w = combo.domain_w * n_domains
@@ -179,6 +233,9 @@ def extract_design(built: BuiltModel, catalog: Catalog, level: float | None = No
         compute_power_w=compute_w, network_power_w=bom.power_w, power_w=compute_w + bom.power_w,
         scaleout_gbps_per_gpu=combo.scaleout_gbps_per_gpu,
         peak_pflops=n_gpus * combo.gpu_flops * 1e-15, level=level, spare_domains=spares,
+        link_media=tuple(m.id for m in combo.link_media), link_worst_m=tuple(x.worst_m for x in layout.layers),
+        layout=layout, media_modules=_media_modules(combo, bom),
+        priced_nic_count=combo.priced_nics_per_domain * n_domains,
     )
 
 

@@ -32,9 +32,19 @@ These are the closed form's physical-convention relations (topology.py module do
 linear rows, so for fixed choices the MILP's switch, transceiver, cost and power figures equal
 `bill_of_materials(..., convention=physical)` exactly (tests/network/test_milp.py checks this).
 
-Cost = D * platform price + switch ports * (switch price / R) + transceivers * optic price per port
-     + DACs * DAC price per port + NICs * NIC price; power likewise (railonly.md §2 cost model, with
-     NICs, DACs and HB-domain hardware added as §7 suggests). Prices come from the catalog.
+Cost = D * platform price + switch ports * (switch price / R) + sum over link layers of links *
+     that layer's medium price per link + NICs * NIC price; power likewise (railonly.md §2 cost model,
+     with NICs, DACs and HB-domain hardware added as §7 suggests). Prices come from the catalog; NICs
+     a platform's price already includes (Platform.includes_nics) are not priced or powered again.
+
+Link media (designer.network.layout): each layer (NIC-leaf, leaf-spine, spine-core, ...) is cabled
+with the cheapest allowed medium whose reach covers the layer's longest link on the floor
+(study.choices.layout) times the length margin. The longest link grows with D (more racks, more
+rows, a larger network area), so each layer's medium is a non-decreasing step function of D. It is
+written exactly the way packed short rails are: a block's domain range is cut where the media change
+(media_runs), and each piece is its own block with its media fixed, so cost stays linear in D within
+a block and equals the closed form priced with the same media (Combo.bom). D beyond the reach of every
+allowed medium is left out of the block.
 
 Spares (study.spares, designer.analysis.failures): D[c] is then the *built* domain count and a new
 integer J[c] the job's domains, with
@@ -67,6 +77,18 @@ from designer.analysis.failures import exposure, required_spares, spare_domains_
 from designer.errors import SpecError
 from designer.network.budgets import BudgetHandles, budget_rows, define_budgets
 from designer.network.hooks import HookContext, HookRef, apply_hooks
+from designer.network.layout import (
+    MediumOption,
+    RackPlan,
+    cheapest_reaching,
+    eligible,
+    layer_worst_m,
+    leaf_span_racks,
+    link_lane_gbps,
+    medium_option,
+    no_reach_message,
+    rack_plan,
+)
 from designer.network.topology import (
     RAIL_PURE_LEAF_FAMILIES,
     BillOfMaterials,
@@ -75,10 +97,18 @@ from designer.network.topology import (
     Family,
     bill_of_materials,
     exact_ratio,
+    link_name,
     tiers_needed,
 )
 from designer.spec.catalog import Catalog, LinkMedia, MediaKind
-from designer.spec.network_study import Metric, NetworkStudy, SparesSpec, family_can_use_radix
+from designer.spec.network_study import (
+    COPPER_MEDIA_KINDS,
+    FloorLayout,
+    Metric,
+    NetworkStudy,
+    SparesSpec,
+    family_can_use_radix,
+)
 
 USD_SCALE = 1e-6  # objective in millions of USD keeps HiGHS's numbers moderate
 FLOPS_SCALE = 1e-15  # objective in PFLOP/s
@@ -107,9 +137,9 @@ class Combo:
     oversubscription: float  # 1.0 unless family is oversubscribed
     oversubscribed_level: int | None  # resolved boundary b (1..L-1) for the oversubscribed family
     n_tiers: int
-    dac_for_nic_links: bool
-    optic: str
-    dac: str | None
+    dac_for_nic_links: bool  # the NIC-leaf layer is copper (link_media[0])
+    optic: str | None  # the optical medium of the lowest optical layer; None: every link copper
+    dac: str | None  # the NIC-leaf layer's copper medium
     prices: ComponentPrices
     domain_usd: float  # platform price per HB domain (GPUs included, scale-out network excluded)
     domain_w: float
@@ -124,6 +154,22 @@ class Combo:
     step: int = 1
     job_step: int = 1
     gpus_per_nic: int = 1  # > 1: one NIC shared by that many GPUs (nics_per_gpu is then 1)
+    # The medium of each link layer (0 = NIC-leaf, l = tier l to l+1), constant over [d_min, d_max]:
+    # the cheapest candidate whose reach covers the layer's longest link (designer.network.layout).
+    link_media: tuple[MediumOption, ...] = ()
+    # The candidates each layer chose from (the NIC-leaf layer's, then the switch-to-switch layers').
+    nic_media_options: tuple[MediumOption, ...] = ()
+    upper_media_options: tuple[MediumOption, ...] = ()
+    floor: FloorLayout | None = None
+    rack: RackPlan | None = None
+    nic_link_length_m: float | None = None  # a fixed NIC-leaf length instead of the layout's
+    # NICs per domain the platform's price and power already include (Platform.includes_nics, when
+    # the design's NIC is the included one): those are neither priced nor powered again.
+    included_nics_per_domain: float = 0.0
+
+    @property
+    def priced_nics_per_domain(self) -> float:
+        return max(0.0, self.nics_per_domain - self.included_nics_per_domain)
 
     @property
     def nic_ranks(self) -> int:
@@ -155,16 +201,52 @@ class Combo:
     def label(self) -> str:
         o = f"/os{self.oversubscription:g}@{self.oversubscribed_level}" if self.family == Family.oversubscribed else ""
         return (f"{self.family.value}{o}/{self.platform}/{self.nic_label}/{self.switch}-{self.radix}"
-                f"/L{self.n_tiers}{'/dac' if self.dac_for_nic_links else ''}")
+                f"/L{self.n_tiers}{_NIC_MEDIUM_TAG.get(self.link_media[0].kind, '') if self.link_media else ''}")
 
     def bom(self, n_domains: int) -> BillOfMaterials:
-        """The closed form for this combination at n_domains HB domains."""
-        return bill_of_materials(
+        """The closed form for this combination at n_domains HB domains, every link layer priced with
+        its medium (link_media) and the platform's included NICs left out (priced_bom)."""
+        base = bill_of_materials(
             self.family, n_domains * self.hb_domain_size, self.hb_domain_size, self.radix,
             prices=self.prices, port_gbps=self.port_gbps, nics_per_gpu=self.nics_per_gpu,
             oversubscription=self.oversubscription,
             oversubscribed_level=self.oversubscribed_level if self.family == Family.oversubscribed else None,
             convention=Convention.physical, dac_for_nic_links=self.dac_for_nic_links, gpus_per_nic=self.gpus_per_nic)
+        return priced_bom(base, self, n_domains)
+
+
+# The label's tag for the NIC-leaf medium ('' for transceivers).
+_NIC_MEDIUM_TAG = {"dac": "/dac", "copper_active": "/acc", "aoc": "/aoc"}
+
+
+def bom_layer_links(bom: BillOfMaterials) -> tuple[int, ...]:
+    """Links of each layer of a closed-form BOM: NIC-leaf, then tier l to l+1."""
+    return (bom.tiers[0].down_links, *(t.up_links for t in bom.tiers[:-1]))
+
+
+def priced_bom(bom: BillOfMaterials, c: Combo, n_domains: int) -> BillOfMaterials:
+    """The closed form's bill of materials with each link layer priced by its own medium: a layer of
+    n links costs n x usd_per_link (designer.network.layout.MediumOption), and only the NICs the
+    platform does not include are priced and powered. Counts are the closed form's own (it puts the
+    NIC-leaf layer on copper exactly when c.dac_for_nic_links; every layer above is optical)."""
+    if not c.link_media:
+        return bom
+    links = bom_layer_links(bom)
+    if len(links) != len(c.link_media):
+        raise SpecError(f"internal: {len(links)} link layers but {len(c.link_media)} media for {c.label}")
+    optics_usd = sum(n * m.usd_per_link for n, m in zip(links, c.link_media) if not m.copper)
+    optics_w = sum(n * m.w_per_link for n, m in zip(links, c.link_media) if not m.copper)
+    dac_usd = sum(n * m.usd_per_link for n, m in zip(links, c.link_media) if m.copper)
+    dac_w = sum(n * m.w_per_link for n, m in zip(links, c.link_media) if m.copper)
+    nics = c.priced_nics_per_domain * n_domains
+    nic_usd, nic_w = nics * c.prices.nic_usd, nics * c.prices.nic_w
+    return bom.model_copy(update={
+        "optics_cost_usd": optics_usd, "optics_power_w": optics_w, "dac_cost_usd": dac_usd, "dac_power_w": dac_w,
+        "nic_cost_usd": nic_usd, "nic_power_w": nic_w,
+        "cost_usd": bom.switch_cost_usd + optics_usd + dac_usd + nic_usd,
+        "power_w": bom.switch_power_w + optics_w + dac_w + nic_w,
+        "prices_name": f"{bom.prices_name}; media {', '.join(m.id for m in c.link_media)}",
+    })
 
 
 def _per_port(m: LinkMedia, what: str) -> tuple[float, float]:
@@ -203,6 +285,155 @@ def component_prices(catalog: Catalog, switch_id: str, radix: int, port_gbps: fl
         source=f"designer catalog entries {switch_id}, {optic.id}, {dac.id if dac else '-'}, {nic_id}")
 
 
+def _combo_prices(catalog: Catalog, switch_id: str, radix: int, nic_id: str) -> ComponentPrices:
+    """Switch and NIC prices in the closed form's per-port shape (component_prices); link media are
+    priced per layer (Combo.link_media), so the record's transceiver and DAC prices are 0."""
+    sw, nic = catalog.switch(switch_id), catalog.nic(nic_id)
+    for entry, what in ((sw, "switch"), (nic, "nic")):
+        if entry.price_usd is None or entry.power_w is None:
+            missing = "price_usd" if entry.price_usd is None else "power_w"
+            raise SpecError(f"catalog {what} '{entry.id}' has no {missing}; add it in a catalog file or drop the choice")
+    return ComponentPrices(
+        name=f"catalog:{switch_id}-{radix}/{nic_id}", switch_port_usd=sw.price_usd / radix,
+        switch_port_w=sw.power_w / radix, transceiver_usd=0.0, transceiver_w=0.0, nic_usd=nic.price_usd,
+        nic_w=nic.power_w, source=f"designer catalog entries {switch_id}, {nic_id}; link media per layer")
+
+
+def _media_candidates(catalog: Catalog, policy: Any, port_gbps: float, lane_gbps: float
+                      ) -> tuple[tuple[MediumOption, ...], tuple[MediumOption, ...]]:
+    """(optical, copper) media that can carry the port (designer.network.layout.eligible), priced per
+    link. A medium named in the study (choices.media.optic / .dac) is the only one of its side."""
+    rule = getattr(catalog, "reach_rule", None)
+
+    def ok(m: LinkMedia) -> bool:
+        return eligible(m, port_gbps=port_gbps, lane_gbps=lane_gbps, reach_rule=rule)
+
+    out = []
+    for named, copper, role in ((policy.optic, False, "optic"), (policy.dac, True, "DAC")):
+        if named is not None:
+            m = catalog.medium(named)
+            out.append((medium_option(m, role),) if ok(m) else ())
+            continue
+        out.append(tuple(medium_option(m) for m in catalog.media
+                         if (m.kind.value in COPPER_MEDIA_KINDS) == copper and m.price_usd is not None
+                         and m.power_w is not None and ok(m)))
+    return out[0], out[1]
+
+
+def _included_nics_per_domain(plat: Any, nic_id: str) -> float:
+    """NICs per domain the platform's price and power include (catalog Platform.includes_nics), when
+    the design's NIC is the included model; read with defaults so older catalogs load."""
+    if not getattr(plat, "includes_nics", False):
+        return 0.0
+    included = getattr(plat, "included_nic", None)
+    if included is not None and included != nic_id:
+        return 0.0
+    return float(getattr(plat, "included_nics_per_domain", plat.hb_domain_size))
+
+
+def platform_racks(layout: FloorLayout, plat: Any) -> RackPlan:
+    """How the platform fills racks on this floor; an HB domain longer than a row is refused."""
+    if plat.power_w is None:
+        raise SpecError(f"catalog platform '{plat.id}' has no power_w; add it in a catalog file or drop the platform")
+    plan = rack_plan(layout, hb_domain_size=plat.hb_domain_size, host_gpus=plat.host_gpus,
+                     domain_power_w=plat.power_w, stated_gpus_per_rack=getattr(plat, "gpus_per_rack", None),
+                     platform=plat.id)
+    if plan.racks_per_domain > layout.racks_per_row:
+        raise SpecError(f"field 'choices.layout.racks_per_row' = {layout.racks_per_row}: an HB domain of platform "
+                        f"{plat.id} fills {plan.racks_per_domain} racks, longer than the row; allowed: >= "
+                        f"{plan.racks_per_domain}")
+    return plan
+
+
+def tier_counts(c: Combo, n_domains: int) -> tuple[list[int], list[int]]:
+    """(switches per tier, links per layer), totals over the planes, by the integer relations of
+    define_tiers (and so of the closed form): layer 0 is NIC-leaf, layer l tier l to l+1."""
+    h, R, P = c.radix // 2, c.radix, c.planes
+    E = c.endpoints_per_domain * n_domains
+    if n_domains <= 0:
+        return [0] * c.n_tiers, [0] * c.n_tiers
+    if c.n_tiers == 1:
+        return [math.ceil(P / (R // E))], [P * E]
+    ratio = exact_ratio(c.oversubscription)
+    per_plane = [rail_leaves_per_plane(c, n_domains) if c.family in RAIL_PURE_LEAF_FAMILIES else -(-E // h)]
+    down, links = E, [E]
+    for level in range(1, c.n_tiers):
+        if level >= 2:
+            per_plane.append(-(-down // h))
+        up = math.ceil(Fraction(down) / ratio) if level == c.oversubscribed_level else down
+        links.append(up)
+        down = up
+    per_plane.append(-(-down // R))
+    return [P * s for s in per_plane], [P * x for x in links]
+
+
+def layer_worst_at(c: Combo, n_domains: int, memo: dict | None = None) -> tuple[float, ...]:
+    """The longest link of each layer of combination c built with n_domains (designer.network.layout).
+    memo: a dict that keeps results between calls (blocks of one enumeration share floors)."""
+    span = leaf_span_racks(c.rack, c.family, n_tiers=c.n_tiers, radix=c.radix, n_domains=n_domains,
+                           nic_ranks=c.nic_ranks, gpus_per_nic=c.gpus_per_nic)
+    switches, _ = tier_counts(c, n_domains)
+    key = (c.floor, c.rack.racks(n_domains), span, c.n_tiers, sum(switches[1:]), c.nic_link_length_m)
+    if memo is not None and key in memo:
+        return memo[key]
+    out = layer_worst_m(c.floor, n_racks=key[1], leaf_span_racks=span, n_layers=c.n_tiers,
+                        upper_switches=key[4], nic_link_length_m=c.nic_link_length_m)
+    if memo is not None:
+        memo[key] = out
+    return out
+
+
+def layer_options(c: Combo) -> tuple[tuple[MediumOption, ...], ...]:
+    return (c.nic_media_options, *([c.upper_media_options] * (c.n_tiers - 1)))
+
+
+def media_at(c: Combo, n_domains: int, memo: dict | None = None
+             ) -> tuple[tuple[MediumOption | None, ...], tuple[float, ...]]:
+    """Each layer's medium at n_domains (None where no candidate reaches), and the worst lengths."""
+    worst = layer_worst_at(c, n_domains, memo)
+    margin = c.floor.length_margin
+    return tuple(cheapest_reaching(o, w, margin) for o, w in zip(layer_options(c), worst)), worst
+
+
+def media_runs(c: Combo, memo: dict | None = None
+               ) -> tuple[list[tuple[int, int, tuple[MediumOption, ...]]], tuple[float, str] | None]:
+    """The media of c as a step function of D over [d_min, d_max] (on c.step's grid): maximal runs of
+    one media tuple, and why the range ends early (a layer no candidate reaches), if it does.
+
+    Every layer's longest link is non-decreasing in D (more racks, more rows, a larger network area)
+    and the cheapest medium covering a length changes only when it falls out of reach, never to come
+    back; so each media tuple holds on one interval of D, found by bisection
+    (tests/network/test_layout.py walks every D)."""
+    step = c.step
+    k, k_hi = c.d_min // step, c.d_max // step
+    runs: list[tuple[int, int, tuple[MediumOption, ...]]] = []
+    while k <= k_hi:
+        media, worst = media_at(c, k * step, memo)
+        if any(m is None for m in media):
+            i = next(i for i, m in enumerate(media) if m is None)
+            msg = no_reach_message(link_name(i), worst[i], c.floor.length_margin, layer_options(c)[i], c.port_gbps,
+                                   where=f" at {k * step} domains ({c.rack.racks(k * step)} racks) of {c.label}")
+            return runs, (worst[i], msg)
+        a, b = k, k_hi
+        while a < b:
+            mid = (a + b + 1) // 2
+            if media_at(c, mid * step, memo)[0] == media:
+                a = mid
+            else:
+                b = mid - 1
+        runs.append((k * step, a * step, media))  # type: ignore[arg-type]
+        k = a + 1
+    return runs, None
+
+
+def with_media(c: Combo, media: tuple[MediumOption, ...], d_min: int, d_max: int, index: int) -> Combo:
+    """Combination c on [d_min, d_max] with its layers' media fixed."""
+    nic = media[0]
+    optical = [m.id for m in media if not m.copper]
+    return replace(c, index=index, d_min=d_min, d_max=d_max, link_media=media, dac_for_nic_links=nic.copper,
+                   optic=optical[0] if optical else None, dac=nic.id if nic.copper else None)
+
+
 def _round_range(lo: int, hi: int, step: int) -> tuple[int, int]:
     """The multiples of `step` in [lo, hi], as their least and greatest (lo > hi when none)."""
     return -(-lo // step) * step, (hi // step) * step
@@ -221,7 +452,10 @@ def enumerate_combos(study: NetworkStudy, catalog: Catalog) -> tuple[Combo, ...]
     """Every combination of the study's open choices that can build some GPU count in its range."""
     ch, req = study.choices, study.gpus
     out: list[Combo] = []
+    seen: set[Combo] = set()
     reasons: set[str] = set()
+    reach_reasons: list[tuple[float, str]] = []  # (length, why) of layers no allowed medium reaches
+    memo: dict = {}  # layer_worst_at results, shared by blocks on the same floor
     for fam_name in ch.families:
         family = Family(fam_name)
         ratios = ch.oversubscription if family == Family.oversubscribed else (1.0,)
@@ -251,6 +485,7 @@ def enumerate_combos(study: NetworkStudy, catalog: Catalog) -> tuple[Combo, ...]
                 continue
             # Without spares the step applies to the built domains D; with spares to the job's J.
             d_step, j_step = (step, 1) if study.spares is None else (1, step)
+            rack = platform_racks(ch.layout, plat)
             for nc in ch.nics:
                 nic = catalog.nic(nc.id)
                 for per_gpu in nc.nics_per_gpu:
@@ -279,16 +514,20 @@ def enumerate_combos(study: NetworkStudy, catalog: Catalog) -> tuple[Combo, ...]
                             if mode.port_gbps != nic.gbps:
                                 reasons.add(f"NIC {nic.id} ({nic.gbps:g}G) matches no port speed of {sw.id} mode {mode.radix}")
                                 continue
-                            optic = _pick_media(catalog, MediaKind.optic, mode.port_gbps, ch.media.optic)
-                            if optic is None:
-                                reasons.add(f"no optic of at least {mode.port_gbps:g}G per port in the catalog")
+                            lane = link_lane_gbps(mode.port_gbps, getattr(nic, "lane_gbps", None),
+                                                  getattr(sw, "lane_gbps", None))
+                            optical, copper = _media_candidates(catalog, ch.media, mode.port_gbps, lane)
+                            if not optical and not (copper and ch.media.nic_links != "optic"):
+                                reasons.add(f"no medium of at least {mode.port_gbps:g}G per port at {lane:g}G per lane "
+                                            "in the catalog")
                                 continue
-                            dac = _pick_media(catalog, MediaKind.dac, mode.port_gbps, ch.media.dac)
-                            dac_ok = dac is not None and dac.reach_m >= ch.media.nic_link_length_m
-                            media_opts = {"dac": (dac_ok,), "optic": (False,), "choose": (False, True) if dac_ok else (False,)}
-                            for use_dac in media_opts[ch.media.nic_links]:
-                                prices = component_prices(catalog, sw.id, mode.radix, mode.port_gbps, nic.id,
-                                                          optic, dac if use_dac else None)
+                            variants = {"cheapest": ((*optical, *copper),), "dac": ((*optical, *copper),),
+                                        "optic": (optical,), "choose": ((*optical, *copper), optical)}[ch.media.nic_links]
+                            included = _included_nics_per_domain(plat, nic.id)
+                            for nic_opts in variants:
+                                if not nic_opts:
+                                    continue
+                                prices = _combo_prices(catalog, sw.id, mode.radix, nic.id)
                                 e = 1 if family == Family.rail_only else k // gpn
                                 d_top = d_hi
                                 if study.spares is not None:
@@ -301,6 +540,10 @@ def enumerate_combos(study: NetworkStudy, catalog: Catalog) -> tuple[Combo, ...]
                                 for levels in range(l_lo, l_hi + 1):
                                     rng = _tier_range(e, d_lo, d_top, mode.radix, levels)
                                     if rng is None:
+                                        continue
+                                    if levels >= 2 and not optical:
+                                        reasons.add(f"no optical medium of at least {mode.port_gbps:g}G per port at {lane:g}G "
+                                                    "per lane for the switch-to-switch links")
                                         continue
                                     for r in ratios:
                                         b = None
@@ -323,26 +566,44 @@ def enumerate_combos(study: NetworkStudy, catalog: Catalog) -> tuple[Combo, ...]
                                             pieces = [(*_round_range(lo_, hi_, d_step), packed) for lo_, hi_, packed in pieces]
                                             pieces = [p for p in pieces if p[0] <= p[1]]
                                         for lo_, hi_, packed in pieces:
-                                            combo = Combo(
-                                                index=len(out), family=family, platform=pid, gpu=gpu.id,
+                                            proto = Combo(
+                                                index=0, family=family, platform=pid, gpu=gpu.id,
                                                 hb_domain_size=k, nic=nic.id, nic_gbps=nic.gbps, nics_per_gpu=npg,
                                                 switch=sw.id, radix=mode.radix, port_gbps=mode.port_gbps,
                                                 oversubscription=float(r), oversubscribed_level=b, n_tiers=levels,
-                                                dac_for_nic_links=use_dac, optic=optic.id,
-                                                dac=dac.id if use_dac else None, prices=prices,
+                                                dac_for_nic_links=False, optic="", dac=None, prices=prices,
                                                 domain_usd=plat.price_usd, domain_w=plat.power_w, gpu_flops=flops,
                                                 d_min=lo_, d_max=hi_, packed_leaves=packed,
-                                                step=d_step, job_step=j_step, gpus_per_nic=gpn)
-                                            if lo_ == hi_:
-                                                # A fixed size: the closed form decides validity (e.g. an
-                                                # oversubscribed tier that leaves a switch without uplinks).
-                                                try:
-                                                    combo.bom(lo_)
-                                                except SpecError as err:
-                                                    reasons.add(str(err))
+                                                step=d_step, job_step=j_step, gpus_per_nic=gpn,
+                                                nic_media_options=tuple(nic_opts), upper_media_options=tuple(optical),
+                                                floor=ch.layout, rack=rack, nic_link_length_m=ch.media.nic_link_length_m,
+                                                included_nics_per_domain=included)
+                                            runs, why = media_runs(proto, memo)
+                                            if why is not None:
+                                                reach_reasons.append(why)
+                                            for lo_m, hi_m, media in runs:
+                                                combo = with_media(proto, media, lo_m, hi_m, len(out))
+                                                # 'choose' offers two candidate sets; where both pick the
+                                                # same media the blocks are one
+                                                key = replace(combo, index=0, nic_media_options=())
+                                                if key in seen:
                                                     continue
-                                            out.append(combo)
+                                                if lo_m == hi_m:
+                                                    # A fixed size: the closed form decides validity (e.g. an
+                                                    # oversubscribed tier that leaves a switch without uplinks).
+                                                    try:
+                                                        combo.bom(lo_m)
+                                                    except SpecError as err:
+                                                        reasons.add(str(err))
+                                                        continue
+                                                seen.add(key)
+                                                out.append(combo)
     if not out:
+        if reach_reasons:
+            length, msg = min(reach_reasons)
+            raise SpecError(f"field 'choices.layout': no combination can build {req.lo}..{req.hi} GPUs: {msg}; allowed: "
+                            "a catalog medium of that reach (catalog.extra_files), a denser floor or other placements "
+                            "(choices.layout)")
         why = "; ".join(sorted(reasons)[:3]) or "no switch mode fits"
         raise SpecError(f"field 'choices': no combination can build {req.lo}..{req.hi} GPUs ({why})")
     return tuple(out)
@@ -352,31 +613,18 @@ def combo_figures(c: Combo, n_domains: int) -> dict[Metric, float]:
     """The combination's linear metrics at `n_domains`, by the same integer relations as define_tiers
     (and so as the closed form; tests/network/test_milp.py checks all three agree). Pure and fast:
     used to tighten domain bounds before the solve."""
-    h, R, P = c.radix // 2, c.radix, c.planes
-    E = c.endpoints_per_domain * n_domains
-    if c.n_tiers == 1:
-        switches = math.ceil(P / (R // E)) if E else 0
-        upper_links = 0
-    else:
-        ratio = exact_ratio(c.oversubscription)
-        per_plane = rail_leaves_per_plane(c, n_domains) if c.family in RAIL_PURE_LEAF_FAMILIES else -(-E // h)
-        down, upper_links = E, 0
-        for level in range(1, c.n_tiers):
-            if level >= 2:
-                per_plane += -(-down // h)
-            up = math.ceil(Fraction(down) / ratio) if level == c.oversubscribed_level else down
-            upper_links += up
-            down = up
-        per_plane += -(-down // R)
-        switches = P * per_plane
-        upper_links *= P
-    nic_links = P * E
-    transceivers = 2 * (upper_links + (0 if c.dac_for_nic_links else nic_links))
-    dacs = nic_links if c.dac_for_nic_links else 0
+    R = c.radix
+    by_level, layers = tier_counts(c, n_domains)
+    switches = sum(by_level)
+    transceivers = sum(m.transceivers_per_link * x for m, x in zip(c.link_media, layers))
+    dacs = sum(x for m, x in zip(c.link_media, layers) if m.copper)
     nics = c.nics_per_domain * n_domains
+    priced_nics = c.priced_nics_per_domain * n_domains
     pr = c.prices
-    net_usd = switches * R * pr.switch_port_usd + transceivers * pr.transceiver_usd + dacs * pr.dac_usd + nics * pr.nic_usd
-    net_w = switches * R * pr.switch_port_w + transceivers * pr.transceiver_w + dacs * pr.dac_w + nics * pr.nic_w
+    net_usd = (switches * R * pr.switch_port_usd + sum(m.usd_per_link * x for m, x in zip(c.link_media, layers))
+               + priced_nics * pr.nic_usd)
+    net_w = (switches * R * pr.switch_port_w + sum(m.w_per_link * x for m, x in zip(c.link_media, layers))
+             + priced_nics * pr.nic_w)
     return {
         Metric.n_gpus: c.hb_domain_size * n_domains, Metric.n_domains: n_domains, Metric.switch_count: switches,
         Metric.switch_port_count: switches * R, Metric.transceiver_count: transceivers, Metric.dac_count: dacs,
@@ -693,37 +941,37 @@ def define_tiers(model: pyo.ConcreteModel, combos: Sequence[Combo]) -> dict[int,
 
 
 def define_cost(model: pyo.ConcreteModel, combos: Sequence[Combo], tiers: dict[int, dict[str, Any]]) -> dict[int, ComboExprs]:
-    """Capex (compute and network) and power per combination; power is filled in by define_power."""
+    """Capex (compute and network) and network power per combination: each link layer's links times
+    its medium's price (and power) per link, switch ports, the NICs the platform does not include."""
     per: dict[int, ComboExprs] = {}
     for c in combos:
         i, t = c.index, tiers[c.index]
         switch_count = sum(t["switches"].values())
         nic_count = c.nics_per_domain * model.D[i]
-        nic_links = t["links"][0]
-        optical_links = sum(v for k, v in t["links"].items() if k > 0) + (0 if c.dac_for_nic_links else nic_links)
-        transceivers = 2 * optical_links  # an optic at both ends (railonly.md §2)
-        dacs = nic_links if c.dac_for_nic_links else 0
+        layers = [t["links"][lvl] for lvl in sorted(t["links"])]
+        media = c.link_media
+        # an optic at both ends of an optical link (railonly.md §2); a copper cable has none
+        transceivers = sum(m.transceivers_per_link * x for m, x in zip(media, layers) if not m.copper)
+        dacs = sum(x for m, x in zip(media, layers) if m.copper)
         pr = c.prices
-        net_usd = (switch_count * c.radix * pr.switch_port_usd + transceivers * pr.transceiver_usd
-                   + dacs * pr.dac_usd + nic_count * pr.nic_usd)
+        priced_nics = c.priced_nics_per_domain * model.D[i]
+        net_usd = (switch_count * c.radix * pr.switch_port_usd + sum(m.usd_per_link * x for m, x in zip(media, layers))
+                   + priced_nics * pr.nic_usd)
+        net_w = (switch_count * c.radix * pr.switch_port_w + sum(m.w_per_link * x for m, x in zip(media, layers))
+                 + priced_nics * pr.nic_w)
         per[i] = ComboExprs(
             n_gpus=c.hb_domain_size * model.D[i], switches_by_level=_ro(t["switches"]), links_by_layer=_ro(t["links"]),
             switch_count=switch_count, transceiver_count=transceivers, dac_count=dacs, nic_count=nic_count,
-            network_capex_usd=net_usd, network_power_w=0, compute_capex_usd=c.domain_usd * model.D[i],
+            network_capex_usd=net_usd, network_power_w=net_w, compute_capex_usd=c.domain_usd * model.D[i],
             compute_power_w=0)
     return per
 
 
 def define_power(model: pyo.ConcreteModel, combos: Sequence[Combo], per: dict[int, ComboExprs]) -> dict[int, ComboExprs]:
-    """Power per combination, with the same per-port shape as cost (railonly.md §2)."""
-    out = {}
-    for c in combos:
-        e, pr = per[c.index], c.prices
-        net_w = (e.switch_count * c.radix * pr.switch_port_w + e.transceiver_count * pr.transceiver_w
-                 + e.dac_count * pr.dac_w + e.nic_count * pr.nic_w)
-        out[c.index] = ComboExprs(**{**e.__dict__, "network_power_w": net_w,
-                                     "compute_power_w": c.domain_w * model.D[c.index]})
-    return out
+    """Compute power per combination (the network's is priced with its cost, per component, in
+    define_cost: railonly.md §2's per-port shape)."""
+    return {c.index: ComboExprs(**{**per[c.index].__dict__, "compute_power_w": c.domain_w * model.D[c.index]})
+            for c in combos}
 
 
 def define_totals(model: pyo.ConcreteModel, combos: Sequence[Combo], per: dict[int, ComboExprs]) -> Handles:

@@ -36,6 +36,8 @@ MAX_OVERSUBSCRIPTION = 64.0
 MAX_GPUS = 100_000_000
 
 _NAME_RE = re.compile(r"^[A-Za-z_][\w]*$")
+# Catalog media kinds that are copper cables (no transceiver); the rest are optical.
+COPPER_MEDIA_KINDS = ("dac", "copper_active")
 
 
 class Metric(str, Enum):
@@ -103,16 +105,91 @@ class SwitchChoice(Record):
     radix: tuple[int, ...] = ()
 
 
+# ------------------------------------------------------------------------------------------------
+# The floor the fabric stands on (designer.network.layout turns it into cable lengths)
+# ------------------------------------------------------------------------------------------------
+
+# Defaults, prices-and-layout.md §3 and suggested change B.18:
+# 2 ft (0.61 m) floor tiles, one 600 mm rack per tile (server-racks.com aisle-pitch page).
+DEFAULT_RACK_WIDTH_M = 0.6
+# A 42-inch-deep rack covers 1.5 tiles (server-racks.com): 1.07 m.
+DEFAULT_RACK_DEPTH_M = 1.07
+# A 7-tile (14 ft) pitch, row centre to row centre (server-racks.com): 4.27 m.
+DEFAULT_ROW_PITCH_M = 4.27
+# Up out of one rack and down into the other, with slack: 2 x 2.5 m (B.18's cable length model).
+DEFAULT_VERTICAL_SLACK_M = 5.0
+# Racks per row: B.18's default (its worked example: 64 racks as 4 rows of 16).
+DEFAULT_RACKS_PER_ROW = 16
+# A cable inside one rack [der]: a 42U rack is 1.87 m tall (42 x 44.45 mm, EIA-310); a switch mid-rack
+# reaches the farthest server over ~0.9 m of height plus ~0.5 m of dressing to the ports. NVIDIA's
+# in-rack DACs are 0.5-2 m (MCP7Y00 / MCP4Y10, prices-and-layout.md §2a).
+DEFAULT_IN_RACK_LINK_M = 1.5
+# Switches per network rack: site reports put 12 Quantum-X800 Q3400-RA in one ~8.8 kW rack
+# (hardware-and-libraries.md §3.1) [S].
+DEFAULT_SWITCHES_PER_NETWORK_RACK = 12
+# Reach needed = 1.1 x the link's length (B.18).
+DEFAULT_LENGTH_MARGIN = 1.1
+# Rack power limits for deriving GPUs per rack (designer.network.layout.rack_plan):
+# air [der]: the NVIDIA DGX SuperPOD H100 rack, 4 DGX H100 at 10.2 kW = 40.8 kW; "air cooling tops out
+# at ~30-40 kW per rack" (STH, prices-and-layout.md §3);
+AIR_RACK_POWER_W = 41_000.0
+# liquid [spec]: NVIDIA GB300 NVL72 Enterprise RA, "Full rack requiring up to 142 kW" (§1a).
+LIQUID_RACK_POWER_W = 142_000.0
+
+LeafPlacement = Literal["in_rack", "middle_of_row", "end_of_row", "central"]
+SpinePlacement = Literal["central", "end_of_hall"]
+
+
+class FloorLayout(Record):
+    """Rows of compute racks and where the switches stand (designer.network.layout docstring).
+
+    gpus_per_rack None: derived from the platform (its HB domain and power) under the rack power limit
+    of `cooling` (None: liquid for rack-scale HB domains such as NVL72, air for 8-GPU hosts) or
+    `rack_power_w`. leaf_placement: in_rack (top of rack), middle_of_row (a leaf rack mid-row, as the
+    SuperPOD H100 SU), end_of_row (NVIDIA's AI-factory practice, prices-and-layout.md §3) or central
+    (all leaves mid-floor). spine_placement: the network area of spines and cores, central or at the
+    end of the hall."""
+
+    racks_per_row: int = Field(default=DEFAULT_RACKS_PER_ROW, ge=1, le=10_000)
+    rack_width_m: float = Field(default=DEFAULT_RACK_WIDTH_M, gt=0, le=5)
+    rack_depth_m: float = Field(default=DEFAULT_RACK_DEPTH_M, gt=0, le=5)
+    row_pitch_m: float = Field(default=DEFAULT_ROW_PITCH_M, gt=0, le=100)
+    vertical_slack_m: float = Field(default=DEFAULT_VERTICAL_SLACK_M, ge=0, le=100)
+    in_rack_link_m: float = Field(default=DEFAULT_IN_RACK_LINK_M, gt=0, le=10)
+    gpus_per_rack: int | None = Field(default=None, ge=1, le=100_000)
+    cooling: Literal["air", "liquid"] | None = None
+    rack_power_w: float | None = Field(default=None, gt=0, le=10_000_000)
+    leaf_placement: LeafPlacement = "end_of_row"
+    spine_placement: SpinePlacement = "central"
+    switches_per_network_rack: int = Field(default=DEFAULT_SWITCHES_PER_NETWORK_RACK, ge=1, le=1000)
+    length_margin: float = Field(default=DEFAULT_LENGTH_MARGIN, ge=1.0, le=10)
+
+    @model_validator(mode="after")
+    def _sensible(self) -> "FloorLayout":
+        if self.rack_depth_m >= self.row_pitch_m:
+            raise ValueError(f"rack_depth_m {self.rack_depth_m:g} is not less than row_pitch_m {self.row_pitch_m:g}: "
+                             "a rack as deep as the row pitch leaves no aisle; allowed: rack_depth_m < row_pitch_m")
+        if self.in_rack_link_m > self.vertical_slack_m + self.rack_width_m and self.vertical_slack_m > 0:
+            raise ValueError(f"in_rack_link_m {self.in_rack_link_m:g} is longer than a cable to the next rack "
+                             f"({self.vertical_slack_m + self.rack_width_m:g} m = vertical_slack_m + rack_width_m); "
+                             "allowed: in_rack_link_m <= vertical_slack_m + rack_width_m")
+        return self
+
+
 class LinkMediaPolicy(Record):
-    """Which media the links use.
+    """Which media the links may use. Every link layer (NIC-leaf, leaf-spine, spine-core, ...) gets the
+    cheapest allowed medium whose reach covers its longest link (choices.layout) times the length
+    margin, at the port speed and lane rate.
 
-    NIC-to-leaf links: 'dac' uses a passive DAC where its reach covers `nic_link_length_m` (else an
-    optic), 'optic' always uses optics, 'choose' lets the MILP pick either (DAC only where reach allows).
-    Switch-to-switch links are always optical. `optic` / `dac` name catalog media; None picks the
-    cheapest entry of that kind whose per-port speed is at least the port speed."""
+    nic_links: 'cheapest' (any kind: passive or active copper, AOC, optics); 'dac' the same (its
+    earlier name: copper where it reaches, else optics); 'optic' optics only (a transceiver at both
+    ends, or an AOC); 'choose' both, the MILP picks. Switch-to-switch links are optical (they leave
+    the rack). `optic` / `dac` name catalog media: a named optic is then the only optical medium, a
+    named dac the only copper one. nic_link_length_m: every NIC-leaf link that long instead of the
+    layout's lengths (None: from the layout)."""
 
-    nic_links: Literal["dac", "optic", "choose"] = "dac"
-    nic_link_length_m: float = Field(default=2.0, gt=0)
+    nic_links: Literal["cheapest", "dac", "optic", "choose"] = "cheapest"
+    nic_link_length_m: float | None = Field(default=None, gt=0)
     optic: str | None = None
     dac: str | None = None
 
@@ -131,6 +208,7 @@ class Choices(Record):
     # (empty: oversubscribed_level alone). The cheapest-network mode takes one level only.
     oversubscribed_levels: tuple[int, ...] = ()
     media: LinkMediaPolicy = LinkMediaPolicy()
+    layout: FloorLayout = FloorLayout()
 
     @field_validator("oversubscribed_levels")
     @classmethod
@@ -442,12 +520,13 @@ def check_against_catalog(study: NetworkStudy, catalog: Catalog) -> None:
                for f in ch.families):
         raise SpecError("field 'choices.switches': no switch mode has a radix the chosen families can use; "
                         "allowed: an even radix >= 4")
-    for key, kind in (("optic", "optic"), ("dac", "dac")):
+    for key, copper in (("optic", False), ("dac", True)):
         mid = getattr(ch.media, key)
         if mid is not None:
-            ids = [m.id for m in catalog.media if m.kind.value == kind]
+            ids = [m.id for m in catalog.media if (m.kind.value in COPPER_MEDIA_KINDS) == copper]
             if mid not in ids:
-                raise SpecError(f"field 'choices.media.{key}' = '{mid}': not a {kind} in the catalog; allowed: {', '.join(ids)}")
+                what = "copper cable (dac, copper_active)" if copper else "optical medium (optic, aoc, lpo)"
+                raise SpecError(f"field 'choices.media.{key}' = '{mid}': not a {what} in the catalog; allowed: {', '.join(ids)}")
     sizes = {p: catalog.platform(p).hb_domain_size for p in ch.platforms}
     mult = study.gpus.multiple_of
     if mult is not None:
@@ -484,7 +563,7 @@ def check_against_catalog(study: NetworkStudy, catalog: Catalog) -> None:
 
 
 __all__ = [
-    "Budgets", "CatalogSource", "Choices", "ComponentReliability", "FailureRates", "SparesSpec", "DeclaredBudget", "FrontierSpec", "GpuRequirement",
+    "Budgets", "CatalogSource", "Choices", "FloorLayout", "ComponentReliability", "FailureRates", "SparesSpec", "DeclaredBudget", "FrontierSpec", "GpuRequirement",
     "LinkMediaPolicy", "MAX_OVERSUBSCRIPTION", "Metric", "NetworkStudy", "NicChoice", "Objective",
     "SolverSettings", "SwitchChoice", "check_against_catalog", "family_can_use_radix",
     "load_network_study_file", "study_catalog",

@@ -240,7 +240,7 @@ def paper_catalog_yaml(prices: ComponentPrices) -> str:
                      f"price_usd: {prices.switch_port_usd * r}, power_w: {prices.switch_port_w * r}, "
                      f"source: '{prices.name} per-port figures x {r} (railonly.md §2)'}}")
     lines += ["media:",
-              f"  - {{id: paper_optic, kind: optic, gbps: 400, reach_m: 100, price_usd: {prices.transceiver_usd}, "
+              f"  - {{id: paper_optic, kind: optic, gbps: 400, reach_m: 2000, price_usd: {prices.transceiver_usd}, "
               f"power_w: {prices.transceiver_w}, source: '{prices.name} per transceiver (railonly.md §2)'}}",
               "nics:",
               "  - {id: paper_nic, gbps: 400, price_usd: 0, power_w: 0, source: 'NICs excluded by the paper (railonly.md §2)'}"]

@@ -34,6 +34,10 @@ def small_study(**extra) -> NetworkStudy:
 def test_hook_study_changes_the_answer(monkeypatch):
     monkeypatch.chdir("/")  # the study names its hook relative to its own folder, whatever the cwd
     st = load_network_study(HOOK_STUDY)
+    # The oracle below prices DAC NIC links and twin-port SR4 optics on every other link: pin the
+    # study's media to that (the layout would choose them by length), with in-rack NIC links.
+    st = st.with_updates(choices={**st.choices.model_dump(), "media": {
+        "nic_links": "dac", "nic_link_length_m": 1.5, "optic": "osfp_800g_2xsr4", "dac": "dac_2x400g"}})
     with_hook = solve_network(st).design
     without = solve_network(st.with_updates(hooks=[])).design
 

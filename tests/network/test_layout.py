@@ -1,0 +1,413 @@
+"""Cable lengths from the floor, the medium of every link layer, and how both enter the MILP.
+
+Oracles, never the code's own output:
+  * floors laid out by hand here (rack by rack, with the length model of prices-and-layout.md §3:
+    L = 5 m + 0.6 m x racks along the row + 4.27 m x rows crossed) and the reference's worked
+    examples (36 racks ~13 m, 64 racks ~18 m, 128 racks ~27 m with the switch mid-floor);
+  * a networkx grid of the floor's positions, shortest paths = Manhattan distances;
+  * bills of materials and capex derived by hand from the closed-form relations (railonly.md §2)
+    and the test catalog's prices written below;
+  * brute force over the domain count with those hand formulas, for the MILP's answers.
+"""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import networkx as nx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from designer.errors import SpecError
+from designer.network.api import solve_network
+from designer.network.layout import (
+    MediumOption,
+    cheapest_reaching,
+    eligible,
+    layer_lengths,
+    layer_worst_m,
+    link_lane_gbps,
+    rack_plan,
+)
+from designer.network.milp import enumerate_combos, media_at
+from designer.spec.catalog import Platform
+from designer.spec.network_study import FloorLayout, NetworkStudy, study_catalog
+
+SLACK, WIDTH, PITCH = 5.0, 0.6, 4.27  # prices-and-layout.md §3 (B.18's cable length model)
+
+# A test catalog: an NVL72-like rack (72 GPUs, 4 per host, 120 kW: one liquid rack, §1a), an 8-GPU
+# H100 node at 10.2 kW, a 400G NIC, 128- and 64-port 400G switches, and media priced far below the
+# shipped ones (which stay in the merged catalog) so they are the cheapest wherever they reach:
+# DAC 3 m $1 per cable (NVIDIA's splitter DACs reach 3 m, §2a), AOC 20 m $5 per cable, SR 50 m $10 per end, DR 500 m $15 per end.
+CATALOG = """
+platforms:
+  - {id: t_nvl72, gpu: gb200, hb_domain_size: 72, gpus_per_host: 4, price_usd: 3000000, power_w: 120000, source: test}
+  - {id: t_node, gpu: h100_sxm, hb_domain_size: 8, price_usd: 250000, power_w: 10200, source: test}
+  - {id: t_big, gpu: gh200, hb_domain_size: 256, gpus_per_host: 1, price_usd: 1.0e7, power_w: 480000, source: test}
+nics:
+  - {id: t_nic, gbps: 400, price_usd: 1000, power_w: 20, source: test}
+switches:
+  - {id: t_sw128, modes: [{radix: 128, port_gbps: 400}], price_usd: 128000, power_w: 1280, source: test}
+  - {id: t_sw64, modes: [{radix: 64, port_gbps: 400}], price_usd: 64000, power_w: 640, source: test}
+media:
+  - {id: t_dac, kind: dac, gbps: 400, reach_m: 3, ends_per_module: 2, price_usd: 1, power_w: 0.1, source: test}
+  - {id: t_aoc, kind: aoc, gbps: 400, reach_m: 20, ends_per_module: 2, price_usd: 5, power_w: 10, source: test}
+  - {id: t_sr, kind: optic, gbps: 400, reach_m: 50, price_usd: 10, power_w: 8, source: test}
+  - {id: t_dr, kind: optic, gbps: 400, reach_m: 500, price_usd: 15, power_w: 9, source: test}
+"""
+SW128, SW64, NIC, NVL72, NODE = 128_000.0, 64_000.0, 1000.0, 3_000_000.0, 250_000.0
+PER_LINK = {"t_dac": 1.0, "t_aoc": 5.0, "t_sr": 20.0, "t_dr": 30.0}  # cables whole, optics at both ends
+REACH = {"t_dac": 3.0, "t_aoc": 20.0, "t_sr": 50.0, "t_dr": 500.0}
+
+
+@pytest.fixture(scope="module")
+def cat(tmp_path_factory) -> str:
+    p = tmp_path_factory.mktemp("cat") / "layout.yaml"
+    p.write_text(CATALOG)
+    return str(p)
+
+
+def study(cat, *, platform="t_nvl72", switch="t_sw128", family="rail-only", gpus, layout=None, media=None,
+          objective=None, budgets=None) -> NetworkStudy:
+    return NetworkStudy.model_validate({
+        "catalog": {"extra_files": [cat]},
+        "choices": {"platforms": [platform], "nics": [{"id": "t_nic"}], "switches": [{"id": switch}],
+                    "families": [family], "media": media or {}, "layout": layout or {}},
+        "gpus": gpus, "objective": objective or {"kind": "min_cost"}, "budgets": budgets or {}})
+
+
+def cheapest_by_hand(length_m: float, allowed=("t_dac", "t_aoc", "t_sr", "t_dr")) -> str:
+    """The cheapest test medium reaching 1.1 x length (prices above)."""
+    return min((m for m in allowed if REACH[m] >= 1.1 * length_m - 1e-9), key=PER_LINK.get)
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. Lengths on floors laid out by hand
+# ---------------------------------------------------------------------------------------------
+
+
+def floor_4x16_end_of_row_by_hand() -> dict[tuple[int, int], float]:
+    """4 rows x 16 racks, one switch for all of them at the end of row 1 (the middle row of four,
+    rounded down): rack (row r, slot s) is 16 - s racks along and |r - 1| rows away."""
+    return {(r, s): SLACK + WIDTH * (16 - s) + PITCH * abs(r - 1) for r in range(4) for s in range(16)}
+
+
+def test_one_switch_at_the_end_of_the_middle_row_of_4x16():
+    lay = FloorLayout(racks_per_row=16, leaf_placement="end_of_row")
+    want = floor_4x16_end_of_row_by_hand()
+    # 72 NIC links per rack (an NVL72 rack on a rail-only one-tier fabric: one per rail)
+    (nic,) = layer_lengths(lay, rack_links=[72] * 64, leaf_span_racks=64)
+    by_hand: dict[float, int] = {}
+    for L in want.values():
+        by_hand[round(L, 3)] = by_hand.get(round(L, 3), 0) + 72
+    assert dict(nic) == pytest.approx(by_hand) and sum(n for _, n in nic) == 64 * 72
+    # worst: row 3, slot 0: 5 + 0.6 x 16 + 4.27 x 2 = 23.14 m
+    assert max(want.values()) == pytest.approx(23.14)
+    assert layer_worst_m(lay, n_racks=64, leaf_span_racks=64, n_layers=1) == (pytest.approx(23.14),)
+
+
+def test_lengths_are_manhattan_paths_on_a_networkx_grid_of_the_floor():
+    # Positions: x in rack pitches (0..16, the switch rack at x = 16 closing the row), y in rows; the
+    # grid's edges weigh one pitch each way, so shortest paths are Manhattan distances.
+    g = nx.grid_2d_graph(17, 4)
+    for a, b in g.edges:
+        g.edges[a, b]["m"] = WIDTH if a[1] == b[1] else PITCH
+    dist = nx.single_source_dijkstra_path_length(g, (16, 1), weight="m")
+    lay = FloorLayout(racks_per_row=16, leaf_placement="end_of_row")
+    (nic,) = layer_lengths(lay, rack_links=[1] * 64, leaf_span_racks=64)
+    graph = sorted(round(SLACK + dist[(s, r)], 3) for r in range(4) for s in range(16))
+    assert [L for L, n in nic for _ in range(n)] == pytest.approx(graph)
+
+
+@pytest.mark.parametrize("placement,worst", [
+    # leaves of 8-rack groups (two per row), each at the end of its own row: slot 0 is 16 pitches away
+    ("end_of_row", SLACK + WIDTH * 16),
+    # a leaf rack mid-row takes slot 8, the compute racks after it move one on: 8 pitches either side
+    ("middle_of_row", SLACK + WIDTH * 8),
+    # in the group's middle rack (its 4th of 8): the farthest, the 8th, is 4 pitches away
+    ("in_rack", SLACK + WIDTH * 4),
+])
+def test_leaf_groups_of_eight_racks_on_4x16(placement, worst):
+    lay = FloorLayout(racks_per_row=16, leaf_placement=placement)
+    (nic,) = layer_lengths(lay, rack_links=[32] * 64, leaf_span_racks=8)
+    assert max(L for L, _ in nic) == pytest.approx(worst)
+    if placement == "in_rack":
+        # one rack in eight holds its group's leaves: 8 of 64 racks' links are in-rack (1.5 m)
+        assert dict(nic)[1.5] == 8 * 32
+    if placement == "middle_of_row":
+        # per row, pitches 8,7,...,1 then 1,...,8: every distance twice, 4 rows, 32 links a rack
+        assert dict(nic) == pytest.approx({round(SLACK + WIDTH * k, 3): 2 * 4 * 32 for k in range(1, 9)})
+
+
+@pytest.mark.parametrize("n_racks,per_row,published_m,by_hand_m", [
+    # prices-and-layout.md §3 worked examples, switch mid-floor: (racks, racks per row, ~figure)
+    (36, 12, 13, SLACK + WIDTH * 6 + PITCH * 1),
+    (64, 16, 18, SLACK + WIDTH * 8 + PITCH * 2),
+    (128, 16, 27, SLACK + WIDTH * 8 + PITCH * 4),
+])
+def test_reference_worked_examples_with_a_central_switch(n_racks, per_row, published_m, by_hand_m):
+    lay = FloorLayout(racks_per_row=per_row, leaf_placement="central")
+    (worst,) = layer_worst_m(lay, n_racks=n_racks, leaf_span_racks=n_racks, n_layers=1)
+    assert worst == pytest.approx(by_hand_m)
+    assert worst == pytest.approx(published_m, abs=0.5)
+
+
+def test_upper_layers_run_to_the_network_area():
+    # 4 x 16 racks, leaf groups of 8 at the ends of their rows; 24 upper switches, 12 per network
+    # rack: an area of 2 racks in one row, centred on the middle row (1) at x = 8.
+    lay = FloorLayout(racks_per_row=16, leaf_placement="end_of_row", spine_placement="central")
+    nic, ls, sc = layer_lengths(lay, rack_links=[32] * 64, leaf_span_racks=8, upper_links=[2048, 1024],
+                                upper_switches=24)
+    # leaf-spine: from x = 16 to the area's far rack: 8 + (2 - 1) / 2 pitches along, |row - 1| rows
+    # (rows 0 and 2 are both one row away): 512 uplinks a row
+    want = {round(SLACK + WIDTH * 8.5 + PITCH * k, 3): n for k, n in ((0, 512), (1, 1024), (2, 512))}
+    assert dict(ls) == pytest.approx(want)
+    # spine-core: across the area, 1 pitch
+    assert sc == ((round(SLACK + WIDTH * 1, 3), 1024),)
+    assert layer_worst_m(lay, n_racks=64, leaf_span_racks=8, n_layers=3, upper_switches=24) == pytest.approx(
+        (SLACK + WIDTH * 16, SLACK + WIDTH * 8.5 + PITCH * 2, SLACK + WIDTH * 1))
+
+
+@settings(max_examples=150, deadline=None)
+@given(n=st.integers(1, 400), span=st.integers(1, 80), per_row=st.integers(1, 24),
+       leaf=st.sampled_from(["in_rack", "middle_of_row", "end_of_row", "central"]),
+       spine=st.sampled_from(["central", "end_of_hall"]), upper=st.integers(0, 300))
+def test_the_fast_worst_is_the_longest_of_every_link(n, span, per_row, leaf, spine, upper):
+    lay = FloorLayout(racks_per_row=per_row, leaf_placement=leaf, spine_placement=spine)
+    dists = layer_lengths(lay, rack_links=[3] * n, leaf_span_racks=span, upper_links=[3 * n, n], upper_switches=upper)
+    fast = layer_worst_m(lay, n_racks=n, leaf_span_racks=span, n_layers=3, upper_switches=upper)
+    assert fast == tuple(max(L for L, _ in d) for d in dists)
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. Media: reach, lane rate, cheapest
+# ---------------------------------------------------------------------------------------------
+
+
+def test_cheapest_medium_reaching_margin_times_the_length():
+    opts = [MediumOption(m, k, REACH[m], PER_LINK[m], 1.0) for m, k in
+            (("t_dac", "dac"), ("t_aoc", "aoc"), ("t_sr", "optic"), ("t_dr", "optic"))]
+    for L in (1.5, 2.72, 2.73, 18.18, 18.19, 45.45, 45.46, 454.0, 455.0):
+        want = cheapest_by_hand(L) if 1.1 * L <= 500 else None
+        got = cheapest_reaching(opts, L, 1.1)
+        assert (got.id if got else None) == want, L
+
+
+def test_no_passive_dac_at_200g_per_lane_and_lanes_must_match():
+    dac = SimpleNamespace(id="d", kind="dac", gbps=800, lane_gbps=None)
+    lacc = SimpleNamespace(id="a", kind="copper_active", gbps=800, lane_gbps=200)
+    optic100 = SimpleNamespace(id="o", kind="optic", gbps=800, lane_gbps=100)
+    # an 800G XDR port is 4 x 200G (prices-and-layout.md §2a): no DAC, no 100G-lane module
+    lane = link_lane_gbps(800, None, None)
+    assert lane == 200
+    assert not eligible(dac, port_gbps=800, lane_gbps=lane)
+    assert eligible(lacc, port_gbps=800, lane_gbps=lane)
+    assert not eligible(optic100, port_gbps=800, lane_gbps=lane)
+    # at 400G NDR (4 x 100G) the DAC is fine, the 200G-lane LACC is not
+    assert link_lane_gbps(400, None, None) == 100
+    assert eligible(dac, port_gbps=400, lane_gbps=100) and not eligible(lacc, port_gbps=400, lane_gbps=100)
+    # a stated lane rate wins over the port's 4-lane default
+    assert link_lane_gbps(800, 100.0, None) == 100
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Racks per platform
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("k,host,power_w,cooling,gpus", [
+    (8, 8, 10_200, None, 32),  # DGX H100: 4 per air-cooled rack (NVIDIA SuperPOD H100 RA, §3)
+    (8, 8, 14_300, None, 16),  # DGX B200: 2 per rack (the B200 RA's rack "exceeds 25 kW", §3)
+    (72, 4, 120_000, None, 72),  # GB200 NVL72: the rack is the HB domain (§3)
+    (72, 4, 142_000, None, 72),  # GB300 NVL72 at 142 kW: still one rack
+    (8, 8, 14_300, "liquid", 72),  # liquid-cooled B200 hosts: floor(142 / 14.3) = 9 per rack
+])
+def test_gpus_per_rack_from_the_platform(k, host, power_w, cooling, gpus):
+    plan = rack_plan(FloorLayout(cooling=cooling), hb_domain_size=k, host_gpus=host, domain_power_w=power_w)
+    assert plan.gpus_per_rack == gpus
+
+
+def test_a_multi_rack_domain_fills_whole_racks():
+    # 256 GPUs at 480 kW (a GH200 NVL256-like domain) under 142 kW liquid racks: ceil(480/142) = 4 racks
+    plan = rack_plan(FloorLayout(), hb_domain_size=256, host_gpus=1, domain_power_w=480_000)
+    assert (plan.racks_per_domain, plan.gpus_per_rack, plan.racks(3)) == (4, 64, 12)
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Designs: optics where the floor needs them, copper where it does not
+# ---------------------------------------------------------------------------------------------
+
+
+def one_tier_rail_only_by_hand(d: int, medium: str) -> float:
+    """Capex of rail-only NVL72 racks on 128-port switches, one tier (D <= 128): 72 rails of D
+    endpoints, floor(128 / D) rails per switch; 72 D NIC links, one NIC per GPU (railonly.md §2)."""
+    switches = math.ceil(72 / (128 // d))
+    return d * NVL72 + switches * SW128 + 72 * d * PER_LINK[medium] + 72 * d * NIC
+
+
+@pytest.mark.parametrize("racks,worst", [(64, SLACK + WIDTH * 16 + PITCH * 2), (128, SLACK + WIDTH * 16 + PITCH * 4)])
+def test_one_tier_rail_only_over_64_to_128_racks_gets_optics_not_dac(cat, racks, worst):
+    st = study(cat, gpus={"count": 72 * racks}, layout={"leaf_placement": "end_of_row"},
+               media={"optic": "t_sr", "dac": "t_dac"})
+    d = solve_network(st).design
+    assert d.n_tiers == 1 and d.layout.n_racks == racks and d.layout.n_rows == racks // 16
+    assert d.link_worst_m == (pytest.approx(worst),)
+    # every NIC link is 23-32 m: an SR optic at both ends, no DAC
+    assert d.link_media == ("t_sr",) and d.bom.dac_count == 0 and d.bom.transceiver_count == 2 * 72 * racks
+    assert d.capex_usd == pytest.approx(one_tier_rail_only_by_hand(racks, "t_sr"), rel=1e-12)
+    # The earlier fixed 2 m NIC link would have priced these as DACs:
+    old = study(cat, gpus={"count": 72 * racks}, media={"optic": "t_sr", "dac": "t_dac", "nic_link_length_m": 2.0})
+    before = solve_network(old).design
+    assert before.link_media == ("t_dac",) and before.bom.dac_count == 72 * racks
+    assert d.capex_usd - before.capex_usd == pytest.approx(72 * racks * (PER_LINK["t_sr"] - PER_LINK["t_dac"]))
+
+
+def test_an_in_rack_leaf_of_one_rack_gets_dac(cat):
+    # One NVL72 rack, its rail switches in the rack: 72 links of 1.5 m, x 1.1 = 1.65 m <= the DAC's 3 m.
+    d = solve_network(study(cat, gpus={"count": 72}, layout={"leaf_placement": "in_rack"})).design
+    assert d.link_media == ("t_dac",) and d.link_worst_m == (1.5,)
+    assert d.bom.dac_count == 72 and d.bom.transceiver_count == 0 and d.dac_for_nic_links
+    # the same rack with its switch at the end of the row: 5 + 0.6 = 5.6 m, an AOC (20 m)
+    d = solve_network(study(cat, gpus={"count": 72}, layout={"leaf_placement": "end_of_row"})).design
+    assert d.link_media == ("t_aoc",) and d.link_worst_m == (pytest.approx(5.6),)
+    assert d.bom.dac_count == 0 and d.bom.transceiver_count == 2 * 72  # an AOC has an optic at each end
+
+
+def test_a_two_tier_design_prices_each_layer_by_its_own_medium(cat):
+    # 2,048 H100 (256 nodes, 4 per rack: 64 racks = 4 x 16) rail-optimized on 64-port switches:
+    # h = 32, 8 rails x 8 leaves of 32 domains = 8 racks each (two groups a row); spines 2048 / 64 = 32.
+    d = solve_network(study(cat, platform="t_node", switch="t_sw64", family="rail-optimized",
+                            gpus={"count": 2048})).design
+    assert d.bom.switch_count == 64 + 32 and d.layout.leaf_span_racks == 8
+    # NIC-leaf: leaves at the end of their row, slot 0 is 16 pitches away: 14.6 m -> AOC (20 m).
+    # Leaf-spine: 32 spines in 3 network racks (12 each) in one row centred on row 1, x = 8:
+    # from x = 16: 8 + (3 - 1) / 2 = 9 pitches, 2 rows: 5 + 5.4 + 8.54 = 18.94 m -> 20.8 m > 20: SR.
+    assert d.link_worst_m == pytest.approx((SLACK + WIDTH * 16, SLACK + WIDTH * 9 + PITCH * 2))
+    assert d.link_media == ("t_aoc", "t_sr")
+    want = 256 * NODE + 96 * SW64 + 2048 * PER_LINK["t_aoc"] + 2048 * PER_LINK["t_sr"] + 2048 * NIC
+    assert d.capex_usd == pytest.approx(want, rel=1e-12)
+    assert d.bom.transceiver_count == 2 * 2048 + 2 * 2048 and d.bom.dac_count == 0
+    assert dict(d.media_modules) == {"t_aoc": 2048, "t_sr": 4096}
+
+
+def test_max_gpus_under_capex_matches_brute_force_across_a_media_step(cat):
+    # Rail-only NVL72 on 128 ports, end of row: up to 16 racks (one row) the worst link is
+    # 5 + 0.6 D <= 14.6 m -> AOC; from 17 racks a second row: 5 + 9.6 + 4.27 = 18.87 m -> SR.
+    def worst(d):
+        rows = -(-d // 16)
+        if rows == 1:
+            return SLACK + WIDTH * d
+        return SLACK + WIDTH * 16 + PITCH * (rows - 1 - (rows - 1) // 2)
+
+    for budget in (4.0e7, 5.5e7, 1.5e8):
+        st = study(cat, gpus={"min": 72, "max": 72 * 128}, objective={"kind": "max_gpus"},
+                   budgets={"capex_usd": budget})
+        got = solve_network(st).design
+        want = max(d for d in range(1, 129) if one_tier_rail_only_by_hand(d, cheapest_by_hand(worst(d))) <= budget)
+        assert got.n_domains == want, budget
+        assert got.link_media == (cheapest_by_hand(worst(want)),)
+        assert got.capex_usd == pytest.approx(one_tier_rail_only_by_hand(want, got.link_media[0]), rel=1e-12)
+
+
+def test_blocks_hold_the_layout_medium_at_every_domain_count(cat):
+    # The media step function is exact: walk every D of every block (one- and two-tier, two platforms).
+    for kw in ({"gpus": {"min": 72, "max": 72 * 300}},
+               {"platform": "t_node", "switch": "t_sw64", "family": "rail-optimized", "gpus": {"min": 8, "max": 8 * 3000}},
+               {"platform": "t_node", "switch": "t_sw64", "family": "fat-tree", "gpus": {"min": 8, "max": 8 * 1500},
+                "layout": {"leaf_placement": "central", "spine_placement": "end_of_hall"}}):
+        st = study(cat, **kw)
+        combos = enumerate_combos(st, study_catalog(st))
+        assert len({c.link_media for c in combos}) > 1  # the media do change over the range
+        for c in combos:
+            last = None
+            for d in range(c.d_min, c.d_max + 1):
+                media, worst = media_at(c, d)
+                assert media == c.link_media, (c.label, d)
+                assert last is None or all(a <= b for a, b in zip(last, worst)), (c.label, d)  # monotone
+                last = worst
+        # one family, platform and switch: the blocks tile the range, each D in exactly one
+        covered = sorted(d for c in combos for d in range(c.d_min, c.d_max + 1))
+        assert covered == list(range(covered[0], covered[-1] + 1))
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. Bad input: one line naming the field
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_link_no_medium_reaches_names_its_length_and_the_longest_medium(cat):
+    # 2,000 NVL72 racks (125 rows of 16) on 128-port switches, two tiers of rail-only, SR optics only
+    # (50 m): the NIC links (23 m) fit, the leaf-spine links across 62 rows (~270 m) do not.
+    st = study(cat, gpus={"count": 72 * 2000}, media={"nic_links": "optic", "optic": "t_sr"})
+    with pytest.raises(SpecError) as err:
+        solve_network(st)
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith("field 'choices.layout': no combination can build 144000..144000 GPUs")
+    assert "the longest 400G medium allowed is t_sr (50 m)" in msg and " m (x1.1 length margin)" in msg
+
+
+@pytest.mark.parametrize("layout,needle", [
+    ({"rack_depth_m": 5.0}, "rack_depth_m 5 is not less than row_pitch_m 4.27"),
+    ({"racks_per_row": 0}, "field 'choices.layout.racks_per_row' = 0"),
+    ({"rack_width_m": -1}, "field 'choices.layout.rack_width_m' = -1"),
+    ({"leaf_placement": "on_the_roof"}, "field 'choices.layout.leaf_placement' = 'on_the_roof'"),
+    ({"length_margin": 0.9}, "field 'choices.layout.length_margin' = 0.9"),
+])
+def test_a_nonsensical_floor_is_one_line(cat, layout, needle, tmp_path):
+    import yaml
+
+    from designer.network.api import load_network_study
+
+    p = tmp_path / "bad.yaml"
+    p.write_text(yaml.safe_dump({"catalog": {"extra_files": [cat]},
+                                 "choices": {"platforms": ["t_nvl72"], "nics": [{"id": "t_nic"}],
+                                             "switches": [{"id": "t_sw128"}], "layout": layout},
+                                 "gpus": {"count": 72}}))
+    with pytest.raises(SpecError) as err:
+        load_network_study(p)
+    assert "\n" not in str(err.value) and needle in str(err.value)
+
+
+def test_an_hb_domain_longer_than_its_row_is_one_line(cat):
+    # 256 GPUs at 480 kW fill 4 liquid racks: a row of 2 cannot hold the domain.
+    st = study(cat, platform="t_big", switch="t_sw128", gpus={"count": 512}, layout={"racks_per_row": 2})
+    with pytest.raises(SpecError) as err:
+        solve_network(st)
+    assert str(err.value) == ("field 'choices.layout.racks_per_row' = 2: an HB domain of platform t_big fills 4 racks, "
+                              "longer than the row; allowed: >= 4")
+
+
+def test_gpus_per_rack_must_hold_whole_hosts(cat):
+    st = study(cat, platform="t_nvl72", gpus={"count": 72}, layout={"gpus_per_rack": 6})
+    with pytest.raises(SpecError, match=r"^field 'choices.layout.gpus_per_rack' = 6: splits a 4-GPU host"):
+        solve_network(st)
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. Platforms whose price includes the NICs
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif("includes_nics" not in Platform.model_fields, reason="catalog without includes_nics")
+def test_included_nics_are_not_priced_or_powered_again(tmp_path, cat):
+    extra = tmp_path / "nics.yaml"
+    extra.write_text("platforms:\n  - {id: t_nvl72_nics, gpu: gb200, hb_domain_size: 72, gpus_per_host: 4, "
+                     "price_usd: 3072000, power_w: 121440, includes_nics: true, included_nic: t_nic, source: test}\n")
+
+    def design(platform):
+        st = NetworkStudy.model_validate({
+            "catalog": {"extra_files": [cat, str(extra)]},
+            "choices": {"platforms": [platform], "nics": [{"id": "t_nic"}], "switches": [{"id": "t_sw128"}],
+                        "families": ["rail-only"]},
+            "gpus": {"count": 72 * 64}})
+        return solve_network(st).design
+
+    plain, inc = design("t_nvl72"), design("t_nvl72_nics")
+    # The including rack costs $72,000 (72 x $1,000) and 1,440 W (72 x 20 W) more; the network the
+    # same amount less, so the totals agree and no NIC is counted twice.
+    assert inc.nic_capex_usd == 0 and plain.nic_capex_usd == 64 * 72 * NIC
+    assert inc.capex_usd == pytest.approx(plain.capex_usd, rel=1e-12)
+    assert inc.power_w == pytest.approx(plain.power_w, rel=1e-12)
+    assert inc.bom.nic_count == plain.bom.nic_count == 64 * 72 and inc.priced_nic_count == 0
