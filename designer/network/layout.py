@@ -172,6 +172,9 @@ class _Floor:
     def __init__(self, layout: FloorLayout, n_racks: int, span: int) -> None:
         if n_racks < 1:
             raise SpecError(f"n_racks={n_racks}: a floor needs at least one rack")
+        # the default floor: about square for this many racks (a combination's floor is planned once,
+        # for the largest cluster the study may build, so lengths stay monotone in its domain count)
+        layout = layout.for_racks(n_racks)
         self.lay = layout
         self.n = n_racks
         self.span = max(1, min(span, n_racks))
@@ -548,7 +551,7 @@ def fabric_layout(layout: FloorLayout, plan: RackPlan, *, n_domains: int, nic_li
         layers.append(LinkLayer(name=name, links=sum(n for _, n in dist), worst_m=worst, lengths=dist, medium=medium,
                                 bands=length_bands(dist, opts, layout.length_margin) if opts else ()))
     n_net = -(-upper_switches // layout.switches_per_network_rack) if upper_links else 0
-    return FabricLayout(n_racks=floor.n, n_rows=floor.n_rows, racks_per_row=layout.racks_per_row,
+    return FabricLayout(n_racks=floor.n, n_rows=floor.n_rows, racks_per_row=floor.lay.racks_per_row,
                         gpus_per_rack=plan.gpus_per_rack, cooling=plan.cooling, leaf_placement=layout.leaf_placement,
                         spine_placement=layout.spine_placement, leaf_span_racks=floor.span, network_racks=n_net,
                         length_margin=layout.length_margin, layers=tuple(layers))

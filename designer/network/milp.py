@@ -338,8 +338,8 @@ def platform_racks(layout: FloorLayout, plat: Any) -> RackPlan:
     plan = rack_plan(layout, hb_domain_size=plat.hb_domain_size, host_gpus=plat.host_gpus,
                      domain_power_w=plat.power_w, stated_gpus_per_rack=getattr(plat, "gpus_per_rack", None),
                      platform=plat.id)
-    if plan.racks_per_domain > layout.racks_per_row:
-        raise SpecError(f"field 'choices.layout.racks_per_row' = {layout.racks_per_row}: an HB domain of platform "
+    if plan.racks_per_domain > layout.min_racks_per_row:
+        raise SpecError(f"field 'choices.layout.racks_per_row' = {layout.min_racks_per_row}: an HB domain of platform "
                         f"{plat.id} fills {plan.racks_per_domain} racks, longer than the row; allowed: >= "
                         f"{plan.racks_per_domain}")
     return plan
@@ -576,7 +576,8 @@ def enumerate_combos(study: NetworkStudy, catalog: Catalog) -> tuple[Combo, ...]
                                                 d_min=lo_, d_max=hi_, packed_leaves=packed,
                                                 step=d_step, job_step=j_step, gpus_per_nic=gpn,
                                                 nic_media_options=tuple(nic_opts), upper_media_options=tuple(optical),
-                                                floor=ch.layout, rack=rack, nic_link_length_m=ch.media.nic_link_length_m,
+                                                floor=ch.layout.for_racks(rack.racks(d_top)), rack=rack,
+                                                nic_link_length_m=ch.media.nic_link_length_m,
                                                 included_nics_per_domain=included)
                                             runs, why = media_runs(proto, memo)
                                             if why is not None:

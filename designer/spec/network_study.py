@@ -150,7 +150,8 @@ class FloorLayout(Record):
     (all leaves mid-floor). spine_placement: the network area of spines and cores, central or at the
     end of the hall."""
 
-    racks_per_row: int = Field(default=DEFAULT_RACKS_PER_ROW, ge=1, le=10_000)
+    # None: rows of 16 in side-by-side blocks, about square (for_racks); a number: one hall of such rows
+    racks_per_row: int | None = Field(default=None, ge=1, le=10_000)
     rack_width_m: float = Field(default=DEFAULT_RACK_WIDTH_M, gt=0, le=5)
     rack_depth_m: float = Field(default=DEFAULT_RACK_DEPTH_M, gt=0, le=5)
     row_pitch_m: float = Field(default=DEFAULT_ROW_PITCH_M, gt=0, le=100)
@@ -163,6 +164,26 @@ class FloorLayout(Record):
     spine_placement: SpinePlacement = "central"
     switches_per_network_rack: int = Field(default=DEFAULT_SWITCHES_PER_NETWORK_RACK, ge=1, le=1000)
     length_margin: float = Field(default=DEFAULT_LENGTH_MARGIN, ge=1.0, le=10)
+
+    def for_racks(self, n_racks: int) -> "FloorLayout":
+        """The floor planned for `n_racks` compute racks (the MILP plans each combination's floor for
+        the largest cluster the study may build, so one floor serves all its sizes and the link
+        lengths only grow with the domain count). Unless the study sets racks_per_row, rows
+        of DEFAULT_RACKS_PER_ROW racks stand side by side in c blocks, with c chosen so the floor is
+        about square (c = round(sqrt(n_racks x row_pitch / rack_width) / 16), at least 1): a cable
+        runs along the rows across the blocks as along one longer row. One hall of 16-rack rows would
+        be 868 rows (3.7 km) deep at 13,888 NVL72 racks, past every optic's reach; a square floor of
+        the same area is 190 m a side. Fabrics up to about 36 racks keep rows of 16."""
+        if self.racks_per_row is not None:
+            return self
+        side = math.sqrt(n_racks * self.row_pitch_m / self.rack_width_m)
+        blocks = max(1, round(side / DEFAULT_RACKS_PER_ROW))
+        return self.model_copy(update={"racks_per_row": blocks * DEFAULT_RACKS_PER_ROW})
+
+    @property
+    def min_racks_per_row(self) -> int:
+        """The shortest row the floor may have: the study's, else one block of DEFAULT_RACKS_PER_ROW."""
+        return self.racks_per_row if self.racks_per_row is not None else DEFAULT_RACKS_PER_ROW
 
     @model_validator(mode="after")
     def _sensible(self) -> "FloorLayout":

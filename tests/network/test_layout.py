@@ -249,7 +249,8 @@ def one_tier_rail_only_by_hand(d: int, medium: str) -> float:
 
 @pytest.mark.parametrize("racks,worst", [(64, SLACK + WIDTH * 16 + PITCH * 2), (128, SLACK + WIDTH * 16 + PITCH * 4)])
 def test_one_tier_rail_only_over_64_to_128_racks_gets_optics_not_dac(cat, racks, worst):
-    st = study(cat, gpus={"count": 72 * racks}, layout={"leaf_placement": "end_of_row"},
+    # rows of 16, as the reference's worked example (prices-and-layout.md B.18: 64 racks as 4 rows of 16)
+    st = study(cat, gpus={"count": 72 * racks}, layout={"leaf_placement": "end_of_row", "racks_per_row": 16},
                media={"optic": "t_sr", "dac": "t_dac"})
     d = solve_network(st).design
     assert d.n_tiers == 1 and d.layout.n_racks == racks and d.layout.n_rows == racks // 16
@@ -303,7 +304,7 @@ def test_max_gpus_under_capex_matches_brute_force_across_a_media_step(cat):
 
     for budget in (4.0e7, 5.5e7, 1.5e8):
         st = study(cat, gpus={"min": 72, "max": 72 * 128}, objective={"kind": "max_gpus"},
-                   budgets={"capex_usd": budget})
+                   budgets={"capex_usd": budget}, layout={"racks_per_row": 16})
         got = solve_network(st).design
         want = max(d for d in range(1, 129) if one_tier_rail_only_by_hand(d, cheapest_by_hand(worst(d))) <= budget)
         assert got.n_domains == want, budget
@@ -411,3 +412,21 @@ def test_included_nics_are_not_priced_or_powered_again(tmp_path, cat):
     assert inc.capex_usd == pytest.approx(plain.capex_usd, rel=1e-12)
     assert inc.power_w == pytest.approx(plain.power_w, rel=1e-12)
     assert inc.bom.nic_count == plain.bom.nic_count == 64 * 72 and inc.priced_nic_count == 0
+
+
+@pytest.mark.parametrize("racks,per_row", [(16, 16), (36, 16), (64, 16), (128, 32), (13_888, 320)])
+def test_the_default_floor_grows_about_square(racks, per_row):
+    # by hand: the square floor's row is sqrt(racks x 4.27 / 0.6) racks long, rounded to blocks of 16:
+    # 128 racks: sqrt(910.9) = 30.2 -> 2 blocks = 32; 13,888: sqrt(98,836) = 314.4 -> 20 blocks = 320;
+    # 64: 21.3 -> 1 block (16)
+    assert FloorLayout().for_racks(racks).racks_per_row == per_row
+    assert FloorLayout(racks_per_row=16).for_racks(racks).racks_per_row == 16  # a stated row is kept
+
+
+def test_default_floor_of_128_nvl72_racks_by_hand(cat):
+    st = study(cat, gpus={"count": 72 * 128}, layout={"leaf_placement": "end_of_row"},
+               media={"optic": "t_sr", "dac": "t_dac"})
+    d = solve_network(st).design
+    # 4 rows of 32, the leaf closing the middle row: the far corner is 32 pitches along and 2 rows across
+    assert (d.layout.racks_per_row, d.layout.n_rows) == (32, 4)
+    assert d.link_worst_m == (pytest.approx(SLACK + WIDTH * 32 + PITCH * 2),)
