@@ -299,6 +299,10 @@ def _combo_prices(catalog: Catalog, switch_id: str, radix: int, nic_id: str) -> 
         nic_w=nic.power_w, source=f"designer catalog entries {switch_id}, {nic_id}; link media per layer")
 
 
+# Media kinds a study must ask for by id (LinkMediaPolicy.allow).
+OPT_IN_MEDIA_KINDS = ("lpo", "copper_active")
+
+
 def _media_candidates(catalog: Catalog, policy: Any, port_gbps: float, lane_gbps: float
                       ) -> tuple[tuple[MediumOption, ...], tuple[MediumOption, ...]]:
     """(optical, copper) media that can carry the port (designer.network.layout.eligible), priced per
@@ -308,6 +312,12 @@ def _media_candidates(catalog: Catalog, policy: Any, port_gbps: float, lane_gbps
     def ok(m: LinkMedia) -> bool:
         return eligible(m, port_gbps=port_gbps, lane_gbps=lane_gbps, reach_rule=rule)
 
+    allowed = set(getattr(policy, "allow", ()))
+
+    def offered(m: LinkMedia) -> bool:
+        """LPO and linear active copper on request (choices.media.allow)."""
+        return m.kind.value not in OPT_IN_MEDIA_KINDS or m.id in allowed
+
     out = []
     for named, copper, role in ((policy.optic, False, "optic"), (policy.dac, True, "DAC")):
         if named is not None:
@@ -316,7 +326,7 @@ def _media_candidates(catalog: Catalog, policy: Any, port_gbps: float, lane_gbps
             continue
         out.append(tuple(medium_option(m) for m in catalog.media
                          if (m.kind.value in COPPER_MEDIA_KINDS) == copper and m.price_usd is not None
-                         and m.power_w is not None and ok(m)))
+                         and m.power_w is not None and ok(m) and offered(m)))
     return out[0], out[1]
 
 

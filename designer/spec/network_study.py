@@ -213,6 +213,11 @@ class LinkMediaPolicy(Record):
     nic_link_length_m: float | None = Field(default=None, gt=0)
     optic: str | None = None
     dac: str | None = None
+    # Media offered only on request (the catalog's options, prices-and-layout.md §2a): linear pluggable
+    # optics (kind lpo: they work only where the host's SerDes can drive them) and linear active
+    # copper (kind copper_active: no NVIDIA part or price found). List their ids to let the layout
+    # choose them; a medium named as `optic` or `dac` is allowed too.
+    allow: tuple[str, ...] = ()
 
 
 class Choices(Record):
@@ -548,6 +553,11 @@ def check_against_catalog(study: NetworkStudy, catalog: Catalog) -> None:
             if mid not in ids:
                 what = "copper cable (dac, copper_active)" if copper else "optical medium (optic, aoc, lpo)"
                 raise SpecError(f"field 'choices.media.{key}' = '{mid}': not a {what} in the catalog; allowed: {', '.join(ids)}")
+    all_media = [m.id for m in catalog.media]
+    for i, mid in enumerate(ch.media.allow):
+        if mid not in all_media:
+            raise SpecError(f"field 'choices.media.allow.{i}' = '{mid}': not a medium in the catalog; allowed: "
+                            + ", ".join(all_media))
     sizes = {p: catalog.platform(p).hb_domain_size for p in ch.platforms}
     mult = study.gpus.multiple_of
     if mult is not None:

@@ -430,3 +430,24 @@ def test_default_floor_of_128_nvl72_racks_by_hand(cat):
     # 4 rows of 32, the leaf closing the middle row: the far corner is 32 pitches along and 2 rows across
     assert (d.layout.racks_per_row, d.layout.n_rows) == (32, 4)
     assert d.link_worst_m == (pytest.approx(SLACK + WIDTH * 32 + PITCH * 2),)
+
+
+def test_lpo_is_offered_only_when_the_study_allows_it():
+    from designer.spec.catalog import load_catalog
+
+    real = load_catalog()
+    lpo, sr = real.medium("lpo_800g_2xdr4"), real.medium("osfp_800g_2xsr4")
+    # by the catalog's prices the LPO module is the cheaper 400G-per-port twin-port end, and reaches 500 m
+    assert lpo.price_usd < sr.price_usd and lpo.reach_m >= 500
+
+    def solve(allow):
+        return solve_network(NetworkStudy.model_validate({
+            "choices": {"platforms": ["hgx_h100_8"], "nics": [{"id": "cx7_400g"}], "switches": [{"id": "qm9790"}],
+                        "families": ["rail-optimized"], "media": {"allow": allow}},
+            "gpus": {"count": 8192}})).design
+
+    plain, with_lpo = solve([]), solve(["lpo_800g_2xdr4"])
+    assert "lpo_800g_2xdr4" not in plain.link_media
+    assert "lpo_800g_2xdr4" in with_lpo.link_media and with_lpo.capex_usd < plain.capex_usd
+    with pytest.raises(SpecError, match=r"field 'choices.media.allow.0' = 'no_such_optic': not a medium"):
+        solve(["no_such_optic"])
