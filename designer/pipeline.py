@@ -117,6 +117,26 @@ def economics_for(spec: StudySpec) -> Callable[[Any, Any], Any] | None:
     return econ
 
 
+def with_cost_terms(spec: StudySpec, net: Any) -> Any:
+    """The network study with the study's cost lines per platform (NetworkStudy.cost_terms), so its
+    budgets may bound capex_total_usd and facility_power_w; unchanged without a `costs` section."""
+    if spec.costs is None or net is None:
+        return net
+    from designer.analysis.tco import linear_terms
+    from designer.search.economics import liquid_cooled
+    from designer.spec.network_study import study_catalog
+
+    catalog = study_catalog(net)
+    terms = []
+    for pid in net.choices.platforms:
+        liquid = liquid_cooled(catalog.platform(pid))
+        t = linear_terms(spec.costs, liquid)
+        terms.append({"platform": pid, "capex_total_per_capex_usd": t.capex_total_usd.per_capex_it_usd,
+                      "capex_total_per_it_w": t.capex_total_usd.per_it_power_w,
+                      "capex_total_per_gpu": t.capex_total_usd.per_gpu, "pue": t.facility_power_w.per_it_power_w})
+    return net.with_updates(cost_terms=terms)
+
+
 def generate_candidates(spec: StudySpec, progress: ProgressFn | None = None, *, problem: Problem | None = None,
                         notes: list[str] | None = None, dropped: list[str] | None = None
                         ) -> tuple[list[Candidate], dict[str, MilpInfo]]:
@@ -133,7 +153,7 @@ def generate_candidates(spec: StudySpec, progress: ProgressFn | None = None, *, 
                         "several tier boundaries are design knobs of the co-design mode only; allowed here: "
                         "one boundary as oversubscribed_level")
     if spec.network is not None:
-        net = spec.network
+        net = with_cost_terms(spec, spec.network)
         fams = list(net.choices.families) if "family" in spec.candidates.split_by else [None]
         plats = list(net.choices.platforms) if "platform" in spec.candidates.split_by else [None]
         for fam in fams:
@@ -149,7 +169,7 @@ def generate_candidates(spec: StudySpec, progress: ProgressFn | None = None, *, 
                     raise SpecError(f"network split {fam}/{plat}: {str(err).splitlines()[0]}") from None
                 jobs.append(("milp", "-".join(x for x in (fam, plat) if x) or "net", sub))
     for nd in spec.designs:
-        jobs.append(("named", nd.name, nd.resolve(spec.network, spec.base_dir)))
+        jobs.append(("named", nd.name, with_cost_terms(spec, nd.resolve(spec.network, spec.base_dir))))
     cands: list[Candidate] = []
     info: dict[str, MilpInfo] = {}
     seen: set[str] = set()
@@ -414,7 +434,7 @@ def _codesign_worker(spec: StudySpec, storage: str, *, wait_s: float) -> int:
     problem = make_problem(spec)
     catalog = study_catalog(spec.network)
     space = build_outer_space(spec, catalog, problem)
-    evaluate = Evaluator(problem, Pricer(spec.network, catalog, economics_for(spec)),
+    evaluate = Evaluator(problem, Pricer(with_cost_terms(spec, spec.network), catalog, economics_for(spec)),
                          InnerCache(lambda c: run_exhaustive(problem, c)))
     ds = spec.design_search
     done = run_outer_optuna(space, outer_scorer(spec, problem, evaluate), storage=st, study=spec.name,
@@ -610,7 +630,7 @@ def _run_codesign(spec: StudySpec, problem: Problem, out_dir: Path, *, workers: 
         return run_optuna(problem, c, storage=st, study=spec.name, settings=settings,
                           identity=search_identity(spec, c.design_id))
 
-    pricer = Pricer(spec.network, catalog, economics_for(spec))
+    pricer = Pricer(with_cost_terms(spec, spec.network), catalog, economics_for(spec))
     inner = InnerCache(inner_search)
     evaluate = Evaluator(problem, pricer, inner)
 
@@ -696,7 +716,7 @@ def _run_codesign(spec: StudySpec, problem: Problem, out_dir: Path, *, workers: 
         from designer.network.api import solve_network
         from designer.network.design import design_to_system
 
-        sub = nd.resolve(spec.network, spec.base_dir)
+        sub = with_cost_terms(spec, nd.resolve(spec.network, spec.base_dir))
         cat = study_catalog(sub)
         try:
             res = solve_network(sub, catalog=cat)

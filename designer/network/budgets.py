@@ -22,6 +22,7 @@ UNITS: dict[Metric, str] = {
     Metric.switch_count: "switches", Metric.switch_port_count: "switch ports",
     Metric.transceiver_count: "transceivers", Metric.dac_count: "DAC cables", Metric.nic_count: "NICs",
     Metric.tiers: "tiers", Metric.job_gpus: "job GPUs", Metric.spare_domains: "spare HB domains",
+    Metric.capex_total_usd: "USD", Metric.facility_power_w: "W",
 }
 
 
@@ -30,6 +31,7 @@ UNITS: dict[Metric, str] = {
 ROW_SCALE: dict[Metric, float] = {
     Metric.capex_usd: 1e-6, Metric.compute_capex_usd: 1e-6, Metric.network_capex_usd: 1e-6,
     Metric.capex_per_gpu_usd: 1e-6, Metric.power_w: 1e-3, Metric.network_power_w: 1e-3,
+    Metric.capex_total_usd: 1e-6, Metric.facility_power_w: 1e-3,
 }
 
 
@@ -56,6 +58,10 @@ def budget_rows(budgets: Budgets) -> tuple[DeclaredBudget, ...]:
         rows.append(DeclaredBudget(name="capex_usd", metric=Metric.capex_usd, sense="<=", rhs=budgets.capex_usd))
     if budgets.power_w is not None:
         rows.append(DeclaredBudget(name="power_w", metric=Metric.power_w, sense="<=", rhs=budgets.power_w))
+    for m in (Metric.capex_total_usd, Metric.facility_power_w):
+        v = getattr(budgets, m.value)
+        if v is not None:
+            rows.append(DeclaredBudget(name=m.value, metric=m, sense="<=", rhs=v))
     return tuple(rows) + tuple(budgets.declared)
 
 
@@ -67,6 +73,11 @@ class BudgetHandles:
 
 def _row_expr(row: DeclaredBudget, metrics: Mapping[Metric, object], n_gpus, rhs_param):
     k = row_scale(row.metric)
+    if row.metric in (Metric.capex_total_usd, Metric.facility_power_w) and metrics.get(row.metric) is None:
+        from designer.errors import SpecError
+
+        raise SpecError(f"budget '{row.name}': metric {row.metric.value} needs the study's 'costs' section "
+                        "(designer run STUDY with costs: ...); allowed here: capex_usd, power_w and the other metrics")
     if row.metric == Metric.capex_per_gpu_usd:
         # capex / n <= rhs is not linear; n > 0 in every design, so it equals capex - rhs * n <= 0.
         lhs = k * (metrics[Metric.capex_usd] - rhs_param * n_gpus)

@@ -768,6 +768,9 @@ class Handles:
     spare_domains: Any = 0
     job_pflops: Any = None
     job_domains: Any = None  # J[c] variables when spares are asked for, else None
+    # With NetworkStudy.cost_terms (the study's cost lines): total capex and facility-meter power
+    capex_total_usd: Any = None
+    facility_power_w: Any = None
 
     def metric(self, m: Metric | str) -> Any:
         m = Metric(m)
@@ -1041,6 +1044,29 @@ def define_totals(model: pyo.ConcreteModel, combos: Sequence[Combo], per: dict[i
     )
 
 
+def define_cost_lines(model: pyo.ConcreteModel, combos: Sequence[Combo], study: NetworkStudy, h: Handles) -> Handles:
+    """capex_total_usd and facility_power_w from the study's per-platform cost terms (linear in each
+    combination's IT capex, IT power and GPU count); left None without them."""
+    if not study.cost_terms:
+        return h
+    terms = {t.platform: t for t in study.cost_terms}
+    missing = sorted({c.platform for c in combos} - set(terms))
+    if missing:
+        raise SpecError(f"cost_terms: no entry for platform(s) {missing}; give one per platform of choices.platforms")
+    per = h.per_combo
+    parts_capex, parts_power = [], []
+    for c in combos:
+        e, t = per[c.index], terms[c.platform]
+        it_capex = e.compute_capex_usd + e.network_capex_usd
+        it_power = e.compute_power_w + e.network_power_w
+        parts_capex.append(t.capex_total_per_capex_usd * it_capex + t.capex_total_per_it_w * it_power
+                           + t.capex_total_per_gpu * e.n_gpus)
+        parts_power.append(t.pue * it_power)
+    model.capex_total_usd = pyo.Expression(expr=sum(parts_capex))
+    model.facility_power_w = pyo.Expression(expr=sum(parts_power))
+    return replace(h, capex_total_usd=model.capex_total_usd, facility_power_w=model.facility_power_w)
+
+
 # ----------------------------------------------------------------------------------------------
 # Spares (designer.analysis.failures)
 # ----------------------------------------------------------------------------------------------
@@ -1266,6 +1292,7 @@ def build_model(study: NetworkStudy, catalog: Catalog, *, hooks: Sequence[HookRe
     per = define_power(model, combos, per)
     h = define_totals(model, combos, per)
     h = define_spares(model, combos, study, h, spare_ranges=spare_ranges, mutable_ranges=mutable_ranges)
+    h = define_cost_lines(model, combos, study, h)
     bh = define_budgets(model, budget_rows(study.budgets), h.metrics(), h.n_gpus)
     apply_hooks(model, tuple(study.hooks) + tuple(hooks), HookContext(study=study, catalog=catalog, handles=h))
     define_objective(model, h, objective or study.objective.base_kind)

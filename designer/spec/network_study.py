@@ -62,6 +62,10 @@ class Metric(str, Enum):
     # With a `spares` section: the job's GPUs (n_gpus is the built cluster) and the spare HB domains.
     job_gpus = "job_gpus"
     spare_domains = "spare_domains"
+    # With the study's `costs` section (designer run; NetworkStudy.cost_terms): IT capex plus storage,
+    # front-end network and facility build, and the power at the facility meter (IT x PUE).
+    capex_total_usd = "capex_total_usd"
+    facility_power_w = "facility_power_w"
 
 
 class CatalogSource(Record):
@@ -301,16 +305,23 @@ class DeclaredBudget(Record):
 
 
 class Budgets(Record):
+    """capex_usd and power_w: IT capex (compute + back-end fabric) and IT load. capex_total_usd and
+    facility_power_w (with the study's `costs` section): capex with storage, front-end network and
+    facility build, and the power at the facility meter (IT x PUE)."""
+
     capex_usd: float | None = Field(default=None, ge=0)
     power_w: float | None = Field(default=None, ge=0)
+    capex_total_usd: float | None = Field(default=None, ge=0)
+    facility_power_w: float | None = Field(default=None, ge=0)
     declared: tuple[DeclaredBudget, ...] = ()
 
     @model_validator(mode="after")
     def _unique(self) -> "Budgets":
-        names = [b.name for b in self.declared] + ["capex_usd", "power_w"]
+        names = [b.name for b in self.declared] + ["capex_usd", "power_w", "capex_total_usd", "facility_power_w"]
         dup = {n for n in names if names.count(n) > 1}
         if dup:
-            raise ValueError(f"budget name(s) {sorted(dup)} used twice (capex_usd and power_w are reserved)")
+            raise ValueError(f"budget name(s) {sorted(dup)} used twice (capex_usd, power_w, capex_total_usd and "
+                             "facility_power_w are reserved)")
         return self
 
 
@@ -440,6 +451,18 @@ class SparesSpec(Record):
     rates: FailureRates = FailureRates()
 
 
+class PlatformCostTerms(Record):
+    """A platform's total capex and facility power as linear forms of its design's IT capex, IT power
+    and GPU count (designer.analysis.tco.linear_terms for its cooling kind), set by `designer run`
+    from the study's `costs` section so the MILP can bound them."""
+
+    platform: str
+    capex_total_per_capex_usd: float = Field(ge=0)
+    capex_total_per_it_w: float = Field(ge=0)
+    capex_total_per_gpu: float = Field(ge=0)
+    pue: float = Field(ge=1)
+
+
 class NetworkStudy(Record):
     name: str = "network"
     catalog: CatalogSource = CatalogSource()
@@ -450,6 +473,9 @@ class NetworkStudy(Record):
     hooks: tuple[str, ...] = ()
     solver: SolverSettings = SolverSettings()
     spares: SparesSpec | None = None  # None: no spares, the job is the whole cluster
+    # Per platform, the cost lines of the enclosing study (set by designer run; needed by budgets on
+    # capex_total_usd or facility_power_w). Empty: the MILP knows IT capex and IT power only.
+    cost_terms: tuple[PlatformCostTerms, ...] = ()
     # The folder relative paths and hook modules of this study are resolved against: the study file's
     # folder, set by the loader (None: the current folder). Not part of the study's identity.
     base_dir: str | None = None
@@ -595,7 +621,7 @@ def check_against_catalog(study: NetworkStudy, catalog: Catalog) -> None:
 
 __all__ = [
     "Budgets", "CatalogSource", "Choices", "FloorLayout", "ComponentReliability", "FailureRates", "SparesSpec", "DeclaredBudget", "FrontierSpec", "GpuRequirement",
-    "LinkMediaPolicy", "MAX_OVERSUBSCRIPTION", "Metric", "NetworkStudy", "NicChoice", "Objective",
+    "LinkMediaPolicy", "MAX_OVERSUBSCRIPTION", "Metric", "NetworkStudy", "NicChoice", "Objective", "PlatformCostTerms",
     "SolverSettings", "SwitchChoice", "check_against_catalog", "family_can_use_radix",
     "load_network_study_file", "study_catalog",
 ]

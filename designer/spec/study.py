@@ -392,6 +392,13 @@ class StudySpec(Record):
             if m in RELIABILITY_METRICS and self.reliability is None:
                 raise ValueError(f"{where}: {m} needs a 'reliability' section (e.g. reliability: "
                                  "{checkpoint_write_gb_per_s: 2000})")
+        nets = [("network", self.network)] if self.network is not None else []
+        nets += [(f"designs.{d.name}", d) for d in self.designs if d.budgets is not None]
+        for where, n in nets:
+            for m in ("capex_total_usd", "facility_power_w"):
+                if getattr(n.budgets, m) is not None and self.costs is None:
+                    raise ValueError(f"{where}.budgets.{m}: needs a 'costs' section (e.g. costs: {{facility: {{}}}}); "
+                                     "budgets.capex_usd and budgets.power_w bound IT capex and IT load")
         if self.reliability is not None and self.reliability.checkpoint_write_gb_per_s is None:
             storage = None if self.costs is None else self.costs.storage
             if storage is None or (storage.write_gb_per_s is None and storage.write_gb_per_s_per_pb is None):

@@ -170,3 +170,36 @@ def test_report_hover_shows_the_declared_lines(front):
     assert f"total capex ${r['capex_total_usd'] / 1e6:,.2f}M" in text
     assert f"{r['facility_power_w'] / 1e6:,.2f} MW at the facility meter (PUE 1.25)" in text
     assert f"goodput {r['goodput_fraction']:.3f}" in text and "TCO of the run" in text
+
+
+def test_milp_budgets_at_the_facility_meter_and_on_total_capex():
+    from designer.network.api import solve_network
+    from designer.spec.network_study import NetworkStudy
+
+    def net(budgets, terms=()):
+        return NetworkStudy.model_validate({
+            "choices": {"platforms": ["hgx_h100_8"], "nics": [{"id": "cx7_400g"}], "switches": [{"id": "qm9790"}],
+                        "families": ["rail-optimized"]},
+            "gpus": {"min": 64, "max": 4096}, "objective": {"kind": "max_gpus"}, "budgets": budgets,
+            "cost_terms": list(terms)})
+
+    # by hand: facility power = PUE x IT power, so a 1.25 MW facility budget at PUE 1.25 is a 1 MW IT
+    # budget; capex_total = 1.05 x capex (a 5 % front-end share) makes a $63M total budget a $60M one
+    terms = [{"platform": "hgx_h100_8", "capex_total_per_capex_usd": 1.05, "capex_total_per_it_w": 0.0,
+              "capex_total_per_gpu": 0.0, "pue": 1.25}]
+    it = solve_network(net({"power_w": 1.0e6})).design
+    meter = solve_network(net({"facility_power_w": 1.25e6}, terms)).design
+    assert (meter.n_gpus, meter.capex_usd) == (it.n_gpus, it.capex_usd)
+    it = solve_network(net({"capex_usd": 60e6})).design
+    total = solve_network(net({"capex_total_usd": 63e6}, terms)).design
+    assert (total.n_gpus, total.capex_usd) == (it.n_gpus, it.capex_usd)
+    with pytest.raises(Exception, match="capex_total_usd needs the study's 'costs' section"):
+        solve_network(net({"capex_total_usd": 63e6}))
+
+
+def test_a_facility_budget_without_costs_is_one_line():
+    net = {"choices": {"platforms": ["hgx_h100_8"], "nics": [{"id": "cx7_400g", "nics_per_gpu": [1]}],
+                       "switches": [{"id": "qm9790"}], "families": ["rail-optimized"]},
+           "gpus": {"min": 64, "max": 256, "multiple_of": 64}, "budgets": {"facility_power_w": 1e6}}
+    with pytest.raises(ValidationError, match="network.budgets.facility_power_w: needs a 'costs' section"):
+        _spec(network=net, costs=None, reliability=None)
