@@ -11,9 +11,9 @@ persistent HiGHS object, changing only bounds and parameters between levels (_Pe
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from designer.errors import InfeasibleDesign, SolverError, SpecError
 from designer.network.budgets import budget_rows, budget_slacks, row_scale, set_rhs, unit
@@ -192,9 +192,11 @@ def _frontier_result(fr: FrontierSpec, parts: list, dropped: list[str]) -> Netwo
 
 
 def _combo_key(c: Combo) -> Combo:
-    """A combination's discrete choices without its position and domain range: the same block of
-    the model at every level (ranges and indices differ from level to level)."""
-    return replace(c, index=0, d_min=0, d_max=0)
+    """A combination's discrete choices without its position, domain range and floor: the same block
+    of the model at every level (ranges and indices differ from level to level; so does the floor,
+    planned for each level's cluster, but it only chose the block's media, which are in the key,
+    and is put back for the level's design, _PersistentFrontier._level_built)."""
+    return replace(c, index=0, d_min=0, d_max=0, floor=None)
 
 
 @dataclass(frozen=True)
@@ -206,6 +208,7 @@ class _Level:
     study: NetworkStudy
     combos: tuple[Combo, ...]
     ranges: dict[Combo, tuple[int, int]]  # _combo_key(c) -> (d_min, d_max) after tighten_combos; {}: none left
+    floors: dict[Combo, Any] = field(default_factory=dict)  # _combo_key(c) -> the level's floor of c
 
 
 class _PersistentFrontier:
@@ -241,7 +244,7 @@ class _PersistentFrontier:
             ranges = {_combo_key(c): (c.d_min, c.d_max) for c in tight}
             if len(ranges) != len(tight):  # enumerate_combos makes every block's choices distinct
                 raise SolverError(f"internal: two blocks with the same choices at {self.fr.vary} {level:g}")
-            out.append(_Level(level, ls, shared, ranges))
+            out.append(_Level(level, ls, shared, ranges, {_combo_key(c): c.floor for c in tight}))
         return out
 
     def _build(self) -> BuiltModel:
@@ -261,6 +264,11 @@ class _PersistentFrontier:
         if self.kind in ("max_gpus", "max_flops"):
             define_lexicographic_stage(built.model, built.handles, self.kind)
         return built
+
+    def _level_built(self, built: BuiltModel, lv: _Level) -> BuiltModel:
+        """The model with each block's floor as this level planned it (for the design's layout)."""
+        return replace(built, combos=tuple(replace(c, floor=lv.floors.get(key, c.floor))
+                                           for c, key in zip(built.combos, self.keys)))
 
     def _set_level(self, built: BuiltModel, lv: _Level) -> None:
         m = built.model
@@ -305,7 +313,7 @@ class _PersistentFrontier:
             except InfeasibleDesign as err:
                 dropped.append(_dropped_line(self.fr, lv.level, err))
                 continue
-            design = extract_design(built, self.catalog, level=lv.level)
+            design = extract_design(self._level_built(built, lv), self.catalog, level=lv.level)
             slacks = budget_slacks(built.budgets, built.handles.metrics(), built.handles.n_gpus)
             parts.append((design, slacks, outcome))
         return _frontier_result(self.fr, parts, dropped)

@@ -466,6 +466,7 @@ def enumerate_combos(study: NetworkStudy, catalog: Catalog) -> tuple[Combo, ...]
     reasons: set[str] = set()
     reach_reasons: list[tuple[float, str]] = []  # (length, why) of layers no allowed medium reaches
     memo: dict = {}  # layer_worst_at results, shared by blocks on the same floor
+    media_memo: dict = {}  # (port_gbps, lane_gbps) -> the candidate media
     for fam_name in ch.families:
         family = Family(fam_name)
         ratios = ch.oversubscription if family == Family.oversubscribed else (1.0,)
@@ -526,7 +527,10 @@ def enumerate_combos(study: NetworkStudy, catalog: Catalog) -> tuple[Combo, ...]
                                 continue
                             lane = link_lane_gbps(mode.port_gbps, getattr(nic, "lane_gbps", None),
                                                   getattr(sw, "lane_gbps", None))
-                            optical, copper = _media_candidates(catalog, ch.media, mode.port_gbps, lane)
+                            mkey = (mode.port_gbps, lane)
+                            if mkey not in media_memo:  # the same few port speeds recur over the loops
+                                media_memo[mkey] = _media_candidates(catalog, ch.media, mode.port_gbps, lane)
+                            optical, copper = media_memo[mkey]
                             if not optical and not (copper and ch.media.nic_links != "optic"):
                                 reasons.add(f"no medium of at least {mode.port_gbps:g}G per port at {lane:g}G per lane "
                                             "in the catalog")
