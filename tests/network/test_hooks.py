@@ -42,7 +42,7 @@ def test_hook_study_changes_the_answer(monkeypatch):
     without = solve_network(st.with_updates(hooks=[])).design
 
     # Oracle: rail-optimized on QM9790 (64 x 400G), 8-GPU H100 nodes, DAC NIC links (the default
-    # policy), prices per port from the catalog entries; max D with capex <= $200M, then also with an
+    # policy), prices per port from the catalog entries; max D with capex <= the study's budget, then also with an
     # even spine count.
     cat = load_catalog()
     qm, optic, dac, nic = cat.switch("qm9790"), cat.medium("osfp_800g_2xsr4"), cat.medium("dac_2x400g"), cat.nic("cx7_400g")
@@ -54,7 +54,7 @@ def test_hook_study_changes_the_answer(monkeypatch):
 
     def fits(d):
         b = bill_of_materials("rail-optimized", 8 * d, 8, 64, prices=prices, dac_for_nic_links=True)
-        return node * d + b.cost_usd <= 2.0e8, b
+        return node * d + b.cost_usd <= st.budgets.capex_usd, b
 
     best = max(d for d in range(128, 1025) if fits(d)[0])
     best_even = max(d for d in range(128, 1025) if fits(d)[0] and fits(d)[1].tiers[1].switches % 2 == 0)
