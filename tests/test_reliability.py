@@ -277,14 +277,21 @@ def test_a_kill_during_the_export_leaves_a_refused_folder_and_a_rerun_restores_i
 
 
 def test_frontier_levels_a_budget_rules_out_are_listed_with_the_binding_budget(tmp_path):
-    # the power sweep's 13 MW level cannot power its smallest step of GB200 racks (9,216 GPUs at ~1.76 kW
-    # each, 16.2 MW); the level is dropped for that platform and said so, with the budget that binds and
-    # its shortfall, on the terminal and in meta.json
+    # the power sweep's 13 MW level cannot power its smallest step of GB200 racks (9,216 GPUs: 128 racks
+    # x 120 kW = 15.4 MW before the network) nor of HGX B200 nodes (1,152 x 14.3 kW = 16.5 MW, so the
+    # 17 MW level is short too once the network is added); each such level is dropped for its platform
+    # and said so, with the budget that binds and its shortfall, on the terminal and in meta.json
     spec = load_study(ROOT / "studies" / "llama405b_budget" / "power_sweep.yaml")
     res = run_study(spec.with_updates(output={"plots": False}), out_dir=tmp_path / "ps")
     dropped = res.meta["milp"]["dropped_levels"]
     assert dropped, "the study has a level some platform cannot meet"
-    assert dropped == ["gb200_nvl72: power_w 1.3e+07: power_w budget <= 1.30e7 is short by 3.17e6 W for 9216 GPUs"]
+    assert [d.split(" is short by ")[0] for d in dropped] == [
+        "hgx_b200_8: power_w 1.3e+07: power_w budget <= 1.30e7", "hgx_b200_8: power_w 1.7e+07: power_w budget <= 1.70e7",
+        "gb200_nvl72: power_w 1.3e+07: power_w budget <= 1.30e7"]
+    short = [float(d.split(" is short by ")[1].split(" W")[0]) for d in dropped]
+    # the shortfalls exceed the compute alone: 16.47 - 13, 16.47 - 17 (< 0: the network makes up the rest),
+    # 15.36 - 13 MW
+    assert short[0] > 3.47e6 and 0 < short[1] < 1e6 and short[2] > 2.36e6
 
 
 # ---- fault tests with real processes ----------------------------------------------------------------
