@@ -1067,7 +1067,8 @@ def _run_study(spec: StudySpec, out: Path, *, n_trials: int | None, workers: int
         raise _no_front_error(problem, cands, tables)
     fronts_by = None
     key = spec.output.front_by
-    designs = pd.DataFrame([{**_design_row(c), "milp_status": milp[c.design_id].status, "milp_gap": milp[c.design_id].gap,
+    designs = pd.DataFrame([{**_design_row(c), **(c.economics.constants() if c.economics is not None else {}),
+                             "milp_status": milp[c.design_id].status, "milp_gap": milp[c.design_id].gap,
                              "milp_solve_time_s": milp[c.design_id].solve_time_s, "search_method": t.method,
                              "space_size": t.space_size, "n_evaluations": t.n_evaluations,
                              "best_time_to_train_s": (t.time_to_train_s[t.best] if t.best is not None else np.nan),

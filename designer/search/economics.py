@@ -67,6 +67,19 @@ class DesignEconomics:
         """Expected wall time of the run under failures (the failure-free time without a reliability section)."""
         return time_to_train_s / self.goodput_fraction if self.goodput_fraction > 0 else math.inf
 
+    def constants(self) -> dict[str, float]:
+        """The design's figures that do not depend on a strategy's time (for designs.csv)."""
+        out: dict[str, float] = {}
+        if self.reliability_declared:
+            out.update(goodput_fraction=self.goodput_fraction, interruptions_per_day=self.interruptions_per_day,
+                       checkpoint_interval_s=self.checkpoint_interval_s, checkpoint_write_s=self.checkpoint_write_s,
+                       restart_s=self.restart_s)
+        if self.costs_declared:
+            out.update(storage_capex_usd=self.storage_capex_usd, frontend_capex_usd=self.frontend_capex_usd,
+                       facility_capex_usd=self.facility_capex_usd, capex_total_usd=self.capex_total_usd,
+                       pue=self.pue, facility_power_w=self.facility_power_w)
+        return out
+
     def metrics(self, time_to_train_s: float) -> dict[str, float]:
         """Every metric these sections define, for a strategy of failure-free time `time_to_train_s`."""
         wall = self.wall_time_s(time_to_train_s)

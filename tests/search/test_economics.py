@@ -203,3 +203,14 @@ def test_a_facility_budget_without_costs_is_one_line():
            "gpus": {"min": 64, "max": 256, "multiple_of": 64}, "budgets": {"facility_power_w": 1e6}}
     with pytest.raises(ValidationError, match="network.budgets.facility_power_w: needs a 'costs' section"):
         _spec(network=net, costs=None, reliability=None)
+
+
+def test_designs_csv_carries_each_designs_cost_lines(tmp_path):
+    run_study(_spec(), out_dir=tmp_path)
+    designs = pd.read_csv(tmp_path / "designs.csv")
+    for _, r in designs.iterrows():
+        # as test_cost_lines_by_hand: $1,000 + $500 per GPU, $10M per MW of IT load, PUE 1.25
+        want = r["capex_usd"] + 1500.0 * r["n_gpus"] + 10.0 * r["power_w"]
+        assert r["capex_total_usd"] == pytest.approx(want, rel=1e-9)
+        assert r["facility_power_w"] == pytest.approx(1.25 * r["power_w"], rel=1e-9)
+        assert 0 < r["goodput_fraction"] < 1
