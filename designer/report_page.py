@@ -459,6 +459,10 @@ _TABLE_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("network capex (M USD)", "network_capex_usd", "musd"), ("time to train (days)", "time_to_train_days", "f2"),
     ("MFU", "mfu", "f3"), ("power (MW)", "power_w", "mw"), ("switches", "switch_count", "int"),
     ("transceivers", "transceiver_count", "int"), ("NICs", "nic_count", "int"), ("tiers", "n_tiers", "int"),
+    # shown when the study declares costs / reliability (designer.search.economics)
+    ("total capex (M USD)", "capex_total_usd", "musd"), ("facility power (MW)", "facility_power_w", "mw"),
+    ("TCO of the run (M USD)", "tco_usd", "musd"), ("USD per M tokens", "usd_per_million_tokens", "f3"),
+    ("goodput", "goodput_fraction", "f3"), ("days with failures", "time_to_train_with_failures_days", "f2"),
 )
 
 

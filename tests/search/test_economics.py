@@ -214,3 +214,14 @@ def test_designs_csv_carries_each_designs_cost_lines(tmp_path):
         assert r["capex_total_usd"] == pytest.approx(want, rel=1e-9)
         assert r["facility_power_w"] == pytest.approx(1.25 * r["power_w"], rel=1e-9)
         assert 0 < r["goodput_fraction"] < 1
+
+
+def test_report_table_has_the_declared_columns(front):
+    from designer.report_page import FrontSeries, front_table
+
+    pareto, _ = front
+    html_text = front_table([FrontSeries("Pareto front", pareto)])
+    for header in ("total capex (M USD)", "facility power (MW)", "TCO of the run (M USD)", "goodput"):
+        assert f">{header}</th>" in html_text
+    plain = front_table([FrontSeries("Pareto front", pareto.drop(columns=["capex_total_usd"]))])
+    assert "total capex (M USD)" not in plain
