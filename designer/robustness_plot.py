@@ -93,8 +93,8 @@ def robustness_figure(frame: pd.DataFrame, title: str = ""):
     labels = [f"{d} *" if on else str(d) for d, on in zip(frame["design_id"], frame["on_point_front"])]
     ax.set_yticks(y, labels, fontsize=8)
     ax.set_xlim(0.0, 1.12)
-    ax.set_xlabel("probability over the price draws (whiskers: 95 % Monte Carlo interval; "
-                  "* on the front at catalog prices)")
+    ax.set_xlabel("probability over the price draws\n(whiskers: 95 % Monte Carlo interval; "
+                  "* on the front at catalog prices)", fontsize=9)
     ax.set_title(title or "price robustness")
     ax.grid(True, axis="x", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
