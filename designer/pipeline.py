@@ -129,7 +129,7 @@ def with_cost_terms(spec: StudySpec, net: Any) -> Any:
     catalog = study_catalog(net)
     terms = []
     for pid in net.choices.platforms:
-        liquid = liquid_cooled(catalog.platform(pid))
+        liquid = liquid_cooled(catalog.platform(pid), net.choices.layout)
         t = linear_terms(spec.costs, liquid)
         terms.append({"platform": pid, "capex_total_per_capex_usd": t.capex_total_usd.per_capex_it_usd,
                       "capex_total_per_it_w": t.capex_total_usd.per_it_power_w,
@@ -630,7 +630,8 @@ def _run_codesign(spec: StudySpec, problem: Problem, out_dir: Path, *, workers: 
         return run_optuna(problem, c, storage=st, study=spec.name, settings=settings,
                           identity=search_identity(spec, c.design_id))
 
-    pricer = Pricer(with_cost_terms(spec, spec.network), catalog, economics_for(spec))
+    econ = economics_for(spec)
+    pricer = Pricer(with_cost_terms(spec, spec.network), catalog, econ)
     inner = InnerCache(inner_search)
     evaluate = Evaluator(problem, pricer, inner)
 
@@ -723,7 +724,6 @@ def _run_codesign(spec: StudySpec, problem: Problem, out_dir: Path, *, workers: 
         except InfeasibleDesign as err:
             raise InfeasibleDesign(f"design {nd.name}: {err}") from None
         d = res.designs[0]
-        econ = economics_for(spec)
         c = Candidate(nd.name, d, design_to_system(d, cat), float(d.capex_usd), float(d.power_w), "named",
                       economics=econ(d, cat) if econ is not None else None)
         cands.append(c)
@@ -880,7 +880,7 @@ def _robustness(spec: StudySpec, cands: list[Candidate], tables: list[ScoredTabl
     design the chance to stay on the (capex, time) front and to be the goal's answer. Candidates: every
     design the study priced and timed, less those another beats at every price of the ranges' box
     (candidate_mask; leaving them out changes no probability)."""
-    from designer.analysis.robustness import candidate_mask, price_exposure, robustness
+    from designer.analysis.robustness import GOAL_METRICS, candidate_mask, price_exposure, robustness
     from designer.robustness_plot import robustness_frame
     from designer.spec.network_study import study_catalog
 
@@ -900,8 +900,8 @@ def _robustness(spec: StudySpec, cands: list[Candidate], tables: list[ScoredTabl
     ranges = (net_catalog or next(iter(catalogs.values()))).price_ranges()
     keep = candidate_mask(exposures, times, ranges)
     idx = [i for i in range(len(exposures)) if keep[i]]
-    goal_ok = spec.goal.is_front or all(m in ("capex_usd", "time_to_train_s", "time_to_train_days", "power_w",
-                                              "energy_j", "energy_mwh")
+    # the goal metrics the draws reprice (capex) or leave fixed; cost-line and failure metrics are not among them
+    goal_ok = spec.goal.is_front or all(m in GOAL_METRICS
                                         for m in [spec.goal.minimize, *(lim.metric for lim in spec.goal.subject_to)])
     res = robustness([exposures[i] for i in idx], [times[i] for i in idx], ranges, spec.robustness.samples,
                      spec.robustness.seed, goal=spec.goal if goal_ok and time_key == "time_to_train_s" else None,

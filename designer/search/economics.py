@@ -10,7 +10,7 @@ rates, and every strategy's metrics follow from its failure-free time to train b
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from designer.analysis.goodput import (
     CheckpointSpec,
@@ -20,20 +20,19 @@ from designer.analysis.goodput import (
     goodput,
 )
 from designer.analysis.tco import linear_terms
+from designer.network.milp import platform_racks
 from designer.spec.costs import CostLines
+from designer.spec.network_study import FailureRates, FloorLayout
 from designer.spec.reliability import ReliabilitySettings
 
 DAY_S = 86_400.0
 
-# Platforms in liquid-cooled racks: the rack-scale NVLink systems (GB200/GB300 NVL72, DGX GH200 are
-# liquid-cooled per NVIDIA's reference architectures, prices-and-layout.md §1a/§1c); 8-GPU HGX nodes
-# are taken as air-cooled (their default build). A platform's `liquid_cooled` field overrides this.
-LIQUID_HB_DOMAIN_MIN = 32
 
-
-def liquid_cooled(platform) -> bool:  # noqa: ANN001 - a catalog Platform
-    flag = getattr(platform, "liquid_cooled", None)
-    return bool(flag) if flag is not None else platform.hb_domain_size >= LIQUID_HB_DOMAIN_MIN
+def liquid_cooled(platform, layout: FloorLayout | None = None) -> bool:  # noqa: ANN001 - a catalog Platform
+    """The floor's cooling for the platform (designer.network.layout.rack_plan: the study's
+    choices.layout.cooling, else liquid for rack-scale HB domains such as NVL72, air for 8-GPU hosts):
+    the same rule that sizes its racks, so a design's facility premium and PUE follow its racks."""
+    return platform_racks(layout or FloorLayout(), platform).cooling == "liquid"
 
 
 @dataclass(frozen=True)
@@ -81,20 +80,15 @@ class DesignEconomics:
         return out
 
     def metrics(self, time_to_train_s: float) -> dict[str, float]:
-        """Every metric these sections define, for a strategy of failure-free time `time_to_train_s`."""
+        """Every metric these sections define, for a strategy of failure-free time `time_to_train_s`:
+        the constants and what the run's wall time (with failures) multiplies."""
         wall = self.wall_time_s(time_to_train_s)
-        out: dict[str, float] = {}
+        out = self.constants()
         if self.reliability_declared:
-            out.update(goodput_fraction=self.goodput_fraction, time_to_train_with_failures_s=wall,
-                       time_to_train_with_failures_days=wall / DAY_S, interruptions_per_day=self.interruptions_per_day,
-                       checkpoint_interval_s=self.checkpoint_interval_s, checkpoint_write_s=self.checkpoint_write_s,
-                       restart_s=self.restart_s)
+            out.update(time_to_train_with_failures_s=wall, time_to_train_with_failures_days=wall / DAY_S)
         if self.costs_declared:
             tco = self.tco_usd_per_s * wall
-            out.update(storage_capex_usd=self.storage_capex_usd, frontend_capex_usd=self.frontend_capex_usd,
-                       facility_capex_usd=self.facility_capex_usd, capex_total_usd=self.capex_total_usd,
-                       pue=self.pue, facility_power_w=self.facility_power_w,
-                       energy_cost_usd=self.energy_usd_per_s * wall, amortized_capex_usd=self.amortized_usd_per_s * wall,
+            out.update(energy_cost_usd=self.energy_usd_per_s * wall, amortized_capex_usd=self.amortized_usd_per_s * wall,
                        colocation_usd=self.colocation_usd_per_s * wall, tco_usd=tco,
                        usd_per_million_tokens=tco / (self.tokens / 1e6) if self.tokens > 0 else math.inf)
         return out
@@ -104,10 +98,11 @@ def design_economics(design, platform, *, costs: CostLines | None, reliability: 
                      n_params: float, tokens: float, gpus_per_host: int, default_rates=None,  # noqa: ANN001
                      default_unit_gpus: int = 8) -> DesignEconomics | None:
     """The economics of one NetworkDesign on its catalog `platform`; None when the study declares
-    neither section. `default_rates` / `default_unit_gpus`: the network section's spares settings."""
+    neither section. `default_rates` / `default_unit_gpus`: the network section's spares settings.
+    Liquid or air cooling: the design's own floor (its layout), else the platform's default racks."""
     if costs is None and reliability is None:
         return None
-    liquid = liquid_cooled(platform)
+    liquid = design.layout.cooling == "liquid" if design.layout is not None else liquid_cooled(platform)
     lines = costs if costs is not None else CostLines()
     terms = linear_terms(lines, liquid)
     args = (design.capex_usd, design.power_w, design.n_gpus)
@@ -121,10 +116,6 @@ def design_economics(design, platform, *, costs: CostLines | None, reliability: 
         tco_usd_per_s=terms.tco_usd_per_s(*args), tokens=tokens)
     if reliability is None:
         return econ
-    from dataclasses import replace
-
-    from designer.spec.network_study import FailureRates
-
     rates = reliability.rates or default_rates or FailureRates()
     unit = reliability.unit_gpus or default_unit_gpus
     unit = math.gcd(unit, design.hb_domain_size)  # a unit divides the HB domain (failures.exposure)
