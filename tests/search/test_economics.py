@@ -225,3 +225,18 @@ def test_report_table_has_the_declared_columns(front):
         assert f">{header}</th>" in html_text
     plain = front_table([FrontSeries("Pareto front", pareto.drop(columns=["capex_total_usd"]))])
     assert "total capex (M USD)" not in plain
+
+
+@pytest.mark.parametrize("cooling, pue", [(None, 1.4), ("liquid", 1.15)])
+def test_pue_follows_the_floors_cooling(tmp_path, cooling, pue):
+    # no PUE declared: the shipped defaults, 1.4 for air-cooled halls and 1.15 for liquid-cooled ones
+    # (designer/data/cost_lines.yaml: Uptime 2024, SemiAnalysis); HGX H100 nodes are air-cooled unless the
+    # study's floor says liquid
+    net = {"choices": {"platforms": ["hgx_h100_8"], "nics": [{"id": "cx7_400g", "nics_per_gpu": [1]}],
+                       "switches": [{"id": "qm9790"}], "families": ["rail-optimized"],
+                       **({"layout": {"cooling": cooling}} if cooling else {})},
+           "gpus": {"min": 64, "max": 128, "multiple_of": 64}}
+    spec = _spec(network=net, costs={"facility": {}}, reliability=None)
+    run_study(spec, out_dir=tmp_path)
+    for _, r in pd.read_csv(tmp_path / "designs.csv").iterrows():
+        assert r["facility_power_w"] == pytest.approx(pue * r["power_w"], rel=1e-9)
