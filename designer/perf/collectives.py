@@ -212,6 +212,14 @@ class CollectiveCalibration(Record):
     pat_base_latency_s: float = Field(default=8e-6, ge=0)
     pat_per_rank_latency_s: float = Field(default=2.8e-6, ge=0)
     pat_bandwidth_fraction: float = Field(default=0.75, gt=0, le=1)
+    net_latency_covered_s: float = Field(default=6e-6, ge=0, description=(
+        "scale-out path latency NCCL's NET-row hop constants already include; a slower path adds "
+        "the excess as NCCL's latencyInter (once per hop, twice for Simple)"))
+    p2p_net_channel_bytes_per_s: float = Field(default=14e9, gt=0, description=(
+        "what one p2p channel drives over the network (NCCL_P2P_PER_CHANNEL_NET_BW)"))
+    p2p_ops_per_batch: int = Field(default=8, ge=1, description="NCCL_MAX_DEV_WORK_P2P_PER_BATCH")
+    runtime_channels_per_search_channel: int = Field(default=2, ge=1, description=(
+        "NCCL's runtime channel duplication (connect.cc ncclTopoPostset: nChannels = 2 x graph channels)"))
     base_latency_s: dict[str, tuple[float, float, float]]
     hop_latency_s: dict[str, _HopLatency]
     tree_correction: dict[str, tuple[float, ...]]
@@ -581,11 +589,32 @@ def _is_pow2(x):
     return np.abs(2.0**lg - x) < 0.5
 
 
-def _pipelined(base, lat, k, phi):
+def _pipelined(base, lat, k, phi, fabric_lat=0.0):
     """NCCL time with the pipeline fill of a chunked pipeline (§2.2 linear pipeline, §4.1):
     t = base + lat + X + 2*sqrt(phi*lat*X) with X = k*n, as (a, b, c) coefficients of
-    t = a + b*n + c*sqrt(n)."""
-    return base + lat, k, 2.0 * np.sqrt(phi * lat * k)
+    t = a + b*n + c*sqrt(n). `fabric_lat`, the part of `lat` a slow fabric adds beyond NCCL's
+    constants (net_hop_s), is paid once but stays out of the fill: NCCL keeps NCCL_STEPS = 8
+    chunks in flight per connection, which hides a fabric round trip behind the chunks; the fill
+    factor was fitted on IB paths, whose latency NCCL's constants already hold."""
+    return base + lat, k, 2.0 * np.sqrt(phi * np.maximum(lat - fabric_lat, 0.0) * k)
+
+
+def _proto_mult(proto: int) -> float:
+    """How often a slow fabric's excess latency is paid per network hop (tuning.cc: latencyInter
+    once, and again for Simple)."""
+    return 2.0 if proto == _SIMPLE else 1.0
+
+
+def net_hop_s(calib: CollectiveCalibration, nccl_hop_s, lat_path_s, proto: int):
+    """One network hop: NCCL's NET-row constant, or the path latency where that is larger, as long
+    as the path is no slower than the fabrics NCCL's constants were set on (net_latency_covered_s:
+    IB up to three tiers; NCCL adds nothing there, its IB transport reports latency 0). A slower
+    path (EFA) adds the excess as NCCL adds a net plugin's reported latency (tuning.cc: interLat =
+    hwLat[NET] + latencyInter, + latencyInter again for Simple, whose flag follows the data)."""
+    ref = calib.net_latency_covered_s
+    lat = np.asarray(lat_path_s, float)
+    excess = np.maximum(lat - ref, 0.0)
+    return np.maximum(np.minimum(lat, ref), nccl_hop_s) + (2.0 if proto == _SIMPLE else 1.0) * excess
 
 
 def collective_estimate_vec(op: str, nbytes, size, ranks_per_domain, domain_span, same_rail,
@@ -803,6 +832,7 @@ class _Env:
     si: np.ndarray  # steps whose partner is in the same domain (ranks numbered domain-major)
     se: np.ndarray  # steps whose partner is in another domain
     pow2: np.ndarray
+    excess_ring: np.ndarray  # what a slow fabric adds per network hop of ring-like traffic (net_hop_s)
     a_w: np.ndarray  # the slowest link a non-power-of-two fold uses
     b_w: np.ndarray
     memo: dict = field(default_factory=dict)  # an entry's protocol-independent work, computed once
@@ -817,7 +847,7 @@ class _Env:
         return max(self.system.hb.latency_s, self.c.hop_latency_s[algo].hb[proto])
 
     def a_net(self, algo: str, proto: int, lat_path, fwd):
-        hop = np.maximum(lat_path, self.c.hop_latency_s[algo].net[proto])
+        hop = net_hop_s(self.c, self.c.hop_latency_s[algo].net[proto], lat_path, proto)
         return hop + np.where(fwd, self.a_hb(algo, proto), 0.0)  # forwarding adds one HB hop
 
 
@@ -896,14 +926,15 @@ def _environment(op, p, g, span, rail, conc, system, calib, *, pxn: bool) -> _En
                scale=scale, phi=phi, bus=bus, proto_ok={_LL: True, _LL128: ll128_ok, _SIMPLE: True})
     ai = max(hb.latency_s, c.hop_latency_s["ring"].hb[_SIMPLE])
     lat_floor = c.hop_latency_s["ring"].net[_SIMPLE]
-    ae_ring = np.maximum(lat_net_ring, lat_floor) + np.where(fwd_ring, ai, 0.0)
-    ae_step = np.maximum(lat_net_step, lat_floor) + np.where(fwd_step, ai, 0.0)
+    ae_ring = net_hop_s(c, lat_floor, lat_net_ring, _SIMPLE) + np.where(fwd_ring, ai, 0.0)
+    ae_step = net_hop_s(c, lat_floor, lat_net_step, _SIMPLE) + np.where(fwd_step, ai, 0.0)
     bi = 1.0 / bw_hb_ring
     be_step = 1.0 / np.where(step_ok, bw_net_step, np.inf)
     si = _ceil_lg(g)
     return _Env(**env, ai=ai, ae_ring=ae_ring, ae_step=ae_step, bi=bi,
                 be_ring=1.0 / np.where(ring_ok, bw_net_ring, np.inf), be_step=be_step, si=si,
                 se=np.maximum(_ceil_lg(p) - si, 0.0) * multi, pow2=_is_pow2(p),
+                excess_ring=np.maximum(lat_net_ring - c.net_latency_covered_s, 0.0),
                 a_w=np.where(multi, ae_step, ai), b_w=np.where(multi, be_step, bi))
 
 
@@ -923,7 +954,8 @@ def _ring(e: _Env, proto: int):
         coef = np.ones(e.shape)
         net = coef / g * e.multi
         hop = np.where(e.multi, e.a_net("ring", proto, e.lat_net_ring, e.fwd_ring), e.a_hb("ring", proto))
-        return (*_pipelined(c.base_latency_s["ring"][proto], hop, coef / e.bus[proto], e.phi),
+        return (*_pipelined(c.base_latency_s["ring"][proto], hop, coef / e.bus[proto], e.phi,
+                            e.multi * _proto_mult(proto) * e.excess_ring),
                 e.net_ok_ring & e.proto_ok[proto], coef - net + np.where(e.fwd_ring, net, 0.0), net, e.sf_ring)
     else:
         coef, nsteps, ninter = (p - 1) / p, p - 1, e.n_dom - 1
@@ -935,12 +967,13 @@ def _ring(e: _Env, proto: int):
     inter = np.where(g == 1, e.a_net("tree", proto, e.lat_net_ring, e.fwd_ring),
                      e.a_net("ring", proto, e.lat_net_ring, e.fwd_ring))
     lat = (nsteps - ninter) * intra + ninter * inter
+    slow = ninter * _proto_mult(proto) * e.excess_ring
     base = c.base_latency_s["ring"][proto]
     if proto == _SIMPLE and e.op == "all_reduce":
         # NCCL's ring "plateau" factor: Simple AllReduce across nodes only
         f = np.where(e.multi, c.ring_simple_multidomain_latency_factor, 1.0)
-        lat, base = lat * f, base * f
-    return (*_pipelined(base, lat, coef / e.bus[proto], e.phi), e.net_ok_ring & e.proto_ok[proto], hbb, net, e.sf_ring)
+        lat, base, slow = lat * f, base * f, slow * f
+    return (*_pipelined(base, lat, coef / e.bus[proto], e.phi, slow), e.net_ok_ring & e.proto_ok[proto], hbb, net, e.sf_ring)
 
 
 def _pat(e: _Env, proto: int):
@@ -952,7 +985,8 @@ def _pat(e: _Env, proto: int):
     inter = e.a_net("tree", _SIMPLE, e.lat_net_ring, e.fwd_ring)
     lat = _lg(e.n_dom) * inter / 3.5 + p * c.pat_per_rank_latency_s
     net = coef * e.multi
-    return (*_pipelined(c.pat_base_latency_s, lat, coef / (c.pat_bandwidth_fraction * e.bus_simple), e.phi),
+    slow = _lg(e.n_dom) / 3.5 * _proto_mult(_SIMPLE) * e.excess_ring
+    return (*_pipelined(c.pat_base_latency_s, lat, coef / (c.pat_bandwidth_fraction * e.bus_simple), e.phi, slow),
             e.multi & (e.g == 1) & e.net_ok_ring, coef - net + np.where(e.fwd_ring, net, 0.0), net, e.sf_ring)
 
 
@@ -981,7 +1015,8 @@ def _tree(e: _Env, proto: int):
     else:
         bw = np.minimum(c.tree_simple_fraction * bus, e.n_ch * np.take(e.arch.tree_per_channel_bytes_per_s, e.scale))
     lat = 2.0 * ((g - 1) * e.a_hb("tree", proto) + _lg(e.n_dom) * e.a_net("tree", proto, e.lat_net_ring, e.fwd_ring))
-    return (*_pipelined(c.base_latency_s["tree"][proto], lat, 1.0 / (0.5 * bw), e.phi),
+    slow = 2.0 * _lg(e.n_dom) * _proto_mult(proto) * e.excess_ring
+    return (*_pipelined(c.base_latency_s["tree"][proto], lat, 1.0 / (0.5 * bw), e.phi, slow),
             e.net_ok_ring & e.proto_ok[proto], hbb, net, e.sf_ring)
 
 
@@ -1020,7 +1055,8 @@ def _nvls_tree(e: _Env, proto: int):
     k = np.maximum(k_intra, np.where(e.n_dom == 2, 1.0, 2.0) / (g * np.where(e.ring_ok, e.bw_net_ring, 1.0)))
     lat = c.hop_latency_s["nvls_tree"].hb[_SIMPLE] + 2.0 * _lg(e.n_dom) * e.a_net("nvls_tree", _SIMPLE, e.lat_net_ring, e.fwd_ring)
     net = np.where(e.n_dom == 2, 1.0, 2.0) / g
-    return (*_pipelined(c.base_latency_s["nvls_tree"][_SIMPLE], lat, k, e.phi),
+    slow = 2.0 * _lg(e.n_dom) * _proto_mult(_SIMPLE) * e.excess_ring
+    return (*_pipelined(c.base_latency_s["nvls_tree"][_SIMPLE], lat, k, e.phi, slow),
             e.multi & e.ring_ok & (g >= 2), 1.0 + np.where(e.fwd_ring, net, 0.0), net, e.sf_ring)
 
 
@@ -1039,7 +1075,7 @@ def _collnet(e: _Env, proto: int):
                    (1.0 / g) / (c.net_in_network_efficiency * np.where(e.ring_ok, e.bw_net_ring, 1.0)))
     lat = (2.0 * (np.minimum(1.0, g - 1) * e.a_hb("collnet", _SIMPLE) + (g - 1) * c.collnet_per_rank_latency_s)
            + e.a_net("collnet", _SIMPLE, e.lat_net_ring, e.fwd_ring))
-    return (*_pipelined(c.base_latency_s["collnet"][_SIMPLE], lat, k, e.phi),
+    return (*_pipelined(c.base_latency_s["collnet"][_SIMPLE], lat, k, e.phi, _proto_mult(_SIMPLE) * e.excess_ring),
             e.multi & e.ring_ok & e.rail & sharp, 2.0 * (g - 1) / g, 1.0 / g, e.sf_ring)
 
 
@@ -1052,7 +1088,8 @@ def _hierarchical(e: _Env, proto: int):
     g, n_dom = e.g, e.n_dom
     k = 2.0 if e.op == "all_reduce" else 1.0
     coef = _pipelined(0.0, k * ((g - 1) * e.ai + (n_dom - 1) * e.ae_ring),
-                      k * ((g - 1) / g * e.bi + (n_dom - 1) / n_dom * (1.0 / g) * e.be_ring), e.phi)
+                      k * ((g - 1) / g * e.bi + (n_dom - 1) / n_dom * (1.0 / g) * e.be_ring), e.phi,
+                      k * (n_dom - 1) * _proto_mult(_SIMPLE) * e.excess_ring)
     net = k * (n_dom - 1) / n_dom / g
     return (*coef, e.multi & e.ring_ok & (g >= 2), k * (g - 1) / g + np.where(e.fwd_ring, net, 0.0), net, e.sf_ring)
 
@@ -1153,7 +1190,7 @@ def _pairwise(e: _Env, proto: int):
     ok_d = ~multi | np.where(direct_rail, e.a2a_rail.exists, e.a2a_cross.exists)
     sf_d = np.where(direct_rail, e.a2a_rail.spine_fraction, e.a2a_cross.spine_fraction)
     lat_d = np.where(direct_rail, e.a2a_rail.latency_s, e.a2a_cross.latency_s)
-    ae_d = np.maximum(lat_d, c.hop_latency_s["ring"].net[_SIMPLE])
+    ae_d = net_hop_s(c, c.hop_latency_s["ring"].net[_SIMPLE], lat_d, _SIMPLE)
     net = (p - g) / p
     # the intra-domain share is an all-to-all among the g members of n*g/p bytes each
     b = np.maximum(g / p * _a2a_intra_inverse_bw(e), np.where(multi, net / np.where(ok_d, bw_d, np.inf), 0.0))
@@ -1194,14 +1231,51 @@ def _p2p_route(e: _Env):
     return b_flow_hb, r1, forwarded, bw_e, lat_e, sf
 
 
+def _pow2_up(x):
+    return 2.0 ** np.ceil(np.log2(np.maximum(x, 1.0)) - 1e-9)
+
+
+def p2p_net_channels(e: _Env) -> np.ndarray:
+    """Channels NCCL stripes one send/recv to a peer in another domain over (paths.cc
+    ncclTopoGetNchannels / ncclTopoComputeP2pChannels, enqueue.cc addP2pToPlan).
+
+    The communicator has p2pnChannels = pow2Up(runtime channels) -- NCCL duplicates the ring
+    search's channels (one per NIC of the domain, `n_ch`, doubled when there are at most 4) at
+    run time. A network peer gets
+    (2.29+) max(NICs, ceil(NIC GB/s / NCCL_P2P_PER_CHANNEL_NET_BW)), rounded up to a power of two,
+    halved while it times ceil(nRanks / NCCL_MAX_DEV_WORK_P2P_PER_BATCH) exceeds p2pnChannels, so
+    that every peer fits in one round; before 2.29 it starts at 2, halved while it times nRanks
+    exceeds 4 p2pnChannels, and is at least the NIC count. A large message uses all of them."""
+    c, p = e.c, e.p
+    # graph channels: one per NIC (n_ch), doubled by ncclTopoDupChannels unless there are more
+    # than 4 of them (it skips sm90+ graphs with nCh > 4 and bwIntra < 50); then the runtime copy
+    graph = e.n_ch * np.where(e.n_ch <= 4, 2.0, 1.0)
+    total = np.minimum(_pow2_up(c.runtime_channels_per_search_channel * graph), 64.0)
+    nics = float(e.system.nics_per_gpu)
+    if _at_least(c, "2.29"):
+        ch = _pow2_up(np.maximum(nics, np.ceil(e.nic / c.p2p_net_channel_bytes_per_s - 1e-9)))
+        rounds = np.ceil(p / c.p2p_ops_per_batch - 1e-9)
+        for _ in range(7):  # at most 64 -> 1
+            ch = np.where((ch * rounds > total) & (ch > 1), ch / 2, ch)
+    else:
+        ch = np.full(np.shape(p), 2.0)
+        ch = np.where(2.0 * p > 4.0 * total, 1.0, ch)
+        ch = _pow2_up(np.maximum(ch, nics))
+    return np.minimum(ch, total)
+
+
 def _p2p(e: _Env, proto: int):
+    """One send/recv. Across domains the flow is striped over p2p_net_channels channels, each of
+    which drives at most p2p_net_channel_bytes_per_s: in a large communicator (nccl-tests
+    sendrecv over many nodes) NCCL gives a peer fewer channels than the NIC needs."""
     c, multi = e.c, e.multi
     b_flow_hb, r1, forwarded, bw_e, lat_e, sf = e.once("p2p", _p2p_route)
+    bw_e = np.minimum(bw_e, e.once("p2p_channels", p2p_net_channels) * c.p2p_net_channel_bytes_per_s)
     net = 1.0 * multi
     hbb = 1.0 * ~multi + np.where(forwarded, net, 0.0)
     frac = {_LL: c.ll_bandwidth_fraction, _LL128: c.ll128_bandwidth_fraction, _SIMPLE: 1.0}[proto]
     bw = np.where(multi, bw_e, b_flow_hb) * frac
-    alpha = np.where(multi, np.maximum(lat_e, c.hop_latency_s["ring"].net[proto])
+    alpha = np.where(multi, net_hop_s(c, c.hop_latency_s["ring"].net[proto], lat_e, proto)
                      + np.where(forwarded, e.a_hb("ring", proto), 0.0), e.a_hb("ring", proto))
     ok = (multi & forwarded & r1.exists) if e.pxn else (~multi | r1.exists)
     return alpha, 1.0 / bw, 0.0, ok & np.where(multi, e.proto_ok[proto], True), hbb, net, sf
@@ -1365,7 +1439,7 @@ def moe_dispatch_estimate_vec(token_bytes, top_k, distinct_domains, size, ranks_
         # the k copies spread over the domain as an all-to-all among its g members
         t_hb = tb * k * _hb_alltoall_inverse_bw(system, g) / eta_hb
     hop_hb = max(system.hb.latency_s, c.hop_latency_s["ring"].hb[_SIMPLE])
-    hop_net = np.maximum(rail.latency_s, c.hop_latency_s["ring"].net[_SIMPLE])
+    hop_net = net_hop_s(c, c.hop_latency_s["ring"].net[_SIMPLE], rail.latency_s, _SIMPLE)
     lat = hop_hb + np.where(multi, hop_net, 0.0)
     t = lat + np.maximum(t_rdma, np.where(g > 1, t_hb, 0.0))
     t = np.where(multi & ~rail.exists, np.inf, t)

@@ -25,6 +25,15 @@ DEFAULT_NIC_GBPS_PER_GPU = 400.0
 ALGORITHM_NAMES = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": "nvls_tree", "collnet": "collnet",
               "pat": "pat"}
 OPS = set(coll.OPS)
+# One-way latency of an AWS EFA path (SRD through the Nitro card, libfabric and the aws-ofi-nccl
+# plugin), per instance generation: the small-message floor of that platform's allreduce less
+# NCCL's tree LL cost over the two nodes (6.8 + 2(7 x 0.6 + L + 5.0 - 6) us, the model's own
+# formula): AWS-1 (p5, 8 B - 2 KiB at 65-75 us) 30 us, AWS-3 (p4de, 161-166 us) 78 us, B300-1
+# (p6-b300, "min small-msg latency" 42.9 us) 18 us. The same ranking as the latencies the
+# aws-ofi-nccl plugin reports to NCCL's tuner (src/platform-aws.cpp: 75 us for p4d/p4de/p5/p5e,
+# 35 us for p5en and p6), which are tuning values rather than times. Because the floors set
+# these, the small sizes of those three curves are not independent checks; their mid sizes are.
+EFA_PATH_LATENCY_S = {"a100_80gb": 78e-6, "h100_sxm": 30e-6, "h200_sxm": 30e-6, "b300": 18e-6}
 
 
 @cache
@@ -52,9 +61,14 @@ def system_for(curve: dict) -> ClusterSystem:
     text = " ".join(str(curve.get(k) or "") for k in ("notes", "description"))
     # SHARP only where the switches ran it (a COLLNET_ENABLE with no SHARP daemon falls back)
     sharp = curve.get("sharp") is True or "SHARP NOW ACTIVE" in text
+    # EFA's latency is the endpoints' (SRD, libfabric): the leaf carries it, the spine adds nothing
+    efa = curve["fabric"] == "efa"
+    leaf_lat = {"latency_s": EFA_PATH_LATENCY_S[curve["gpu"]]} if efa else {}
+    spine_lat = {"latency_s": 0.0} if efa else {}
     tiers = (NetworkTier(name="leaf", span_domains=n_dom, cross_rail=False, bandwidth_per_gpu_bytes_per_s=nic,
-                         in_network_reduction=sharp),
-             NetworkTier(name="spine", span_domains=n_dom, cross_rail=True, bandwidth_per_gpu_bytes_per_s=nic))
+                         in_network_reduction=sharp, **leaf_lat),
+             NetworkTier(name="spine", span_domains=n_dom, cross_rail=True, bandwidth_per_gpu_bytes_per_s=nic,
+                         **spine_lat))
     hb = HBDomain(size=k, bandwidth_per_gpu_bytes_per_s=gpu.hb_gb_per_s_per_direction * 1e9,
                   in_network_reduction=k > 2 and gpu.architecture != "ampere")
     return ClusterSystem(gpu=gpu.perf(), n_gpus=n, hb=hb, nic_bandwidth_per_gpu_bytes_per_s=nic, tiers=tiers)
@@ -84,7 +98,8 @@ def algorithms_for(curve: dict, calib) -> tuple[str, ...] | None:
     NVLS where it was disabled. A curve's algorithm label alone ("nvls", "collnet") names a feature
     it enabled, with NCCL's own choice."""
     text = " ".join(str(curve.get(k) or "") for k in ("notes", "description"))
-    forced = re.search(r"NCCL_ALGO=(\w+)", text, flags=re.IGNORECASE)
+    # NCCL_ALGO=Ring or, per collective (NCCL 2.24+), NCCL_ALGO=allreduce:ring
+    forced = re.search(r"NCCL_ALGO=(?:\w+:)?(\w+)", text, flags=re.IGNORECASE)
     label = (curve.get("algorithm") or "").lower()
     if forced or label in ("ring", "tree", "nvlstree", "pat"):
         # those labels are algorithms a run forced (the "nvls" / "collnet" labels enable features)

@@ -253,6 +253,45 @@ def test_rail_only_cross_rail_p2p_forwards_over_hb(ideal):
     assert e.hb_bytes == pytest.approx(n) and e.rail_bytes == pytest.approx(n) and e.spine_bytes == 0
 
 
+@pytest.mark.parametrize("p,version,channels", [
+    # NCCL 2.29+: 4 channels per network peer (max(1 NIC, ceil(50 / 14))), halved while
+    # channels x ceil(p / 8) > p2pnChannels = 16 (8 NIC channels, x2 at run time)
+    (16, "2.30", 4), (32, "2.30", 4), (64, "2.30", 2), (128, "2.30", 1), (512, "2.30", 1),
+    # before 2.29: 2, halved while 2 p > 4 x 16
+    (16, "2.28", 2), (32, "2.28", 2), (64, "2.28", 1),
+])
+def test_sendrecv_across_domains_is_striped_over_few_channels(calib, p, version, channels):
+    """nccl-tests sendrecv over p ranks, 8 per domain: the pair crossing domains is the slowest, and
+    NCCL stripes it over `channels` channels of 14 GB/s each (NCCL_P2P_PER_CHANNEL_NET_BW), at most
+    the NIC's 0.88 x 50 GB/s."""
+    from designer.perf.collectives import for_nccl_version
+
+    c = for_nccl_version(calib, version)
+    tiers = (NetworkTier(name="leaf", span_domains=p // 8, cross_rail=False, bandwidth_per_gpu_bytes_per_s=B_NET),)
+    system = _system(n_gpus=p, tiers=tiers)
+    n = 8 * 2**30
+    e = _one("send_recv", n, GroupShape(size=p, ranks_per_domain=8, domain_span=p // 8, same_rail=True), system, c, "p2p")
+    want_bw = min(0.88 * 50e9, channels * 14e9)
+    assert n / e.time_s == pytest.approx(want_bw, rel=1e-3)
+
+
+def test_slow_fabric_adds_its_excess_latency_per_hop(calib):
+    """A 30 us path (EFA) is 24 us slower than the 6 us NCCL's NET constants cover: a Simple hop
+    pays it twice (NCCL adds latencyInter again for Simple), max(6, 14) + 2 x 24 = 62 us; LL once,
+    max(6, 2.7) + 24 = 30 us; a 3 us path stays at NCCL's 14 us (Simple) and max(3, 2.7) us (LL)."""
+    from designer.perf.collectives import net_hop_s
+
+    assert float(net_hop_s(calib, 14e-6, 30e-6, 2)) == pytest.approx(62e-6)
+    assert float(net_hop_s(calib, 2.7e-6, 30e-6, 0)) == pytest.approx(30e-6)
+    assert float(net_hop_s(calib, 14e-6, 3e-6, 2)) == pytest.approx(14e-6)
+    assert float(net_hop_s(calib, 2.7e-6, 3e-6, 0)) == pytest.approx(3e-6)
+    tiers = (NetworkTier(name="efa", span_domains=2, cross_rail=False, bandwidth_per_gpu_bytes_per_s=B_NET,
+                         latency_s=30e-6),)
+    e = _one("send_recv", 8.0, GroupShape(size=2, ranks_per_domain=1, domain_span=2, same_rail=True),
+             _system(n_gpus=16, tiers=tiers), calib, "p2p")
+    assert e.time_s == pytest.approx(62e-6 + 8.0 / (0.88 * B_NET), rel=1e-6)
+
+
 def test_single_rank_group_costs_nothing(calib):
     e = collective_estimate("all_reduce", 1e9, GroupShape(size=1, ranks_per_domain=1, domain_span=1, same_rail=True),
                             _system(), calib)
