@@ -223,6 +223,8 @@ class CollectiveCalibration(Record):
     base_latency_s: dict[str, tuple[float, float, float]]
     hop_latency_s: dict[str, _HopLatency]
     tree_correction: dict[str, tuple[float, ...]]
+    tree_correction_sizes: int = Field(default=23, ge=1, description=(
+        "tree_correction applies to log2(nBytes/64) below this; 1 above (tuning.cc logSize < 23)"))
     architectures: dict[str, ArchitectureConstants] = Field(description="keyed by GpuPerf.architecture")
     algorithms: tuple[str, ...] = Field(description="the library's repertoire the argmin chooses from")
     sources: dict[str, str] = {}
@@ -1352,7 +1354,10 @@ def _select(cand: _Candidates, n: np.ndarray, inv: np.ndarray, p_u: np.ndarray, 
                     # increasing.
                     pos = np.log2(np.maximum(n, 64.0) / 64.0)
                     whole = pos.astype(np.intp)
-                table = np.asarray(calib.tree_correction[PROTOCOLS[corr]], dtype=float)
+                # NCCL corrects only logSize < tree_correction_sizes (tuning.cc: 64 B to 256 MB);
+                # larger trees run at the model's bandwidth (factor 1)
+                table = np.append(np.asarray(calib.tree_correction[PROTOCOLS[corr]], dtype=float)
+                                  [:calib.tree_correction_sizes], 1.0)
                 # np.interp on the grid 0, 1, ..., len-1, clipped at both ends
                 cell = np.minimum(whole, len(table) - 1)
                 tab = np.append(table, table[-1])

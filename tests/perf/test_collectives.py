@@ -292,6 +292,21 @@ def test_slow_fabric_adds_its_excess_latency_per_hop(calib):
     assert e.time_s == pytest.approx(62e-6 + 8.0 / (0.88 * B_NET), rel=1e-6)
 
 
+def test_tree_correction_stops_at_256_mib(ideal):
+    """tuning.cc applies treeCorrectionFactor only while log2(n/64) < 23: a 1 GiB tree allreduce runs
+    at the uncorrected bandwidth, a 32 MiB one (log2 = 19, Simple factor 0.7) at 0.7 of it."""
+    flat = ideal.model_copy(update={"tree_correction": {k: (1.0,) * 24 for k in ideal.tree_correction}})
+    tiers = (NetworkTier(name="leaf", span_domains=4, cross_rail=False, bandwidth_per_gpu_bytes_per_s=B_NET),)
+    system = _system(n_gpus=32, tiers=tiers)
+    shape = GroupShape(size=32, ranks_per_domain=8, domain_span=4, same_rail=True)
+    big, mid = 2.0**30, 2.0**25
+    assert _one("all_reduce", big, shape, system, ideal, "tree").time_s == pytest.approx(
+        _one("all_reduce", big, shape, system, flat, "tree").time_s, rel=1e-12)
+    a = _one("all_reduce", 0.0, shape, system, flat, "tree").time_s  # the links' latencies
+    assert _one("all_reduce", mid, shape, system, ideal, "tree").time_s - a == pytest.approx(
+        (_one("all_reduce", mid, shape, system, flat, "tree").time_s - a) / 0.7, rel=1e-9)
+
+
 def test_single_rank_group_costs_nothing(calib):
     e = collective_estimate("all_reduce", 1e9, GroupShape(size=1, ranks_per_domain=1, domain_span=1, same_rail=True),
                             _system(), calib)
