@@ -137,9 +137,41 @@ def predict(curve: dict, calib) -> list[Point]:
     return out
 
 
+# Curves that measure something designer does not model, by id prefix, with the reason the source
+# gives. They are still predicted and printed, under their own kind, never silently dropped.
+UNMODELLED = {
+    "X-": ("XLA's default collective perf table times a compiled XLA executable (median of 20 runs, its "
+           "launch overhead included: 20-50 us floors on 8 GPUs, quantized GB200 values) running XLA's own "
+           "decomposition of the op, with no NCCL version, environment or algorithm recorded "
+           "(collectives-modern.md section 1 caveats); designer models one NCCL call"),
+    "X-H6": ("XLA collective-permute timed as a 100-iteration loop, with an implementation switch at 128 MiB "
+             "the source says a model should not be expected to reproduce"),
+    "X-B6": "XLA collective-permute, with the same step at 128-512 MiB as X-H6",
+    "X-G6": ("XLA collective-permute on NVL72 with a 430-450 us plateau from 9 MiB to 144 MiB, as published; "
+             "the ring and swap columns are one measurement stored twice"),
+    "TB-5-AR-collnet-": ("CollNet enabled without working SHARP ('SHARP coll init error: Cannot create SHARP "
+                         "job'): the source calls it an unexplained non-Ring/non-Tree fallback and says not to "
+                         "calibrate on it"),
+    "TB-5-AG-collnet-": "CollNet without working SHARP, as TB-5-AR-collnet",
+    "TB-6-RS-ring-buggy": ("only 4 of the 8 rails at 400G plus one Ethernet and three 100G ports: a node of mixed "
+                           "NICs the curve's uniform NIC description does not hold"),
+    "TB-6-RS-nvls-buggy": "mixed NICs, as TB-6-RS-ring-buggy",
+    "TB-6-RS-collnet-buggy": "mixed NICs, as TB-6-RS-ring-buggy",
+}
+
+
+def unmodelled(curve_id: str) -> str | None:
+    """Why designer does not model this curve (the longest matching prefix's reason), or None."""
+    hits = [k for k in UNMODELLED if curve_id.startswith(k)]
+    return UNMODELLED[max(hits, key=len)] if hits else None
+
+
 def source_kind(curve_id: str) -> str:
-    """XLA's table times an XLA executable (its launch overhead included); the rest are nccl-tests."""
-    return "xla" if curve_id.startswith("X-") else "nccl-tests"
+    """XLA's table times an XLA executable (its launch overhead included); other curves designer does
+    not model are "unmodelled"; the rest are nccl-tests."""
+    if curve_id.startswith("X-"):
+        return "xla"
+    return "unmodelled" if unmodelled(curve_id) else "nccl-tests"
 
 
 def band(size_bytes: int) -> str:

@@ -15,10 +15,14 @@ from designer.perf import collectives as coll
 from tests.perf import collective_curves as cc
 
 # share of points within the target, per (source kind, band): floors at the current figures
-FLOORS = {("nccl-tests", "large"): 0.45, ("nccl-tests", "small"): 0.25, ("xla", "large"): 0.20}
+# (the nccl-tests points <= 1 MiB are the EFA curves', whose floors set their path latencies,
+# collective_curves.EFA_PATH_LATENCY_S); curves designer does not model (collective_curves.UNMODELLED)
+# count under their own kind
+FLOORS = {("nccl-tests", "large"): 0.65, ("nccl-tests", "small"): 0.90, ("xla", "large"): 0.20}
 # curve families the model must hold at large sizes (within 10% of every point >= 1 MiB)
 HELD = ("TB-5-AR-ring-", "TB-5-AG-ring-", "TB-1-AR-ring-", "TB-2-AG-ring-", "TB-5-SR-2n",
-        "TB-5-SR-4n", "SB-B2-8gpu-default", "TB-5-AR-nvls-1n", "TB-1-AR-nvls-1n")
+        "TB-5-SR-4n", "SB-B2-8gpu-default", "TB-5-AR-nvls-1n", "TB-1-AR-nvls-1n", "TB-5-AR-tree-",
+        "TB-1-AR-tree-", "TB-1-SR-2n", "TB-1-SR-4n", "TB-5-SR-16n", "XR-5")
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +37,9 @@ def test_print_every_curve(results):
         print(f"\n## {cid}: {c['op']} on {c['ranks']} x {c['gpu']} ({c['fabric']}), {c['quantity']}, "
               f"NCCL {c.get('nccl_version') or '?'}")
         print(f"{'size B':>14} {'measured':>10} {'designer':>10} {'error':>8}  algorithm/protocol")
+        why = cc.unmodelled(cid)
+        if why:
+            print(f"   NOT MODELLED ({cc.source_kind(cid)}, outside the nccl-tests shares): {why}")
         named = cc.ALGORITHM_NAMES.get((c.get("algorithm") or "").lower())
         for p in pts:
             print(f"{p.size_bytes:>14} {p.measured:>10.3f} {p.predicted:>10.3f} {p.error:>+8.1%}  {p.algorithm}/{p.protocol}")
