@@ -55,6 +55,7 @@ class ComputeCalibration:
     framework_per_layer_s: float  # host launch overhead per layer per microbatch, forward + backward
     overlap_slowdown: float = 0.0  # compute lost per second of communication hidden behind it
     grouped_gemm_efficiency: float = 1.0  # expert GEMMs (grouped, one problem per local expert) vs the dense ceiling
+    fp8_recipe_gemm_factors: tuple[tuple[str, float], ...] = ()  # fp8 recipe -> its GEMM kernels vs tensorwise
 
     def gemm_ceiling(self, gpu_name: str, architecture: str, precision: str) -> float:
         for name, prec, eff in self.gpu_gemm_ceilings:
@@ -119,6 +120,7 @@ class Precisions:
     cast_bytes_per_element: float
     attn_fwd_eff: np.ndarray  # per kernel code, fraction of hi_peak_flops
     attn_bwd_eff: np.ndarray
+    saved_input_bytes_per_element: float = ACT_BYTES  # a linear layer's input as saved for its backward
 
 
 @dataclass(frozen=True)

@@ -75,10 +75,17 @@ class PerfCalibration:
     collectives: Any
     dp_bucket_bytes: float
     cast_bytes_per_element: tuple[tuple[str, float], ...] = ()  # recipe or precision -> HBM bytes per element
+    saved_input_bytes_per_element: tuple[tuple[str, float], ...] = ()  # recipe or precision -> saved linear input
 
     def cast_bytes(self, precision: str, recipe: str) -> float:
         key = recipe if precision == "fp8" else precision
         return dict(self.cast_bytes_per_element).get(key, 0.0)
+
+    def saved_input_bytes(self, precision: str, recipe: str) -> float:
+        """Bytes per element of a saved linear-layer input under a low-precision recipe (the quantised
+        copy the weight-gradient GEMM reads); 16-bit where the data file has no entry."""
+        key = recipe if precision == "fp8" else precision
+        return dict(self.saved_input_bytes_per_element).get(key, cmp.ACT_BYTES)
 
 
 # Reason codes of infeasible strategies (vectorized path); 0 = feasible.
@@ -227,13 +234,20 @@ def precisions(system: ClusterSystem, training: TrainingSpec, calib: PerfCalibra
     hi = "fp16" if prec == "fp16" else "bf16"
     ccal = calib.compute
     gemm_prec = prec if prec in gpu.peak_flops else hi
+    low = gemm_prec in cmp.LOW_PRECISIONS
+    ceiling = ccal.gemm_ceiling(gpu.name, gpu.architecture, gemm_prec)
+    if gemm_prec == "fp8":
+        # a recipe whose scaled GEMMs run other kernels than the per-tensor ones (rowwise scales)
+        ceiling *= dict(ccal.fp8_recipe_gemm_factors).get(training.fp8_recipe.value, 1.0)
     fwd, bwd = ccal.attention_table(gpu.architecture)
     return cmp.Precisions(
         gemm_peak_flops=gpu.peak_flops[gemm_prec],
-        gemm_max_eff=ccal.gemm_ceiling(gpu.name, gpu.architecture, gemm_prec),
+        gemm_max_eff=ceiling,
         hi_peak_flops=gpu.peak_flops.get(hi, gpu.peak_flops["bf16"]),
         hi_max_eff=ccal.gemm_ceiling(gpu.name, gpu.architecture, hi),
-        cast_bytes_per_element=calib.cast_bytes(gemm_prec, training.fp8_recipe.value) if gemm_prec in cmp.LOW_PRECISIONS else 0.0,
+        cast_bytes_per_element=calib.cast_bytes(gemm_prec, training.fp8_recipe.value) if low else 0.0,
+        saved_input_bytes_per_element=calib.saved_input_bytes(gemm_prec, training.fp8_recipe.value) if low
+        else cmp.ACT_BYTES,
         attn_fwd_eff=fwd, attn_bwd_eff=bwd)
 
 
@@ -854,7 +868,8 @@ def layer_activation_bytes(ctx: _Context):
     llm, S, shape = ctx.llm, ctx.S, ctx.shape
     flash = S.kernel != cmp.KERNEL_UNFUSED
     kw = dict(b=ctx.b, s=ctx.training.sequence_length, tp=ctx.tp, cp=ctx.cp, sp=S.sp, flash=flash,
-              rc_modules=ctx.rc_modules, etp=ctx.etp)
+              rc_modules=ctx.rc_modules, etp=ctx.etp,
+              linear_input_bytes=ctx.prec.saved_input_bytes_per_element)
     act_d = mem.activation_bytes_per_layer(llm, moe_layer=False, recompute=S.recompute, **kw)
     full_d = mem.activation_bytes_per_layer(llm, moe_layer=False, recompute=np.zeros(shape, int), **kw)
     if llm.moe is None:

@@ -52,11 +52,17 @@ def recompute_drops(recompute, rc_modules, module_bit):
 
 
 def activation_bytes_per_layer(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, sp, recompute, flash,
-                               rc_modules=RC_CORE_ATTN, ep=1, etp=1):
+                               rc_modules=RC_CORE_ATTN, ep=1, etp=1, linear_input_bytes=ACT_BYTES):
     """Stored activation bytes of one layer for one microbatch on one GPU (Korthikanti Table 2, tensor
     by tensor, so GQA, MLA, gated MLPs, MoE, dropout only where the model has it, and the fused
     attention kernels follow). `flash` (array or bool): fused attention, which stores only the
-    per-row fp32 log-sum-exp instead of the scores."""
+    per-row fp32 log-sum-exp instead of the scores.
+
+    linear_input_bytes: bytes per element of the tensors saved as a linear layer's input (the two
+    norm outputs, the attention output, the dispatched expert input and the fc2 inputs). 16-bit by
+    default; a low-precision recipe saves the quantised copy the weight-gradient GEMM reads
+    (Transformer Engine keeps it unless `save_original_input` is set), its byte count per element
+    from compute_efficiency.yaml (low_precision.saved_input_bytes_per_element)."""
     h = llm.hidden_size
     a, kv, dh = llm.heads, llm.kv_heads_effective, llm.head_dim_effective
     tp = np.asarray(tp, float)
@@ -67,21 +73,22 @@ def activation_bytes_per_layer(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, s
     # Tensors replicated over TP unless SP splits them: the 2 norm inputs and the 2 norm outputs
     # (the QKV and MLP inputs), 2 bytes each, and the 2 residual dropout masks where the model has
     # dropout: 4·2 + 2·1 = 10·s·b·h for GPT (Korthikanti).
-    norm_out = tokens * h * 2 * ACT_BYTES
+    lin = linear_input_bytes
+    norm_out = tokens * h * 2 * lin
     replicated = tokens * h * (2 * ACT_BYTES + 2 * mask) + np.where(drops(RC_LAYERNORM), 0.0, norm_out)
     if llm.mla is not None:
         m = llm.mla
         qk = m.qk_nope_head_dim + m.qk_rope_head_dim
         # latents (compressed q, kv and the shared rope key) are kept; the up-projected Q, K, V are
         # dropped by mla_up_proj recomputation; the output projection's input is always kept
-        latents = tokens * ((m.q_lora_rank or 0) + m.kv_lora_rank + m.qk_rope_head_dim) * ACT_BYTES
+        latents = tokens * (((m.q_lora_rank or 0) + m.kv_lora_rank) * lin + m.qk_rope_head_dim * ACT_BYTES)
         up = tokens * a / tp * (2 * qk + m.v_head_dim) * ACT_BYTES
-        attn_split = latents + np.where(drops(RC_MLA_UP), 0.0, up) + tokens * a / tp * m.v_head_dim * ACT_BYTES
+        attn_split = latents + np.where(drops(RC_MLA_UP), 0.0, up) + tokens * a / tp * m.v_head_dim * lin
         dv = m.v_head_dim
     else:
         kv_local = np.maximum(kv / tp, 1.0)
         # Q, K, V (inputs of the core) and the attention output (input of the output projection)
-        attn_split = tokens * dh * (a / tp * ACT_BYTES * 2 + kv_local * ACT_BYTES * 2)
+        attn_split = tokens * dh * (a / tp * (ACT_BYTES + lin) + kv_local * ACT_BYTES * 2)
         dv = dh
     gate = 2.0 if llm.gated_mlp else 1.0
     if moe_layer and llm.moe is not None:
@@ -90,14 +97,14 @@ def activation_bytes_per_layer(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, s
         fe = moe.expert_ffn_size
         # dispatched expert inputs, the activation input (gate+up) and fc2 input (the activation's
         # output, dropped by moe_act); plus the shared experts' (kept unless "moe" drops the block)
-        act_out = routed * fe / etp * ACT_BYTES
-        experts = routed * (h * ACT_BYTES + gate * fe / etp * ACT_BYTES) + np.where(drops(RC_MOE_ACT), 0.0, act_out)
+        act_out = routed * fe / etp * lin
+        experts = routed * (h * lin + gate * fe / etp * ACT_BYTES) + np.where(drops(RC_MOE_ACT), 0.0, act_out)
         fs = moe.shared_experts * moe.shared_ffn_size
-        shared = tokens * fs * (gate + 1) / tp * ACT_BYTES
+        shared = tokens * fs / tp * (gate * ACT_BYTES + lin)
         mlp_split = np.where(drops(RC_MOE), 0.0, experts + shared)
     else:
         # activation input (gate+up outputs) and fc2 input: 8h + 8h·... -> 16·s·b·h/t for GPT
-        mlp_split = np.where(drops(RC_MLP), 0.0, tokens * (gate + 1) * llm.ffn_size / tp * ACT_BYTES)
+        mlp_split = np.where(drops(RC_MLP), 0.0, tokens * llm.ffn_size / tp * (gate * ACT_BYTES + lin))
     # Attention core: unfused keeps softmax output (2 B) and, with dropout, its mask (1 B) and
     # output (2 B): 5·a·s²·b/(t·cp) for GPT; fused kernels keep the fp32 log-sum-exp per row.
     scores = np.asarray(b, float) * a / tp * (s / np.asarray(cp, float)) * s

@@ -72,6 +72,7 @@ def compute_calibration_from_dict(data: dict) -> tuple[ComputeCalibration, Memor
             framework_per_layer_s=float(fw.get("per_layer_s", 0.0)),
             overlap_slowdown=float(data.get("overlap", {}).get("compute_slowdown", 0.0)),
             grouped_gemm_efficiency=float(g.get("grouped_efficiency", 1.0)),
+            fp8_recipe_gemm_factors=tuple((str(k), float(v)) for k, v in (g.get("fp8_recipe_factor") or {}).items()),
         ),
         MemoryCalibration(
             framework_reserved_bytes=float(data["memory"]["framework_reserved_bytes"]),
@@ -87,10 +88,12 @@ def load_perf_calibration(compute_path: str | Path | None = None,
     with open(compute_path or DATA_DIR / "compute_efficiency.yaml", encoding="utf-8") as fh:
         data = yaml.safe_load(fh)
     compute, memory, bucket = compute_calibration_from_dict(data)
-    casts = tuple((str(k), float(v)) for k, v in data["low_precision"]["cast_bytes_per_element"].items())
+    lp = data["low_precision"]
+    casts = tuple((str(k), float(v)) for k, v in lp["cast_bytes_per_element"].items())
+    saved = tuple((str(k), float(v)) for k, v in (lp.get("saved_input_bytes_per_element") or {}).items())
     return PerfCalibration(compute=compute, memory=memory,
                            collectives=coll.load_collective_calibration(collectives_path), dp_bucket_bytes=bucket,
-                           cast_bytes_per_element=casts)
+                           cast_bytes_per_element=casts, saved_input_bytes_per_element=saved)
 
 
 @functools.lru_cache(maxsize=1)

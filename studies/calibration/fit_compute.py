@@ -110,6 +110,16 @@ def _scalar(field, lo, hi):
     return field, get, put, (lo, hi)
 
 
+def _recipe_factor(recipe):
+    def get(c):
+        return dict(c.compute.fp8_recipe_gemm_factors).get(recipe, 1.0)
+
+    def put(c, x):
+        rows = tuple(r for r in c.compute.fp8_recipe_gemm_factors if r[0] != recipe) + ((recipe, x),)
+        return dataclasses.replace(c, compute=dataclasses.replace(c.compute, fp8_recipe_gemm_factors=rows))
+    return f"gemm.fp8_recipe_factor.{recipe}", get, put, (0.3, 1.0)
+
+
 def _tied_ceiling(arch, prec, to_arch, to_prec):
     """Blackwell BF16 has no dense calibration row: it keeps Hopper BF16's fraction of peak (cuBLAS
     reaches similar fractions of both), moved with it."""
@@ -132,7 +142,7 @@ PARAMS = [
     (_attention("cudnn", "blackwell"), DENSE), (_attention("flash2", "ampere"), DENSE),
     (_scalar("hbm_efficiency", 0.4, 0.95), DENSE), (_scalar("framework_per_layer_s", 0.0, 2e-3), DENSE + MOE),
     (_scalar("framework_per_iteration_s", 0.0, 0.2), DENSE + MOE), (_scalar("overlap_slowdown", 0.0, 0.5), DENSE + MOE),
-    (_scalar("grouped_gemm_efficiency", 0.2, 1.0), MOE),
+    (_scalar("grouped_gemm_efficiency", 0.2, 1.0), MOE), (_recipe_factor("rowwise"), DENSE),
 ]
 
 

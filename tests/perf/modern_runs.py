@@ -80,7 +80,13 @@ def strategy_for(row: dict) -> Strategy:
     shard_group = row["shard_group"] if sharding == "hsdp" and row["shard_group"] else None
     if shard_group and shard_group >= row["dp"] * row["cp"]:
         shard_group = None
-    interleaved = bool(row["vp"]) and row["pp"] > 1
+    mbs = row["mbs"]
+    if mbs is None and row["pp"] > 1 and fw.get("pp_microbatches") == "pp":
+        mbs = max(row["gbs"] // (row["dp"] * row["pp"]), 1)  # the local batch in pp microbatches
+    vp = row["vp"]
+    if vp is None and fw.get("interleaved_stages_per_rank") and "interleaved" in (row.get("notes") or "").lower():
+        vp = fw["interleaved_stages_per_rank"]  # the row names an interleaved schedule without its stages
+    interleaved = bool(vp) and row["pp"] > 1
     schedule = Schedule.interleaved if interleaved else Schedule.one_f_one_b
     if row["framework"] == "deepseek":
         schedule = Schedule.dualpipe
@@ -90,8 +96,8 @@ def strategy_for(row: dict) -> Strategy:
         overlap_tp = False
     return Strategy(
         tp=row["tp"], pp=row["pp"], dp=row["dp"], cp=row["cp"], ep=row["ep"], expert_tp=row["etp"] or 1,
-        sequence_parallel=fw["sequence_parallel"] and row["tp"] > 1, microbatch_size=row["mbs"] or 1,
-        schedule=schedule, virtual_stages=row["vp"] if interleaved else 1, zero_stage=zero,
+        sequence_parallel=fw["sequence_parallel"] and row["tp"] > 1, microbatch_size=mbs or 1,
+        schedule=schedule, virtual_stages=vp if interleaved else 1, zero_stage=zero,
         fsdp_reshard_after_forward=fw["reshard_under_pp"] or row["pp"] == 1, shard_group_size=shard_group,
         recompute=recompute, recompute_modules=modules, attention_kernel=fw["attention_kernel"],
         overlap_tp_comm=overlap_tp and row["tp"] > 1, cp_comm=fw.get("cp_comm", "p2p"),

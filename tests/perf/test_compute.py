@@ -135,3 +135,25 @@ def test_active_parameters_of_moe_models():
     # Mixtral 8x7B: 12.9B active (Jiang et al. 2024 §2); 8x22B: 39B active (Mistral AI).
     assert cmp.active_params(load_model("mixtral-8x7b")) / 1e9 == pytest.approx(12.9, rel=0.01)
     assert cmp.active_params(load_model("mixtral-8x22b")) / 1e9 == pytest.approx(39.1, rel=0.01)
+
+
+def test_fp8_recipes_price_their_own_gemm_kernels_and_casts():
+    # torchao's rowwise-scaled GEMMs run other kernels than the per-tensor ones: the fp8 ceiling times
+    # the recipe's factor (compute_efficiency.yaml); its casts move current scaling's bytes plus the
+    # per-row scales. Delayed, current and blockwise keep the plain fp8 ceiling.
+    from designer.perf.iteration import precisions
+    from tests.perf.systems import cluster
+
+    sy = cluster("h100_sxm", 8)
+
+    def prec(recipe):
+        tr = TrainingSpec(sequence_length=4096, global_batch_sequences=8, total_tokens=1e9, precision="fp8",
+                          fp8_recipe=recipe)
+        return precisions(sy, tr, PERF)
+    factor = dict(CAL.fp8_recipe_gemm_factors)["rowwise"]
+    assert 0 < factor < 1
+    assert prec("rowwise").gemm_max_eff == pytest.approx(factor * prec("current").gemm_max_eff)
+    assert prec("delayed").gemm_max_eff == prec("current").gemm_max_eff == prec("blockwise").gemm_max_eff
+    assert prec("rowwise").cast_bytes_per_element > prec("current").cast_bytes_per_element
+    # every fp8 recipe saves the linear inputs at 8 bits (plus scales), bf16 at 16
+    assert all(1.0 <= prec(r).saved_input_bytes_per_element < 1.1 for r in ("delayed", "current", "blockwise", "rowwise"))

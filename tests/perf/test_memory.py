@@ -40,6 +40,25 @@ def test_korthikanti_table2(t):
     assert _act(llm, t=t, sp=True, rc=mem.RECOMPUTE_FULL) == pytest.approx(2 * sbh / t)
 
 
+@pytest.mark.parametrize("t", [1, 2, 8])
+def test_low_precision_saves_the_linear_inputs_quantised(t):
+    # GPT-3 175B as in Korthikanti Table 2, with the linear layers' saved inputs at 1 byte (the fp8
+    # copy Transformer Engine keeps for the weight-gradient GEMM) instead of 2. Of the 34·s·b·h:
+    # the two norm outputs (4 -> 2, replicated), the attention output (2 -> 1, split by t) and the
+    # GeLU output that feeds fc2 (8 -> 4, split by t) shrink; the rest (norm inputs 4, masks 2,
+    # Q K V 6, fc1 output 8) stays 16-bit: s·b·h·(8 + 19/t) + the scores' 5·a·s²·b/t.
+    llm = load_model("gpt3-175b")
+    s, b, h, a = 2048, 1, 12288, 96
+    sbh = s * b * h
+
+    def act(sp):
+        return float(mem.activation_bytes_per_layer(
+            llm, moe_layer=False, b=np.array([b]), s=s, tp=np.array([t]), cp=np.array([1]), sp=np.array([sp]),
+            recompute=np.array([mem.RECOMPUTE_NONE]), flash=False, linear_input_bytes=1.0)[0])
+    assert act(False) == pytest.approx(sbh * (8 + 19 / t + 5 * a * s / (h * t)))
+    assert act(True) == pytest.approx(sbh / t * (27 + 5 * a * s / h))
+
+
 def test_zero_paper_example_7_5b_on_64_gpus():
     # ZeRO §5 / Fig. 1: Ψ = 7.5B, N_d = 64: baseline 120 GB, P_os 31.4 GB, P_os+g 16.6 GB, P_os+g+p 1.9 GB.
     psi, nd = 7.5e9, 64

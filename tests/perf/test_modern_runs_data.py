@@ -20,6 +20,7 @@ import yaml
 from designer.perf.compute import active_params, total_params
 from designer.spec.catalog import load_catalog
 from designer.spec.models import load_model
+from tests.perf import modern_runs
 
 DATA = Path(__file__).parent / "data" / "modern_runs.yaml"
 DOC = yaml.safe_load(DATA.read_text(encoding="utf-8"))
@@ -241,3 +242,14 @@ def test_published_parameter_counts(name, kind, count, rel, source):
     llm = load_model(name)
     got = total_params(llm) if kind == "total" else active_params(llm)
     assert got == pytest.approx(count, rel=rel), source
+
+
+def test_torchtitan_pipeline_defaults_in_the_harness():
+    # torchtitan 9dec370 splits the local batch into pp microbatches and gives a multi-stage
+    # schedule 2 stages per rank (modern_systems.yaml): TT-13 (gbs 256, dp 8, pp 8) runs 8
+    # microbatches of 256 / (8 * 8) = 4 sequences; TT-14 names "Interleaved 1F1B" without its stages.
+    by_id = {r["id"]: r for r in modern_runs.rows()}
+    st13 = modern_runs.strategy_for(by_id["TT-13"])
+    assert (st13.microbatch_size, st13.schedule.value, st13.virtual_stages) == (4, "1f1b", 1)
+    st14 = modern_runs.strategy_for(by_id["TT-14"])
+    assert (st14.microbatch_size, st14.schedule.value, st14.virtual_stages) == (4, "interleaved", 2)

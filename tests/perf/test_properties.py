@@ -122,6 +122,8 @@ def test_relabelling_symmetric_tiers_changes_nothing(draws, moe):
 @given(st.lists(strategy_cols, min_size=4, max_size=12), st.sampled_from(["fp8", "mxfp8", "nvfp4"]),
        st.sampled_from(["delayed", "current", "blockwise"]), st.booleans())
 def test_low_precision_is_never_slower_than_bf16(draws, precision, recipe, moe):
+    # Transformer Engine's recipes; torchao's rowwise fp8 is left out: measured slower than bf16 on
+    # the same runs (torchtitan, TT-30 3,915 against TT-26 4,809 tokens/s per GPU)
     S = _arrays(draws, moe)
     llm = MOE if moe else LLM
     sy = cluster("b200" if precision != "fp8" else "h100_sxm", N)
