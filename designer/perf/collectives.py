@@ -218,6 +218,9 @@ class CollectiveCalibration(Record):
     p2p_net_channel_bytes_per_s: float = Field(default=14e9, gt=0, description=(
         "what one p2p channel drives over the network (NCCL_P2P_PER_CHANNEL_NET_BW)"))
     p2p_ops_per_batch: int = Field(default=8, ge=1, description="NCCL_MAX_DEV_WORK_P2P_PER_BATCH")
+    moe_forwarder_bytes_per_s: dict[str, float] = Field(default_factory=dict, description=(
+        "per GPU generation: what the SMs a deduplicated internode MoE kernel gives its NVLink "
+        "forwarders move per GPU (k expert copies of its tokens); no cap where absent"))
     runtime_channels_per_search_channel: int = Field(default=2, ge=1, description=(
         "NCCL's runtime channel duplication (connect.cc ncclTopoPostset: nChannels = 2 x graph channels)"))
     base_latency_s: dict[str, tuple[float, float, float]]
@@ -1423,7 +1426,11 @@ def moe_dispatch_estimate_vec(token_bytes, top_k, distinct_domains, size, ranks_
         t = latency + max(RDMA bytes / B_rail, HB bytes / B_hb)
 
     the two phases pipelined through the kernels' channels (DeepEP's RDMA senders and NVLink
-    forwarders run concurrently on their own SMs). All arrays broadcast."""
+    forwarders run concurrently on their own SMs). Across domains the forwarders are a share of a
+    few tens of SMs (DeepEP's internode kernel gives half its SMs to forwarding, Hybrid-EP 16), so
+    the HB phase moves its k copies at no more than the generation's forwarder rate
+    (calib.moe_forwarder_bytes_per_s): below an 18-link NVLink's rate on Hopper and Blackwell, above
+    H800's 8 links. All arrays broadcast."""
     tb = np.asarray(token_bytes, float)
     k = np.asarray(top_k, float)
     p, g, span = (np.asarray(x, float) for x in (size, ranks_per_domain, domain_span))
@@ -1443,6 +1450,9 @@ def moe_dispatch_estimate_vec(token_bytes, top_k, distinct_domains, size, ranks_
         t_rdma = np.where(multi, rdma / np.where(rail.exists, rail.bw, 0.0), 0.0)
         # the k copies spread over the domain as an all-to-all among its g members
         t_hb = tb * k * _hb_alltoall_inverse_bw(system, g) / eta_hb
+    fwd = calib.moe_forwarder_bytes_per_s.get(system.gpu.architecture)
+    if fwd:
+        t_hb = np.where(multi, np.maximum(t_hb, hb_b / fwd), t_hb)
     hop_hb = max(system.hb.latency_s, c.hop_latency_s["ring"].hb[_SIMPLE])
     hop_net = net_hop_s(c, c.hop_latency_s["ring"].net[_SIMPLE], rail.latency_s, _SIMPLE)
     lat = hop_hb + np.where(multi, hop_net, 0.0)

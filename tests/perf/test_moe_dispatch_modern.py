@@ -1,0 +1,245 @@
+"""The deduplicated MoE dispatch/combine (DeepEP-style) against the expert-parallel kernel figures of
+shared/reference/collectives-modern.md §7, transcribed in tests/perf/data/nccl_curves_modern.yaml
+(UCCL-EP on AWS p5en / p6-b200, its replicate, Hybrid-EP on H100 / B200 / GB200, DeepEP V1 and
+UCCL-EP on EFA, DeepEP on p5en). Each entry's setup becomes a ClusterSystem and the kernel's
+workload; the model's time is turned into the source's own quantity, as the benchmark that
+produced it counts it. Run with -s for the table. Nothing here is fitted per entry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+import pytest
+
+from designer import units
+from designer.perf import collectives as coll
+from designer.spec.catalog import load_catalog
+from designer.spec.system import ClusterSystem, HBDomain, NetworkTier
+from tests.perf.collective_curves import DEFAULT_NIC_GBPS_PER_GPU, EFA_PATH_LATENCY_S, curves
+
+CAL = coll.load_collective_calibration()
+TOL = 0.20  # the collective-fidelity target for dispatch/combine bandwidths and latencies
+# Bytes per element: DeepEP's normal kernels send FP8 with an fp32 scale per 128 channels
+# (tests/test_internode.py: hidden * (1 + 4/128)); BF16 2.
+FP8 = 1.0 + 4.0 / 128
+BF16 = 2.0
+# The DeepEP benchmark's defaults (deepseek-ai/DeepEP tests/test_intranode.py, test_internode.py),
+# which UCCL-EP's tests keep: 4096 tokens, hidden 7168, top-8, (256 // ranks) * ranks experts,
+# min(nodes, 4) top groups (node-limited routing: a token reaches at most 4 nodes).
+DEFAULT_WORKLOAD = {"tokens": 4096, "hidden": 7168, "topk": 8}
+MAX_NODES_PER_TOKEN = 4
+# p6-b200's EFA path: the harness's p6 figure (p6-b300, B300-1's small-message floor); aws-ofi-nccl
+# puts p5en and all p6 instances in one latency class (src/platform-aws.cpp), and the normal kernels
+# here run for milliseconds, so the latency only decides the low-latency rows.
+EFA_LATENCY_S = {**EFA_PATH_LATENCY_S, "b200": EFA_PATH_LATENCY_S["b300"]}
+
+# Entries the model cannot state, by prefix, with the reason.
+NOT_MODELLED = {
+    "EP-P1-": "pplx-garden / DeepEP decode kernels: the GPU type is not stated (H100/H200 class per the paper) "
+              "nor the CX7 NICs per GPU and their speed",
+    "EP-W1-pplx-": "pplx-garden decode: tokens, hidden, top-k and experts not published (the reference assumes them)",
+    "EP-W1-deepepv2gdaki-": "DeepEP V2 + GDAKI decode: workload not published",
+    "EP-W1-uccl-decode-": "UCCL-EP decode: workload not published and the figure read approximately off a chart",
+    "EP-H3-r24-deepep-": "DeepEP on GB200: kernel mode (normal or low-latency) and Torch-API vs kernel timing not stated",
+    "EP-U1-ll-": "low-latency kernels: one RDMA write per (token, expert) copy, no per-node dedup and no NVLink "
+                 "forwarding, issued through UCCL-EP's CPU proxies; the model prices the deduplicated normal "
+                 "kernels only (its dispatcher in training), and has no per-message term for this kernel",
+}
+
+# The source's own caveat: UCCL-EP's combine on p5en at EP16/24 (18-26 GB/s, a third of dispatch)
+# is an implementation property, not a fabric limit (p6-b200's combine on the same fabric speed is
+# about 60 GB/s). The model prices the fabric, so these rows are held only to an upper bound: the
+# measured figure must not exceed the model's (a kernel can be slower than its fabric, not faster).
+# The same shortfall, beyond the caveat's wording: UCCL-EP's p5en combine at EP32 (43 GB/s against
+# 54 dispatch; 40-42 in the replicate) and its 16-rank EFA combines in EP-W1 (p5 13.9, p5en 17.1,
+# B300 59.0 against 48.7 / 60.6 / 90.0 dispatch), where DeepEP V1 on the same machines combines at
+# 90-94 % of its dispatch.
+IMPLEMENTATION_ARTEFACT = {
+    "EP-U1-normal-p5en-ep16-combine", "EP-U1-normal-p5en-ep24-combine", "EP-U1-normal-p5en-ep32-combine",
+    "EP-U2-ep16-combine", "EP-U2-ep24-combine", "EP-U2-ep32-combine",
+    "EP-W1-uccl-p5-combine", "EP-W1-uccl-p5en-combine", "EP-W1-uccl-b300-combine",
+}
+# Outside the target, with the cause, each held to the stated band of designer / measured - 1.
+# UCCL-EP's normal dispatch on p6-b200 is 53 GB/s at EP16, 24 and 32 alike, the same as on p5en
+# (two 200G NICs per GPU against one 400G): the share of the counted bytes that crosses the NIC
+# grows from 1/2 to 3/4 over those sizes, so the bound is on all the counted copies, own node
+# included -- the CPU proxies that issue UCCL-EP's RDMA writes, not the fabric (DeepEP V1 on p5
+# reaches 59.9 where UCCL-EP reaches 48.7). The model prices the fabric: an upper bound there.
+UCCL_PROXY = "UCCL-EP dispatch bound by its CPU proxies (53 GB/s flat in EP size and NIC layout), not the fabric"
+OUTSIDE_TARGET = {
+    "EP-U1-normal-p6-b200-ep16-dispatch": (UCCL_PROXY, -0.2, 0.75),
+    "EP-U1-normal-p6-b200-ep16-combine": (UCCL_PROXY + "; its combine shares the proxies", -0.2, 0.75),
+    "EP-U1-normal-p6-b200-ep24-dispatch": (UCCL_PROXY, -0.2, 0.75),
+    "EP-W1-uccl-p5-dispatch": (UCCL_PROXY, -0.2, 0.75),
+    # FP8 and BF16 dispatch over the same NVLink differ by 23 % (599 / 735 GB/s), so the kernel is
+    # not bound by the link alone at FP8; one link rate sits between the two
+    "EP-H2-hybrid-kernel-dispatch-bf16": ("Hybrid-EP on one B200 node: FP8 599 and BF16 735 GB/s on the same link; "
+                                          "the model's one NVLink rate sits between", -0.3, 0.2),
+}
+# Hybrid-EP's Torch-API figures include the Python API around the kernel; the source gives the
+# gap to the kernel-only figure as 20-40 %. The model prices the kernel, so Torch-API rows are held
+# to the kernel band widened by that gap: measured within [designer / 1.4 - 20 %, designer + 20 %].
+TORCH_API_GAP = 0.40
+# The rows the Hopper and Blackwell forwarder rates were derived from; reproduced by construction.
+SETS_CONSTANT = {"EP-W1-deepepv1-p5en-dispatch", "EP-W1-deepepv1-b300-dispatch"}
+
+
+def _entries() -> dict:
+    return {k: v for k, v in curves().items() if k.startswith("EP-")}
+
+
+def _reason_not_modelled(name: str) -> str | None:
+    for prefix, why in NOT_MODELLED.items():
+        if name.startswith(prefix):
+            return why
+    return None
+
+
+def _system(e: dict) -> ClusterSystem:
+    """The entry's platform: GPUs per node on one HB domain (the ranks inside the NVL72 domain for
+    MNNVL), the stated NICs per GPU and speed (else the harness's DGX reference 400G), a rail leaf
+    and a cross-rail spine; EFA paths carry their endpoint latency on the leaf."""
+    gpu = load_catalog().gpu(e["gpu"])
+    g = int(e["gpus_per_node"])
+    p = int(e["ep_size"])
+    if e.get("nics_per_node") and e.get("nic_gbps"):
+        per_gpu_gbps = e["nics_per_node"] * e["nic_gbps"] / g
+    else:
+        per_gpu_gbps = DEFAULT_NIC_GBPS_PER_GPU
+    nic = units.gbps_to_bytes_per_s(per_gpu_gbps)
+    n_dom = max(p // g, 1)
+    efa = e["fabric"] == "efa"
+    leaf_lat = {"latency_s": EFA_LATENCY_S[e["gpu"]]} if efa else {}
+    spine_lat = {"latency_s": 0.0} if efa else {}
+    tiers = (NetworkTier(name="leaf", span_domains=n_dom, cross_rail=False, bandwidth_per_gpu_bytes_per_s=nic,
+                         **leaf_lat),
+             NetworkTier(name="spine", span_domains=n_dom, cross_rail=True, bandwidth_per_gpu_bytes_per_s=nic,
+                         **spine_lat))
+    hb = HBDomain(size=g, bandwidth_per_gpu_bytes_per_s=gpu.hb_gb_per_s_per_direction * 1e9)
+    return ClusterSystem(gpu=gpu.perf(), n_gpus=max(p, g), hb=hb, nic_bandwidth_per_gpu_bytes_per_s=nic, tiers=tiers)
+
+
+@dataclass(frozen=True)
+class Priced:
+    name: str
+    quantity: str  # "algbw_gbps" or "time_us"
+    measured: float | None
+    measured_min: float | None
+    measured_max: float | None
+    designer: float
+    bound: str  # "target", "artefact", "torch_api"
+
+
+def _dtype_bytes(e: dict) -> float:
+    if e["op"] == "moe_combine":
+        return BF16  # every source combines in BF16
+    return FP8 if e.get("dispatch_dtype") == "fp8" else BF16
+
+
+def _price(name: str, e: dict) -> Priced:
+    w = {k: e.get(k) or DEFAULT_WORKLOAD[k] for k in DEFAULT_WORKLOAD}
+    p, g = int(e["ep_size"]), int(e["gpus_per_node"])
+    n_dom = max(p // g, 1)
+    experts = e.get("experts") or (e["experts_per_rank"] * p if e.get("experts_per_rank") else (256 // p) * p)
+    # node-limited routing as the DeepEP/UCCL benchmarks set it; Hybrid-EP's is not stated: uniform
+    max_nodes = None if e["kernel"] == "hybrid_ep" else MAX_NODES_PER_TOKEN
+    sy = _system(e)
+    token_bytes = w["tokens"] * w["hidden"] * _dtype_bytes(e)
+    d = float(coll.expected_distinct_domains(experts, w["topk"], n_dom, max_nodes))
+    est = coll.moe_dispatch_estimate_vec(token_bytes, w["topk"], d, p, min(g, p), n_dom, sy, CAL)
+    t = float(est.time_s)
+    if e["quantity"] == "time_us":
+        designer = t * 1e6
+    elif n_dom > 1:
+        # DeepEP's test_internode.py: RDMA bytes = tokens sent to the distinct nodes of their experts,
+        # own node included, x hidden x bytes, over the kernel time
+        designer = token_bytes * d / t / 1e9
+    else:
+        # test_intranode.py: NVLink bytes = the tokens a rank receives (one copy per destination rank,
+        # its own included) x hidden x bytes; per rank, tokens x the expected distinct ranks per token
+        ranks = float(coll.expected_distinct_domains(experts, w["topk"], p))
+        designer = token_bytes * ranks / t / 1e9
+    bound = ("artefact" if name in IMPLEMENTATION_ARTEFACT else "outside" if name in OUTSIDE_TARGET
+             else "torch_api" if e.get("measurement") == "torch" else "target")
+    vals = e.get("values")
+    return Priced(name, e["quantity"], float(vals[0]) if vals else None,
+                  float(e["values_min"][0]) if e.get("values_min") else None,
+                  float(e["values_max"][0]) if e.get("values_max") else None, designer, bound)
+
+
+@cache
+def _priced() -> tuple[list[Priced], list[tuple[str, str]]]:
+    rows, skipped = [], []
+    for name, e in _entries().items():
+        why = _reason_not_modelled(name)
+        if why:
+            skipped.append((name, why))
+        else:
+            rows.append(_price(name, e))
+    return rows, skipped
+
+
+def _error(r: Priced) -> float:
+    """Model over measured, minus one; against a published range, the distance to its nearer end."""
+    if r.measured is not None:
+        return r.designer / r.measured - 1
+    if r.measured_min <= r.designer <= r.measured_max:
+        return 0.0
+    ref = r.measured_min if r.designer < r.measured_min else r.measured_max
+    return r.designer / ref - 1
+
+
+def test_every_entry_priced_or_listed_as_not_modelled():
+    rows, skipped = _priced()
+    print(f"\n{'entry':<42} {'qty':>5} {'measured':>12} {'designer':>9} {'error':>7}  bound")
+    for r in rows:
+        m = f"{r.measured:g}" if r.measured is not None else f"{r.measured_min:g}-{r.measured_max:g}"
+        unit = "GB/s" if r.quantity == "algbw_gbps" else "us"
+        print(f"{r.name:<42} {unit:>5} {m:>12} {r.designer:9.1f} {_error(r):+7.0%}  {r.bound}")
+    print("not modelled:")
+    for name, why in skipped:
+        print(f"  {name}: {why}")
+    print(f"set the forwarder rates (collectives.yaml moe_forwarder_bytes_per_s), not independent checks: "
+          f"{', '.join(sorted(SETS_CONSTANT))}")
+    assert len(rows) + len(skipped) == len(_entries())
+    assert {r.name for r in rows} >= IMPLEMENTATION_ARTEFACT | set(OUTSIDE_TARGET)
+    within = [r for r in rows if r.bound == "target"]
+    print(f"{len(within)} entries held to the {TOL:.0%} target, {len(rows) - len(within)} to a stated bound, "
+          f"{len(skipped)} not modelled")
+
+
+@pytest.mark.parametrize("name", [r.name for r in _priced()[0]])
+def test_entry(name):
+    r = next(x for x in _priced()[0] if x.name == name)
+    err = _error(r)
+    if r.bound == "target":
+        assert abs(err) <= TOL, f"{name}: designer {r.designer:.1f} vs measured, {err:+.0%}"
+    elif r.bound == "artefact":
+        # an implementation below its fabric: the measured figure may not exceed the model's by more than TOL
+        assert err >= 1 / (1 + TOL) - 1, f"{name}: {err:+.0%}"
+    elif r.bound == "torch_api":
+        # kernel-only model against the end-to-end API figure: measured in [designer/1.4 - 20 %, designer + 20 %]
+        lo = r.designer / (1 + TORCH_API_GAP) * (1 - TOL)
+        assert lo <= r.measured <= r.designer * (1 + TOL), f"{name}: {err:+.0%}"
+    else:
+        why, lo, hi = OUTSIDE_TARGET[name]
+        assert lo <= err <= hi, f"{name} ({why}): {err:+.0%}"
+
+
+def test_forwarder_rate_by_hand():
+    # 2 x 8 H100 with NICs fast enough not to bind (4 x 400G per GPU): the NVLink forwarders move the
+    # k (g-1)/g = 7 copies of a rank's tokens at the Hopper forwarder rate, 220 GB/s (collectives.yaml
+    # moe_forwarder_bytes_per_s). Doubling the bytes adds 7 x token_bytes / 220e9 (the latency cancels).
+    e = {"gpu": "h100_sxm", "gpus_per_node": 8, "ep_size": 16, "nics_per_node": 32, "nic_gbps": 400,
+         "fabric": "infiniband"}
+    sy = _system(e)
+    d = float(coll.expected_distinct_domains(256, 8, 2, 4))
+    tb = 4096 * 7168 * 2.0
+    t1, t2 = (float(coll.moe_dispatch_estimate_vec(x, 8, d, 16, 8, 2, sy, CAL).time_s) for x in (tb, 2 * tb))
+    assert t2 - t1 == pytest.approx(7 * tb / 220e9, rel=1e-9)
+    # one node: the forwarders are the intranode kernel's whole SM budget, no cap -- NVLink at
+    # NCCL's usable 20.6 of 25 GB/s per link: 7 copies / (450e9 x 0.824)
+    one = _system({**e, "ep_size": 8})
+    s1, s2 = (float(coll.moe_dispatch_estimate_vec(x, 8, 1.0, 8, 8, 1, one, CAL).time_s) for x in (tb, 2 * tb))
+    assert s2 - s1 == pytest.approx(7 * tb / (450e9 * 20.6 / 25), rel=1e-9)
