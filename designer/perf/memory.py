@@ -70,9 +70,9 @@ def activation_bytes_per_layer(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, s
     tokens = np.asarray(b, float) * s / np.asarray(cp, float)
     mask = MASK_BYTES if llm.dropout else 0.0
     drops = functools.partial(recompute_drops, recompute, rc_modules)
-    # Tensors replicated over TP unless SP splits them: the 2 norm inputs and the 2 norm outputs
-    # (the QKV and MLP inputs), 2 bytes each, and the 2 residual dropout masks where the model has
-    # dropout: 4·2 + 2·1 = 10·s·b·h for GPT (Korthikanti).
+    # Tensors replicated over TP unless SP splits them: the 2 norm inputs (2 bytes each) and the 2
+    # norm outputs (the QKV and MLP inputs, at linear_input_bytes), and the 2 residual dropout masks
+    # where the model has dropout: 4·2 + 2·1 = 10·s·b·h for GPT in 16-bit (Korthikanti).
     lin = linear_input_bytes
     norm_out = tokens * h * 2 * lin
     replicated = tokens * h * (2 * ACT_BYTES + 2 * mask) + np.where(drops(RC_LAYERNORM), 0.0, norm_out)
