@@ -619,7 +619,7 @@ def net_hop_s(calib: CollectiveCalibration, nccl_hop_s, lat_path_s, proto: int):
     ref = calib.net_latency_covered_s
     lat = np.asarray(lat_path_s, float)
     excess = np.maximum(lat - ref, 0.0)
-    return np.maximum(np.minimum(lat, ref), nccl_hop_s) + (2.0 if proto == _SIMPLE else 1.0) * excess
+    return np.maximum(np.minimum(lat, ref), nccl_hop_s) + _proto_mult(proto) * excess
 
 
 def collective_estimate_vec(op: str, nbytes, size, ranks_per_domain, domain_span, same_rail,
