@@ -56,6 +56,7 @@ class ComputeCalibration:
     overlap_slowdown: float = 0.0  # compute lost per second of communication hidden behind it
     grouped_gemm_efficiency: float = 1.0  # expert GEMMs (grouped, one problem per local expert) vs the dense ceiling
     fp8_recipe_gemm_factors: tuple[tuple[str, float], ...] = ()  # fp8 recipe -> its GEMM kernels vs tensorwise
+    attention_seq_half: tuple[tuple[str, float], ...] = ()  # fused kernel -> query length at half its ceiling
 
     def gemm_ceiling(self, gpu_name: str, architecture: str, precision: str) -> float:
         for name, prec, eff in self.gpu_gemm_ceilings:
@@ -81,6 +82,18 @@ class ComputeCalibration:
             fwd[0], bwd[0] = fwd[j], bwd[j]
         fwd[KERNEL_UNFUSED] = bwd[KERNEL_UNFUSED] = 1.0
         return fwd, bwd
+
+    def attention_seq_half_table(self, architecture: str) -> np.ndarray:
+        """Per kernel code, the query length (tokens per call) at which the fused kernel reaches half
+        of its ceiling; 0 (no ramp) for the unfused path and kernels without a figure."""
+        half = np.zeros(len(ATTENTION_KERNELS))
+        for kernel, tokens in self.attention_seq_half:
+            half[ATTENTION_KERNELS.index(kernel)] = tokens
+        default = dict(self.default_flash).get(architecture)
+        if default is not None:
+            half[0] = half[ATTENTION_KERNELS.index(default)]
+        half[KERNEL_UNFUSED] = 0.0
+        return half
 
 
 def gemm_efficiency(m, n, k, max_eff: float, calib: ComputeCalibration):
@@ -121,6 +134,7 @@ class Precisions:
     attn_fwd_eff: np.ndarray  # per kernel code, fraction of hi_peak_flops
     attn_bwd_eff: np.ndarray
     saved_input_bytes_per_element: float = ACT_BYTES  # a linear layer's input as saved for its backward
+    attn_seq_half: np.ndarray | None = None  # per kernel code, query length at half the ceiling (None: no ramp)
 
 
 @dataclass(frozen=True)
@@ -315,12 +329,18 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
     unfused = kernel == KERNEL_UNFUSED
     causal = cp_causal_fraction(s, cp, cp_balanced)
     attn_exec = np.where(unfused, attn_model, causal * attn_model)
-    eff_f = prec.attn_fwd_eff[kernel]
-    eff_b = prec.attn_bwd_eff[kernel]
+    # Fused kernels reach their ceiling only on long rows: one CTA per 128-query tile walks the keys,
+    # so short sequences leave SMs idle and the causal tail unbalanced. Efficiency ramps as
+    # L/(L + L½) with L the queries per call (the CP rank's s/cp), fitted on FlashAttention-3's
+    # causal curves (compute_efficiency.yaml attention.seq_half_tokens); the backward kernel, which
+    # tiles the same way, ramps alike.
+    sq = s / cp
+    ramp = 1.0 if prec.attn_seq_half is None else sq / (sq + prec.attn_seq_half[kernel])
+    eff_f = prec.attn_fwd_eff[kernel] * ramp
+    eff_b = prec.attn_bwd_eff[kernel] * ramp
     hp = prec.hi_peak_flops
     t_fused_f = causal * attn_model / (hp * eff_f)
     t_fused_b = 2.5 * causal * attn_model / (hp * eff_b)
-    sq = s / cp
     t_unf = (gemm_time_s(sq, s, dqk, b * a_local, hp, prec.hi_max_eff, calib)
              + gemm_time_s(sq, dv, s, b * a_local, hp, prec.hi_max_eff, calib))
     # Megatron fused scale+mask+softmax: read scores, write probs; attention dropout (where the

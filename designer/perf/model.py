@@ -67,6 +67,7 @@ def compute_calibration_from_dict(data: dict) -> tuple[ComputeCalibration, Memor
             attention=tuple((str(k), str(arch), float(e["forward"]), float(e["backward"]))
                             for k, by in att["kernels"].items() for arch, e in by.items()),
             default_flash=tuple((str(a), str(k)) for a, k in att["default_flash"].items()),
+            attention_seq_half=tuple((str(k), float(v)) for k, v in (att.get("seq_half_tokens") or {}).items()),
             optimizer_bytes_per_param=float(data["optimizer"]["bytes_per_param"]),
             framework_per_iteration_s=float(fw.get("per_iteration_s", 0.0)),
             framework_per_layer_s=float(fw.get("per_layer_s", 0.0)),

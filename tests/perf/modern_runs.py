@@ -95,7 +95,8 @@ def strategy_for(row: dict) -> Strategy:
     if "vanilla tp" in overlap:
         overlap_tp = False
     return Strategy(
-        tp=row["tp"], pp=row["pp"], dp=row["dp"], cp=row["cp"], ep=row["ep"], expert_tp=row["etp"] or 1,
+        tp=row["tp"], pp=row["pp"], dp=row["dp"], cp=row["cp"], ep=row["ep"],
+        expert_tp=row["etp"] or (row["tp"] if fw.get("expert_tp_default") == "tp" else 1),
         sequence_parallel=fw["sequence_parallel"] and row["tp"] > 1, microbatch_size=mbs or 1,
         schedule=schedule, virtual_stages=vp if interleaved else 1, zero_stage=zero,
         fsdp_reshard_after_forward=fw["reshard_under_pp"] or row["pp"] == 1, shard_group_size=shard_group,
@@ -110,8 +111,12 @@ def strategy_for(row: dict) -> Strategy:
 
 def training_for(row: dict) -> TrainingSpec:
     prec = row["precision"]
+    fw = systems()["frameworks"][row["framework"]]
+    recipe = "mxfp8" if prec == "mxfp8" else (row["fp8_recipe"] or "delayed")
     return TrainingSpec(sequence_length=row["seq"], global_batch_sequences=row["gbs"], precision=prec,
                         fp8_recipe=row["fp8_recipe"] or "delayed", total_tokens=1e12,
+                        fp8_param_gather=prec in ("fp8", "mxfp8") and recipe in fw.get("fp8_param_gather_recipes", ()),
+                        grad_accumulation_dtype=fw.get("grad_accumulation_dtype", "fp32"),
                         optimizer_state_dtype="bf16" if row["framework"] == "deepseek" else "fp32")
 
 

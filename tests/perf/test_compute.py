@@ -108,6 +108,45 @@ def test_attention_backward_is_two_and_a_half_forwards_at_its_own_efficiency():
     assert float(w.attn_bwd_s[0] / w.attn_fwd_s[0]) == pytest.approx(2.5 * fwd[i] / bwd[i])
 
 
+# FlashAttention-3 paper (Shah et al. 2024, arXiv 2407.08608), Fig. 5e: causal forward, head dim 128,
+# H100 SXM5, 16k tokens per batch; TFLOP/s at sequence 512, 1k, 2k, 4k, 8k, 16k.
+FA3_FIG5E = {"flash2": (191, 260, 298, 319, 333, 335), "flash3": (292, 423, 521, 579, 602, 616),
+             "cudnn": (315, 410, 484, 518, 529, 539)}
+
+
+@pytest.mark.parametrize("kernel", sorted(FA3_FIG5E))
+def test_attention_ramp_reproduces_the_papers_sequence_curve(kernel):
+    # The shipped half-length with its best ceiling fits every published point within 5 %, and the
+    # curve's rise from 512 to 16k tokens (a 1.7-2.1x gain) within 5 %.
+    seqs = np.array([512, 1024, 2048, 4096, 8192, 16384], float)
+    measured = np.array(FA3_FIG5E[kernel], float)
+    half = dict(CAL.attention_seq_half)[kernel]
+    ramp = seqs / (seqs + half)
+    ceiling = float(ramp @ measured / (ramp @ ramp))
+    assert np.max(np.abs(ceiling * ramp / measured - 1)) < 0.05
+    assert (ramp[-1] / ramp[0]) == pytest.approx(measured[-1] / measured[0], rel=0.05)
+
+
+def test_attention_ramp_by_hand_on_a_context_parallel_rank():
+    # llama3-8b, s = 32768 over cp 4: each rank runs 8192 queries per call. cuDNN on Hopper with
+    # L½ = 385: ramp = 8192 / (8192 + 385) = 0.95511; the forward takes the causal work
+    # (cp_causal_fraction) over peak · ceiling · ramp.
+    llm = load_model("llama3-8b")
+    fwd, bwd = CAL.attention_table("hopper")
+    prec = cmp.Precisions(gemm_peak_flops=989e12, gemm_max_eff=0.7, hi_peak_flops=989e12, hi_max_eff=0.7,
+                          cast_bytes_per_element=0.0, attn_fwd_eff=fwd, attn_bwd_eff=bwd,
+                          attn_seq_half=CAL.attention_seq_half_table("hopper"))
+    one = np.ones(1)
+    w = cmp.layer_forward(llm, moe_layer=False, b=one, s=32768, tp=one, cp=one * 4, ep=one, etp=one,
+                          sp=np.zeros(1, bool), kernel=np.array([cmp.ATTENTION_KERNELS.index("cudnn")]),
+                          prec=prec, hbm_bytes_per_s=3.35e12, calib=CAL)
+    i = cmp.ATTENTION_KERNELS.index("cudnn")
+    assert dict(CAL.attention_seq_half)["cudnn"] == 385.0
+    work = float(cmp.cp_causal_fraction(32768, np.array([4.0]), True)[0]) * 2 * 32 * 8192 * 32768 * (128 + 128)
+    assert float(w.attn_fwd_s[0]) == pytest.approx(work / (989e12 * fwd[i] * 8192 / (8192 + 385)))
+    assert float(w.attn_bwd_s[0]) == pytest.approx(2.5 * work / (989e12 * bwd[i] * 8192 / (8192 + 385)))
+
+
 def test_gemm_efficiency_curve_by_hand():
     # eta = max · K/(K + K½) · d/(d + D½): at K = K½ and d = D½ it is max/4.
     k, d = CAL.gemm_k_half, CAL.gemm_mn_half

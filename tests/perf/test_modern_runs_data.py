@@ -253,3 +253,26 @@ def test_torchtitan_pipeline_defaults_in_the_harness():
     assert (st13.microbatch_size, st13.schedule.value, st13.virtual_stages) == (4, "1f1b", 1)
     st14 = modern_runs.strategy_for(by_id["TT-14"])
     assert (st14.microbatch_size, st14.schedule.value, st14.virtual_stages) == (4, "interleaved", 2)
+
+
+def test_megatron_perf_recipe_precisions_in_the_harness():
+    # NeMo 2 / Megatron-Bridge performance recipes: bf16 gradients everywhere, fp8 weights with an
+    # fp8 all-gather for delayed, current-scaling and MXFP8 recipes, not for blockwise
+    # (modern_systems.yaml); plain Megatron-LM keeps fp32 main gradients and 16-bit weights.
+    by_id = {r["id"]: r for r in modern_runs.rows()}
+    got = {rid: (t.grad_accumulation_dtype, t.fp8_param_gather) for rid in
+           ("MB2606-02", "MB2509-04", "MB2511-04", "DG-70", "MC-4")
+           for t in [modern_runs.training_for(by_id[rid])]}
+    assert got == {"MB2606-02": ("bf16", True), "MB2509-04": ("bf16", True), "MB2511-04": ("bf16", False),
+                   "DG-70": ("bf16", True), "MC-4": ("fp32", False)}
+    # the parenthesised H100 variant of a Megatron-Bridge row is DeepSeek-style blockwise fp8
+    blockwise = dict(by_id["MB2509-15"], fp8_recipe="blockwise")
+    assert modern_runs.training_for(blockwise).fp8_param_gather is False
+
+
+def test_expert_tensor_parallel_defaults_in_the_harness():
+    # Unstated ETP: NeMo leaves it to Megatron-Core, which sets it to TP (Grok-1 at TP 4: experts
+    # sharded 4 ways); Megatron-Bridge recipes and the Model Zoo set 1 (modern_systems.yaml).
+    by_id = {r["id"]: r for r in modern_runs.rows()}
+    got = {rid: modern_runs.strategy_for(by_id[rid]).expert_tp for rid in ("DG-61", "DG-77", "MB2509-06b", "MZ-7", "MZ-1")}
+    assert got == {"DG-61": 4, "DG-77": 4, "MB2509-06b": 1, "MZ-7": 1, "MZ-1": 1}
