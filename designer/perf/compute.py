@@ -56,6 +56,7 @@ class ComputeCalibration:
     overlap_slowdown: float = 0.0  # compute lost per second of communication hidden behind it
     grouped_gemm_efficiency: float = 1.0  # expert GEMMs (grouped, one problem per local expert) vs the dense ceiling
     fp8_recipe_gemm_factors: tuple[tuple[str, float], ...] = ()  # fp8 recipe -> its GEMM kernels vs tensorwise
+    framework_per_expert_s: float = 0.0  # exposed host time per local expert per MoE layer per microbatch, fwd + bwd
     attention_seq_half: tuple[tuple[str, float], ...] = ()  # fused kernel -> query length at half its ceiling
 
     def gemm_ceiling(self, gpu_name: str, architecture: str, precision: str) -> float:

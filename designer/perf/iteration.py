@@ -439,6 +439,15 @@ def compute_term(ctx: _Context, w: cmp.LayerWork, is_moe: bool) -> LayerTimes:
     # what TP communication can hide behind: the GEMMs and their low-precision casts
     linear = w.gemm_s + w.cast_s
     rc_gemm = np.where(ctx.full, linear, 0.0)
+    if is_moe:
+        # Host time per local expert, exposed: the dropless dispatcher copies the per-expert token
+        # counts to the host and synchronises (Megatron-Core token_dispatcher.py cuda_sync_point),
+        # and the grouped MLP launches its per-expert kernels from those host-side split sizes
+        # (experts.py: tokens_per_expert.tolist()), so the GPU waits while they are launched.
+        # Split like the launches, a third forward and two thirds backward.
+        host = ctx.calib.compute.framework_per_expert_s * ctx.llm.moe.experts / ctx.S.ep.astype(float)
+        fwd = fwd + host / 3
+        bwd = bwd + 2 * host / 3
     return LayerTimes(compute_s=fwd + bwd + rc, fwd_s=fwd, bwd_s=bwd + rc, w_s=w.gemm_s,
                       gemm_s=3 * linear + rc_gemm, gemm_fwd_s=linear, attn_s=w.attn_fwd_s + w.attn_bwd_s + np.where(ctx.full, w.attn_fwd_s, 0.0))
 

@@ -144,3 +144,23 @@ def test_infeasible_kinds(kw, kind):
     tr = TrainingSpec(sequence_length=2048, global_batch_sequences=8, total_tokens=1e9)
     r = evaluate_system(llm, tr, Strategy(**kw), cluster("a100_80gb", 64, nic_gbps=200), calib=CAL)
     assert isinstance(r, Infeasible) and r.kind == kind and "\n" not in r.reason
+
+
+def test_moe_host_time_per_local_expert_by_hand():
+    # Mixtral 8x7B: 32 MoE layers of 8 experts. At EP 2 each GPU holds 4 local experts; with
+    # framework_per_expert_s = 1 ms every MoE layer and microbatch computes 4 x 1 ms longer
+    # (forward + backward). 8 H100s, TP 1, DP 8, gbs 64, mbs 1: 8 microbatches, so the pure
+    # compute of an iteration grows by 32 x 8 x 4 ms = 1.024 s.
+    from designer.perf.iteration import iteration_arrays
+    from designer.perf.records import StrategyArrays
+
+    llm = load_model("mixtral-8x7b")
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=64, total_tokens=1e12)
+    st = StrategyArrays.from_strategies([Strategy(tp=1, pp=1, dp=8, ep=2, microbatch_size=1)])
+    sy = cluster("h100_sxm", 8)
+    got = []
+    for per_expert in (0.0, 1e-3):
+        cal = dataclasses.replace(CAL, compute=dataclasses.replace(CAL.compute, framework_per_expert_s=per_expert))
+        got.append(float(iteration_arrays(llm, tr, st, sy, cal)["compute_s"][0]))
+    assert llm.layers == 32 and llm.moe.experts == 8
+    assert got[1] - got[0] == pytest.approx(32 * 8 * 4 * 1e-3, rel=1e-9)

@@ -17,11 +17,11 @@ import pytest
 
 from tests.perf import modern_runs
 
-BOUNDS = {  # set: (MAPE bound, share of rows within 10%, at least) -- reached: 6.4%/73%, 7.9%/75%, 8.6%/71%, 24.8%/33%
-    "dense-3d": (0.07, 0.71),
-    "dense-fsdp": (0.085, 0.73),
-    "long-ctx": (0.09, 0.68),
-    "moe": (0.255, 0.31),
+BOUNDS = {  # set: (MAPE bound, share of rows within 10%, at least) -- reached: 6.5%/74%, 7.9%/73%, 8.9%/71%, 18.8%/50%
+    "dense-3d": (0.07, 0.72),
+    "dense-fsdp": (0.085, 0.72),
+    "long-ctx": (0.095, 0.68),
+    "moe": (0.20, 0.47),
 }
 
 
@@ -48,10 +48,10 @@ def test_modern_runs_per_set(name):
 
 def test_low_precision_rows_are_faster_than_their_bf16_twins():
     # DGXC publishes the same runs in BF16 and FP8: the model keeps the measured order and stays
-    # well below the 2x of the peaks, but over-predicts the speedup by up to 16 points (Llama 3.1
-    # 70B 1.37-1.40x measured, 1.53x predicted; Nemotron-4 15B 1.37-1.38x measured)
+    # well below the 2x of the peaks (Llama 3.1 70B 1.37-1.40x measured, 1.44x predicted;
+    # Nemotron-4 15B 1.36-1.38x measured, 1.36x predicted)
     by_id = {e.id: e for e in _errors()}
     for bf, fp in (("DG-11", "DG-17"), ("DG-15", "DG-21"), ("DG-36", "DG-44"), ("DG-42", "DG-50")):
         measured = by_id[fp].measured / by_id[bf].measured
         predicted = by_id[fp].predicted / by_id[bf].predicted
-        assert predicted > 1.0 and abs(predicted - measured) < 0.17, (bf, fp, measured, predicted)
+        assert predicted > 1.0 and abs(predicted - measured) < 0.10, (bf, fp, measured, predicted)
