@@ -164,3 +164,24 @@ def test_moe_host_time_per_local_expert_by_hand():
         got.append(float(iteration_arrays(llm, tr, st, sy, cal)["compute_s"][0]))
     assert llm.layers == 32 and llm.moe.experts == 8
     assert got[1] - got[0] == pytest.approx(32 * 8 * 4 * 1e-3, rel=1e-9)
+    # replayed from captured CUDA graphs, the experts' shapes are static and nothing waits on the host
+    graphed = StrategyArrays.from_strategies([Strategy(tp=1, pp=1, dp=8, ep=2, microbatch_size=1, cuda_graphs=True)])
+    cal = dataclasses.replace(CAL, compute=dataclasses.replace(CAL.compute, framework_per_expert_s=1e-3))
+    assert float(iteration_arrays(llm, tr, graphed, sy, cal)["compute_s"][0]) == pytest.approx(got[0], rel=1e-12)
+
+
+def test_cuda_graphs_remove_the_per_layer_launch_floor():
+    # A host launch floor of 1 s per layer and microbatch dwarfs gpt-1.7b's GPU time: 24 layers x
+    # 4 microbatches (gbs 32, dp 8) = at least 96 s per iteration launched from the host; replayed
+    # from CUDA graphs the iteration is the GPU's (and the per-iteration host time) again.
+    llm = load_model("gpt-1.7b")
+    tr = TrainingSpec(sequence_length=2048, global_batch_sequences=32, total_tokens=1e12)
+    sy = cluster("h100_sxm", 8)
+    cal = dataclasses.replace(CAL, compute=dataclasses.replace(CAL.compute, framework_per_layer_s=1.0))
+    host = _ev(llm, tr, Strategy(tp=1, pp=1, dp=8, microbatch_size=1), sy, cal).iteration_time_s
+    graphed = _ev(llm, tr, Strategy(tp=1, pp=1, dp=8, microbatch_size=1, cuda_graphs=True), sy, cal).iteration_time_s
+    free = _ev(llm, tr, Strategy(tp=1, pp=1, dp=8, microbatch_size=1), sy,
+               dataclasses.replace(CAL, compute=dataclasses.replace(CAL.compute, framework_per_layer_s=0.0))).iteration_time_s
+    assert llm.layers == 24
+    assert host >= 24 * 4 * 1.0
+    assert graphed <= free + 1e-9 and graphed < 0.05 * host
