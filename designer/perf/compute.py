@@ -77,12 +77,8 @@ class ComputeCalibration:
             if arch == architecture:
                 i = ATTENTION_KERNELS.index(kernel)
                 fwd[i], bwd[i] = f, b
-        default = dict(self.default_flash).get(architecture)
-        if default is not None:
-            j = ATTENTION_KERNELS.index(default)
-            fwd[0], bwd[0] = fwd[j], bwd[j]
         fwd[KERNEL_UNFUSED] = bwd[KERNEL_UNFUSED] = 1.0
-        return fwd, bwd
+        return self._alias_flash(fwd, architecture), self._alias_flash(bwd, architecture)
 
     def attention_seq_half_table(self, architecture: str) -> np.ndarray:
         """Per kernel code, the query length (tokens per call) at which the fused kernel reaches half
@@ -90,12 +86,15 @@ class ComputeCalibration:
         half = np.zeros(len(ATTENTION_KERNELS))
         for kernel, tokens in self.attention_seq_half:
             half[ATTENTION_KERNELS.index(kernel)] = tokens
+        half[KERNEL_UNFUSED] = 0.0
+        return self._alias_flash(half, architecture)
+
+    def _alias_flash(self, per_kernel: np.ndarray, architecture: str) -> np.ndarray:
+        """Code 0 ("flash") takes the entry of the kernel the generation's standard stack runs."""
         default = dict(self.default_flash).get(architecture)
         if default is not None:
-            half[0] = half[ATTENTION_KERNELS.index(default)]
-        half[KERNEL_UNFUSED] = 0.0
-        return half
-
+            per_kernel[0] = per_kernel[ATTENTION_KERNELS.index(default)]
+        return per_kernel
 
 def gemm_efficiency(m, n, k, max_eff: float, calib: ComputeCalibration):
     """Achieved fraction of peak for an [M,K]x[K,N] GEMM.

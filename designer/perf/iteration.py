@@ -355,6 +355,9 @@ class _Context:
     full: np.ndarray
     rc_modules: np.ndarray
     act_bytes: np.ndarray  # one [b, s/cp, h] activation tensor
+    # 1 where the host launches the kernels one by one, 0 where the strategy replays the iteration
+    # from captured CUDA graphs (no launch floor per layer, no host wait per MoE expert)
+    host_launched: np.ndarray
 
 
 def _context(llm, training, S, system, calib) -> _Context:
@@ -375,7 +378,8 @@ def _context(llm, training, S, system, calib) -> _Context:
                     tp=tp, cp=cp, pp=pp, v=v, etp=etp, prec=prec, stages=stage_layout(llm, S), pl=pl,
                     dense=dense, moe=moe, logits_s=logits_s, full=S.recompute == mem.RECOMPUTE_FULL,
                     rc_modules=np.where(S.recompute == mem.RECOMPUTE_SELECTIVE, S.rc_modules, 0),
-                    act_bytes=b * (s / cp) * llm.hidden_size * cmp.ACT_BYTES)
+                    act_bytes=b * (s / cp) * llm.hidden_size * cmp.ACT_BYTES,
+                    host_launched=np.where(S.graphs, 0.0, 1.0))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -446,8 +450,7 @@ def compute_term(ctx: _Context, w: cmp.LayerWork, is_moe: bool) -> LayerTimes:
         # (experts.py: tokens_per_expert.tolist()), so the GPU waits while they are launched.
         # Split like the launches, a third forward and two thirds backward. A strategy replaying
         # captured CUDA graphs has static expert shapes and launches nothing from the host.
-        host = (ctx.calib.compute.framework_per_expert_s * ctx.llm.moe.experts / ctx.S.ep.astype(float)
-                * _launched_from_host(ctx))
+        host = ctx.calib.compute.framework_per_expert_s * ctx.llm.moe.experts / ctx.S.ep * ctx.host_launched
         fwd = fwd + host / 3
         bwd = bwd + 2 * host / 3
     return LayerTimes(compute_s=fwd + bwd + rc, fwd_s=fwd, bwd_s=bwd + rc, w_s=w.gemm_s,
@@ -626,16 +629,10 @@ class StageTimes:
     logits_on_pace: np.ndarray
 
 
-def _launched_from_host(ctx: _Context):
-    """1 where the host launches the kernels one by one, 0 where the strategy replays the iteration
-    from captured CUDA graphs (no launch floor per layer, no host wait per MoE expert)."""
-    return np.where(ctx.S.graphs, 0.0, 1.0)
-
-
 def stage_times(ctx: _Context, dense: LayerTimes, moe: LayerTimes | None, dense_exposed, moe_exposed,
                 pp_exposed) -> StageTimes:
     st = ctx.stages
-    per_layer_host = ctx.calib.compute.framework_per_layer_s * _launched_from_host(ctx)
+    per_layer_host = ctx.calib.compute.framework_per_layer_s * ctx.host_launched
     logits = 3 * ctx.logits_s  # forward + backward (2x) of the output layer and loss
     mtp = 0.0
     if ctx.llm.mtp_layers:
@@ -757,7 +754,7 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, layer_exposed_fwd_
     gather_bytes = 1.0 if low else mem.WEIGHT_BYTES
     n_layers = stt.dense_layers + stt.moe_layers
     # wall time of the passes (a host-bound stage lasts its launches: a third forward, two backward)
-    host = n_layers * ctx.calib.compute.framework_per_layer_s * _launched_from_host(ctx)
+    host = n_layers * ctx.calib.compute.framework_per_layer_s * ctx.host_launched
     t_f = np.maximum(stt.fwd_s + n_layers * layer_exposed_fwd_s, host / 3)
     t_b = np.maximum(stt.bwd_s + n_layers * layer_exposed_bwd_s, 2 * host / 3)
     per_layer_f = t_f / np.maximum(n_layers, 1)

@@ -141,7 +141,8 @@ PARAMS = [
     (_attention("flash2", "hopper"), DENSE), (_attention("cudnn", "hopper"), DENSE),
     (_attention("cudnn", "blackwell"), DENSE), (_attention("flash2", "ampere"), DENSE),
     (_scalar("hbm_efficiency", 0.4, 0.95), DENSE), (_scalar("framework_per_layer_s", 0.0, 2e-3), DENSE + MOE),
-    (_scalar("framework_per_iteration_s", 0.0, 0.2), DENSE + MOE), (_scalar("framework_per_expert_s", 0.0, 1e-3), MOE), (_scalar("overlap_slowdown", 0.0, 0.5), DENSE + MOE),
+    (_scalar("framework_per_iteration_s", 0.0, 0.2), DENSE + MOE), (_scalar("framework_per_expert_s", 0.0, 1e-3), MOE),
+    (_scalar("overlap_slowdown", 0.0, 0.5), DENSE + MOE),
     (_scalar("grouped_gemm_efficiency", 0.2, 1.0), MOE), (_recipe_factor("rowwise"), DENSE),
 ]
 
