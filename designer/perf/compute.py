@@ -58,6 +58,12 @@ class ComputeCalibration:
     fp8_recipe_gemm_factors: tuple[tuple[str, float], ...] = ()  # fp8 recipe -> its GEMM kernels vs tensorwise
     framework_per_expert_s: float = 0.0  # exposed host time per local expert per MoE layer per microbatch, fwd + bwd
     attention_seq_half: tuple[tuple[str, float], ...] = ()  # fused kernel -> query length at half its ceiling
+    gpu_clock_scales: tuple[tuple[str, float], ...] = ()  # gpu id -> sustained-clock factor on its generation's ceilings
+
+    def clock_scale(self, gpu_name: str) -> float:
+        """How much faster than its generation's ceilings a GPU sustains its tensor cores (a part
+        that holds higher clocks under load; 1 for the rest)."""
+        return dict(self.gpu_clock_scales).get(gpu_name, 1.0)
 
     def gemm_ceiling(self, gpu_name: str, architecture: str, precision: str) -> float:
         for name, prec, eff in self.gpu_gemm_ceilings:
@@ -65,7 +71,7 @@ class ComputeCalibration:
                 return eff
         for arch, prec, eff in self.gemm_ceilings:
             if arch == architecture and prec == precision:
-                return eff
+                return eff * self.clock_scale(gpu_name)
         raise KeyError(f"no GEMM ceiling for {architecture}/{precision} in compute_efficiency.yaml")
 
     def attention_table(self, architecture: str) -> tuple[np.ndarray, np.ndarray]:

@@ -120,6 +120,17 @@ def _recipe_factor(recipe):
     return f"gemm.fp8_recipe_factor.{recipe}", get, put, (0.3, 1.0)
 
 
+def _clock_scale(name, gpus):
+    """One sustained-clock factor for the parts of a generation that share a chip (B300, GB300)."""
+    def get(c):
+        return dict(c.compute.gpu_clock_scales).get(gpus[0], 1.0)
+
+    def put(c, x):
+        rows = tuple(r for r in c.compute.gpu_clock_scales if r[0] not in gpus) + tuple((g, x) for g in gpus)
+        return dataclasses.replace(c, compute=dataclasses.replace(c.compute, gpu_clock_scales=rows))
+    return f"gemm.clock_scale.{name}", get, put, (1.0, 1.4)
+
+
 def _tied_ceiling(arch, prec, to_arch, to_prec):
     """Blackwell BF16 has no dense calibration row: it keeps Hopper BF16's fraction of peak (cuBLAS
     reaches similar fractions of both), moved with it."""
@@ -144,6 +155,7 @@ PARAMS = [
     (_scalar("framework_per_iteration_s", 0.0, 0.2), DENSE + MOE), (_scalar("framework_per_expert_s", 0.0, 1e-3), MOE),
     (_scalar("overlap_slowdown", 0.0, 0.5), DENSE + MOE),
     (_scalar("grouped_gemm_efficiency", 0.2, 1.0), MOE), (_recipe_factor("rowwise"), DENSE),
+    (_clock_scale("blackwell_ultra", ("b300", "gb300")), DENSE + MOE),
 ]
 
 

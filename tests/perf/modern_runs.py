@@ -36,6 +36,20 @@ def systems() -> dict:
     return yaml.safe_load((DATA / "modern_systems.yaml").read_text())
 
 
+@functools.lru_cache(maxsize=1)
+def recipes() -> dict:
+    """Per Megatron-Bridge row, the performance recipe's CUDA-graph, dispatcher and EP-overlap
+    settings (data/megatron_bridge_recipes.yaml, read from the release's scripts/performance/)."""
+    return yaml.safe_load((DATA / "megatron_bridge_recipes.yaml").read_text())["rows"]
+
+
+def captures_whole_iteration(recipe: dict) -> bool:
+    """The designer's cuda_graphs: the recipe captures the whole iteration (Megatron cuda_graph_impl
+    full_iteration, or the local implementation with scope full_iteration)."""
+    impl = recipe.get("cuda_graph_impl", "none")
+    return impl == "full_iteration" or (impl == "local" and recipe.get("cuda_graph_scope") == ["full_iteration"])
+
+
 def hb_size(row: dict) -> int:
     """GPUs per NVLink domain the job sees: the node (8), or on NVL72 racks whole racks of 72 when
     the count allows, else 64 per rack; a job within one rack has one domain."""
@@ -91,6 +105,7 @@ def strategy_for(row: dict) -> Strategy:
     if row["framework"] == "deepseek":
         schedule = Schedule.dualpipe
     overlap = (row.get("overlap") or "").lower()
+    recipe = recipes().get(row["id"], {})
     overlap_tp = fw["overlap_tp"] or "asynctp" in overlap.replace(" ", "")
     if "vanilla tp" in overlap:
         overlap_tp = False
@@ -102,11 +117,12 @@ def strategy_for(row: dict) -> Strategy:
         fsdp_reshard_after_forward=fw["reshard_under_pp"] or row["pp"] == 1, shard_group_size=shard_group,
         recompute=recompute, recompute_modules=modules, attention_kernel=fw["attention_kernel"],
         overlap_tp_comm=overlap_tp and row["tp"] > 1, cp_comm=fw.get("cp_comm", "p2p"),
-        overlap_ep_comm=row["framework"] == "deepseek" or "1f1b overlap" in overlap,
-        # the source names a node-deduplicating dispatcher (DeepEP, HybridEP; DeepSeek's own kernels)
-        moe_dispatcher="deepep" if (row["framework"] == "deepseek" or any(
+        overlap_ep_comm=row["framework"] == "deepseek" or "1f1b overlap" in overlap or recipe.get("overlap_ep_comm", False),
+        # the source or its recipe names a node-deduplicating dispatcher (DeepEP, HybridEP; DeepSeek's own kernels)
+        moe_dispatcher="deepep" if (row["framework"] == "deepseek" or recipe.get("moe_dispatcher") in ("deepep", "hybridep") or any(
             k in text for text in (overlap, (row.get("notes") or "").lower()) for k in ("deepep", "hybridep")))
-        else "alltoall")
+        else "alltoall",
+        cuda_graphs=captures_whole_iteration(recipe))
 
 
 def training_for(row: dict) -> TrainingSpec:

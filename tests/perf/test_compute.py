@@ -196,3 +196,28 @@ def test_fp8_recipes_price_their_own_gemm_kernels_and_casts():
     assert prec("rowwise").cast_bytes_per_element > prec("current").cast_bytes_per_element
     # every fp8 recipe saves the linear inputs at 8 bits (plus scales), bf16 at 16
     assert all(1.0 <= prec(r).saved_input_bytes_per_element < 1.1 for r in ("delayed", "current", "blockwise", "rowwise"))
+
+
+def test_blackwell_ultra_runs_its_generations_ceilings_at_its_sustained_clock():
+    # compute_efficiency.yaml gemm.clock_scale_by_gpu: B300 and GB300 multiply Blackwell's GEMM
+    # ceilings and fused-attention efficiencies by one factor; B200 and GB200 keep them as they are,
+    # and the unfused path (GEMMs priced by their own ceiling) is not scaled twice.
+    import yaml
+
+    from designer.perf.iteration import precisions
+    from designer.perf.model import DATA_DIR
+    from tests.perf.systems import cluster
+
+    data = yaml.safe_load((DATA_DIR / "compute_efficiency.yaml").read_text())
+    scale = data["gemm"]["clock_scale_by_gpu"]
+    assert scale["b300"] == scale["gb300"] > 1.0
+    blackwell = data["gemm"]["max_efficiency"]["blackwell"]
+    cudnn = data["attention"]["kernels"]["cudnn"]["blackwell"]
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=8, total_tokens=1e9, precision="mxfp8")
+    for gpu, k in (("b200", 1.0), ("gb200", 1.0), ("b300", scale["b300"]), ("gb300", scale["gb300"])):
+        p = precisions(cluster(gpu, 8), tr, PERF)
+        assert p.gemm_max_eff == pytest.approx(blackwell["mxfp8"] * k)
+        assert p.hi_max_eff == pytest.approx(blackwell["bf16"] * k)
+        i = cmp.ATTENTION_KERNELS.index("cudnn")
+        assert (p.attn_fwd_eff[i], p.attn_bwd_eff[i]) == pytest.approx((cudnn["forward"] * k, cudnn["backward"] * k))
+        assert p.attn_fwd_eff[cmp.KERNEL_UNFUSED] == 1.0

@@ -276,3 +276,39 @@ def test_expert_tensor_parallel_defaults_in_the_harness():
     by_id = {r["id"]: r for r in modern_runs.rows()}
     got = {rid: modern_runs.strategy_for(by_id[rid]).expert_tp for rid in ("DG-61", "DG-77", "MB2509-06b", "MZ-7", "MZ-1")}
     assert got == {"DG-61": 4, "DG-77": 4, "MB2509-06b": 1, "MZ-7": 1, "MZ-1": 1}
+
+
+RECIPES = yaml.safe_load((Path(__file__).parent / "data" / "megatron_bridge_recipes.yaml").read_text(encoding="utf-8"))["rows"]
+DISPATCHERS = {"alltoall", "deepep", "hybridep"}
+GRAPH_IMPLS = {"none", "local", "transformer_engine", "full_iteration", "per_layer"}
+
+
+@pytest.mark.parametrize("rid", sorted(RECIPES))
+def test_recipe_rows_name_published_rows_and_their_source(rid):
+    rec = RECIPES[rid]
+    by_id = {r["id"]: r for r in ROWS}
+    assert rid in by_id and by_id[rid]["framework"] == "megatron-bridge"
+    assert rec["source"] and rec["recipe"] and rec["cuda_graph_note"]
+    assert rec["cuda_graph_impl"].split()[0] in GRAPH_IMPLS and isinstance(rec["cuda_graph_scope"], list)
+    if "moe_dispatcher" in rec:
+        assert by_id[rid]["ep"] > 1 and rec["moe_dispatcher"] in DISPATCHERS
+        assert {type(rec[k]) for k in ("overlap_ep_comm", "token_drop", "fused_grouped_mlp", "fp8_attention")} == {bool}
+    if not rec["matches_row"]:
+        assert rec["mismatches"]
+
+
+def test_every_megatron_bridge_row_has_its_recipe():
+    assert {r["id"] for r in ROWS if r["framework"] == "megatron-bridge" and r["use"]} <= set(RECIPES)
+
+
+def test_recipe_settings_in_the_harness():
+    # 26.06 MXFP8 Qwen3-30B on GB300 (qwen3_workload_base_configs.py at 63b08b39 L358-365): the whole
+    # iteration in CUDA graphs, HybridEP, 1F1B all-to-all overlap; 25.11 on B200 (v0.2.0): Transformer
+    # Engine graphs of the router only, the alltoall dispatcher, no overlap; 25.11 H100: a2a overlap.
+    by_id = {r["id"]: r for r in ROWS}
+    whole = {rid for rid, rec in RECIPES.items() if modern_runs.captures_whole_iteration(rec)}
+    assert whole == {"MB2511-01", "MB2511-09b", "MB2511-17b"} | {f"MB2606-{i}" for i in ("08", "09", "10", "13", "15", "17", "19", "20")}
+    got = {rid: (s.cuda_graphs, s.moe_dispatcher, s.overlap_ep_comm) for rid in ("MB2606-15", "MB2511-21", "MB2511-27", "MB2511-15")
+           for s in [modern_runs.strategy_for(by_id[rid])]}
+    assert got == {"MB2606-15": (True, "deepep", True), "MB2511-21": (False, "alltoall", False),
+                   "MB2511-27": (False, "alltoall", True), "MB2511-15": (False, "deepep", False)}
