@@ -131,7 +131,10 @@ def training_for(row: dict) -> TrainingSpec:
     recipe = "mxfp8" if prec == "mxfp8" else (row["fp8_recipe"] or "delayed")
     return TrainingSpec(sequence_length=row["seq"], global_batch_sequences=row["gbs"], precision=prec,
                         fp8_recipe=row["fp8_recipe"] or "delayed", total_tokens=1e12,
-                        fp8_param_gather=prec in ("fp8", "mxfp8") and recipe in fw.get("fp8_param_gather_recipes", ()),
+                        # the framework's recipes keep FP8 weights (modern_systems.yaml), or the row says so
+                        # (MLPerf v5.0 Llama: "FP8 params / FP8 param-gather", training-runs-modern.md S6)
+                        fp8_param_gather=prec in ("fp8", "mxfp8") and (
+                            recipe in fw.get("fp8_param_gather_recipes", ()) or "fp8 param-gather" in (row.get("notes") or "").lower()),
                         grad_accumulation_dtype=fw.get("grad_accumulation_dtype", "fp32"),
                         optimizer_state_dtype="bf16" if row["framework"] == "deepseek" else "fp32")
 

@@ -312,3 +312,11 @@ def test_recipe_settings_in_the_harness():
            for s in [modern_runs.strategy_for(by_id[rid])]}
     assert got == {"MB2606-15": (True, "deepep", True), "MB2511-21": (False, "alltoall", False),
                    "MB2511-27": (False, "alltoall", True), "MB2511-15": (False, "deepep", False)}
+
+
+def test_mlperf_llama_rows_keep_fp8_weights_where_the_logs_say_so():
+    # training-runs-modern.md S6: "Llama v5.0: FP8 + FP8 params / param-gather"; the GPT-3 rows state
+    # only FP8_HYBRID (16-bit weights with an FP8 copy)
+    by_id = {r["id"]: r for r in ROWS}
+    got = {rid: modern_runs.training_for(by_id[rid]).fp8_param_gather for rid in ("ML-50-1", "ML-50-8", "ML-41-1", "ML-40-2")}
+    assert got == {"ML-50-1": True, "ML-50-8": True, "ML-41-1": False, "ML-40-2": False}
