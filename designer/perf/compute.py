@@ -74,15 +74,17 @@ class ComputeCalibration:
                 return eff * self.clock_scale(gpu_name)
         raise KeyError(f"no GEMM ceiling for {architecture}/{precision} in compute_efficiency.yaml")
 
-    def attention_table(self, architecture: str) -> tuple[np.ndarray, np.ndarray]:
+    def attention_table(self, architecture: str, gpu_name: str = "") -> tuple[np.ndarray, np.ndarray]:
         """Forward and backward efficiency per kernel code (ATTENTION_KERNELS); nan where the kernel
-        does not exist on this generation; the unfused entry is unused (it runs as GEMMs)."""
+        does not exist on this generation; the unfused entry is unused (it runs as GEMMs). The fused
+        kernels run on the tensor cores at the GPU's sustained clock, like its GEMMs (clock_scale)."""
         fwd = np.full(len(ATTENTION_KERNELS), np.nan)
         bwd = np.full(len(ATTENTION_KERNELS), np.nan)
+        clock = self.clock_scale(gpu_name)
         for kernel, arch, f, b in self.attention:
             if arch == architecture:
                 i = ATTENTION_KERNELS.index(kernel)
-                fwd[i], bwd[i] = f, b
+                fwd[i], bwd[i] = f * clock, b * clock
         fwd[KERNEL_UNFUSED] = bwd[KERNEL_UNFUSED] = 1.0
         return self._alias_flash(fwd, architecture), self._alias_flash(bwd, architecture)
 
@@ -101,6 +103,7 @@ class ComputeCalibration:
         if default is not None:
             per_kernel[0] = per_kernel[ATTENTION_KERNELS.index(default)]
         return per_kernel
+
 
 def gemm_efficiency(m, n, k, max_eff: float, calib: ComputeCalibration):
     """Achieved fraction of peak for an [M,K]x[K,N] GEMM.

@@ -239,11 +239,7 @@ def precisions(system: ClusterSystem, training: TrainingSpec, calib: PerfCalibra
     if gemm_prec == "fp8":
         # a recipe whose scaled GEMMs run other kernels than the per-tensor ones (rowwise scales)
         ceiling *= dict(ccal.fp8_recipe_gemm_factors).get(training.fp8_recipe.value, 1.0)
-    fwd, bwd = ccal.attention_table(gpu.architecture)
-    # the fused attention kernels run on the same tensor cores at the same sustained clock
-    fused = np.arange(len(fwd)) != cmp.KERNEL_UNFUSED
-    clock = ccal.clock_scale(gpu.name)
-    fwd, bwd = np.where(fused, fwd * clock, fwd), np.where(fused, bwd * clock, bwd)
+    fwd, bwd = ccal.attention_table(gpu.architecture, gpu.name)
     return cmp.Precisions(
         gemm_peak_flops=gpu.peak_flops[gemm_prec],
         gemm_max_eff=ceiling,
