@@ -203,6 +203,9 @@ class CollectiveCalibration(Record):
     net_overhead_s: float = Field(ge=0)
     net_overhead_simple_factor: float = Field(ge=1)
     collnet_per_rank_latency_s: float = Field(ge=0)
+    nvls_tree_many_domains_fraction: dict[str, float] = Field(default_factory=dict, description=(
+        "per GPU generation: the share of the scale-out bandwidth NVLSTree's inter-domain double "
+        "binary tree reaches over more than two domains, against a ring's; 1 where absent"))
     nccl_version: str = Field(default="2.30", pattern=r"^\d+\.\d+", description="the NCCL release modelled")
     version_overrides: tuple[_VersionOverride, ...] = Field(default=(), description=(
         "constants of older NCCL releases; for_nccl_version applies those whose range holds the release"))
@@ -1057,7 +1060,10 @@ def _nvls_tree(e: _Env, proto: int):
     c, g = e.c, e.g
     k_intra = _nvls_fraction(e) / (_nvls_bandwidth(e))
     # across two domains each direction of the root link carries the vector once (_two_domain_bus)
-    k = np.maximum(k_intra, np.where(e.n_dom == 2, 1.0, 2.0) / (g * np.where(e.ring_ok, e.bw_net_ring, 1.0)))
+    # beyond two domains an interior node's NIC serves two children and a parent of each tree at once,
+    # and reaches only nvls_tree_many_domains_fraction of the two-domain exchange's bandwidth
+    many = np.where(e.n_dom == 2, 1.0, 2.0 / c.nvls_tree_many_domains_fraction.get(e.system.gpu.architecture, 1.0))
+    k = np.maximum(k_intra, many / (g * np.where(e.ring_ok, e.bw_net_ring, 1.0)))
     lat = c.hop_latency_s["nvls_tree"].hb[_SIMPLE] + 2.0 * _lg(e.n_dom) * e.a_net("nvls_tree", _SIMPLE, e.lat_net_ring, e.fwd_ring)
     net = np.where(e.n_dom == 2, 1.0, 2.0) / g
     slow = 2.0 * _lg(e.n_dom) * _proto_mult(_SIMPLE) * e.excess_ring

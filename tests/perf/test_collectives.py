@@ -169,6 +169,28 @@ def test_nvls_halves_allreduce_traffic(calib):
     assert collective_estimate("all_reduce", n, shape, _system(nvls=False), calib).algorithm == "ring"
 
 
+@pytest.mark.parametrize("n_dom", [2, 4, 16])
+def test_nvls_tree_beyond_two_domains_runs_at_its_fraction(ideal, n_dom):
+    """NVLSTree across N > 2 domains pushes 2n/g bytes through each GPU's NIC (a double binary tree:
+    reduce up one tree, broadcast down the other); at a fraction f of the ring's scale-out bandwidth
+    that takes 2n/(g B f), so f = 0.8 adds 2n/(g B) (1/0.8 - 1) to the time, latencies unchanged.
+    Two domains exchange n/g each way once, whatever f."""
+    g, n, f = 8, 4e9, 0.8
+    tiers = (NetworkTier(name="rail", span_domains=n_dom, cross_rail=False, bandwidth_per_gpu_bytes_per_s=B_NET,
+                         latency_s=ALPHA_NET),)
+    system = _system(n_gpus=g * n_dom, tiers=tiers, nvls=True)
+    shape = GroupShape(size=g * n_dom, ranks_per_domain=g, domain_span=n_dom, same_rail=True)
+    full = _one("all_reduce", n, shape, system, ideal, "nvls_tree")
+    slow = _one("all_reduce", n, shape, system,
+                ideal.model_copy(update={"nvls_tree_many_domains_fraction": {"hopper": f}}), "nvls_tree")
+    extra = 0.0 if n_dom == 2 else 2 * n / (g * B_NET) * (1 / f - 1)
+    assert slow.time_s - full.time_s == pytest.approx(extra, rel=1e-9, abs=1e-15)
+    # another generation's fraction leaves this one alone
+    other = _one("all_reduce", n, shape, system,
+                 ideal.model_copy(update={"nvls_tree_many_domains_fraction": {"blackwell": f}}), "nvls_tree")
+    assert other.time_s == pytest.approx(full.time_s, rel=1e-12)
+
+
 def test_sharp_used_when_the_tier_has_it(calib):
     n = 1e9
     shape = GroupShape(size=64, ranks_per_domain=8, domain_span=8, same_rail=True)
