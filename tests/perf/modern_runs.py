@@ -8,6 +8,7 @@ tokens/s per GPU, the quantity every source measured, and `table()` formats the 
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,6 +80,11 @@ def system_for(row: dict) -> ClusterSystem:
 _ZERO = {"ddp": 0, "distopt": 1, "zero1": 1, "zero2": 2, "fsdp": 3, "hsdp": 3, None: 1}
 
 
+# Megatron's 1F1B all-to-all overlap (--overlap-moe-expert-parallel-comm: a micro-batch's EP
+# communication hidden behind another's compute), as the sources name it ("1F1B A2A overlap")
+_EP_OVERLAP = re.compile(r"1f1b( a2a| all-to-all| ep)? overlap")
+
+
 def strategy_for(row: dict) -> Strategy:
     fw = systems()["frameworks"][row["framework"]]
     rc = row["recompute"]
@@ -117,7 +123,8 @@ def strategy_for(row: dict) -> Strategy:
         fsdp_reshard_after_forward=fw["reshard_under_pp"] or row["pp"] == 1, shard_group_size=shard_group,
         recompute=recompute, recompute_modules=modules, attention_kernel=fw["attention_kernel"],
         overlap_tp_comm=overlap_tp and row["tp"] > 1, cp_comm=fw.get("cp_comm", "p2p"),
-        overlap_ep_comm=row["framework"] == "deepseek" or "1f1b overlap" in overlap or recipe.get("overlap_ep_comm", False),
+        overlap_ep_comm=row["framework"] == "deepseek" or _EP_OVERLAP.search(overlap) is not None
+        or recipe.get("overlap_ep_comm", False),
         # the source or its recipe names a node-deduplicating dispatcher (DeepEP, HybridEP; DeepSeek's own kernels)
         moe_dispatcher="deepep" if (row["framework"] == "deepseek" or recipe.get("moe_dispatcher") in ("deepep", "hybridep") or any(
             k in text for text in (overlap, (row.get("notes") or "").lower()) for k in ("deepep", "hybridep")))

@@ -320,3 +320,11 @@ def test_mlperf_llama_rows_keep_fp8_weights_where_the_logs_say_so():
     by_id = {r["id"]: r for r in ROWS}
     got = {rid: modern_runs.training_for(by_id[rid]).fp8_param_gather for rid in ("ML-50-1", "ML-50-8", "ML-41-1", "ML-40-2")}
     assert got == {"ML-50-1": True, "ML-50-8": True, "ML-41-1": False, "ML-40-2": False}
+
+
+def test_model_zoo_a2a_overlap_row_overlaps_its_expert_communication():
+    # training-runs-modern.md S12: MZ-2 is MZ-1 "+1f1b overlap" (the row's overlap: "1F1B A2A overlap");
+    # DeepSeek's DualPipe rows overlap by their schedule, the rest of the Model Zoo states none
+    by_id = {r["id"]: r for r in ROWS}
+    got = {rid: modern_runs.strategy_for(by_id[rid]).overlap_ep_comm for rid in ("MZ-1", "MZ-2", "MZ-4", "MZ-7")}
+    assert got == {"MZ-1": False, "MZ-2": True, "MZ-4": False, "MZ-7": False}
