@@ -1060,8 +1060,8 @@ def _nvls_tree(e: _Env, proto: int):
     c, g = e.c, e.g
     k_intra = _nvls_fraction(e) / (_nvls_bandwidth(e))
     # across two domains each direction of the root link carries the vector once (_two_domain_bus)
-    # beyond two domains an interior node's NIC serves two children and a parent of each tree at once,
-    # and reaches only nvls_tree_many_domains_fraction of the two-domain exchange's bandwidth
+    # beyond two domains the double binary tree pushes 2n/g through each NIC, and measured runs reach
+    # only nvls_tree_many_domains_fraction of a ring's scale-out bandwidth doing it (collectives.yaml)
     many = np.where(e.n_dom == 2, 1.0, 2.0 / c.nvls_tree_many_domains_fraction.get(e.system.gpu.architecture, 1.0))
     k = np.maximum(k_intra, many / (g * np.where(e.ring_ok, e.bw_net_ring, 1.0)))
     lat = c.hop_latency_s["nvls_tree"].hb[_SIMPLE] + 2.0 * _lg(e.n_dom) * e.a_net("nvls_tree", _SIMPLE, e.lat_net_ring, e.fwd_ring)
