@@ -221,6 +221,9 @@ class CollectiveCalibration(Record):
     p2p_net_channel_bytes_per_s: float = Field(default=14e9, gt=0, description=(
         "what one p2p channel drives over the network (NCCL_P2P_PER_CHANNEL_NET_BW)"))
     p2p_ops_per_batch: int = Field(default=8, ge=1, description="NCCL_MAX_DEV_WORK_P2P_PER_BATCH")
+    p2p_hb_fraction: float = Field(default=1.0, gt=0, le=1, description=(
+        "what one send/recv between two GPUs of an HB domain reaches, as a fraction of a ring's "
+        "per-link bandwidth there"))
     moe_forwarder_bytes_per_s: dict[str, float] = Field(default_factory=dict, description=(
         "per GPU generation: what the SMs a deduplicated internode MoE kernel gives its NVLink "
         "forwarders move per GPU (k expert copies of its tokens); no cap where absent"))
@@ -1285,7 +1288,8 @@ def _p2p(e: _Env, proto: int):
     net = 1.0 * multi
     hbb = 1.0 * ~multi + np.where(forwarded, net, 0.0)
     frac = {_LL: c.ll_bandwidth_fraction, _LL128: c.ll128_bandwidth_fraction, _SIMPLE: 1.0}[proto]
-    bw = np.where(multi, bw_e, b_flow_hb) * frac
+    # inside the domain one send/recv reaches p2p_hb_fraction of a ring's per-link bandwidth (measured)
+    bw = np.where(multi, bw_e, c.p2p_hb_fraction * b_flow_hb) * frac
     alpha = np.where(multi, net_hop_s(c, c.hop_latency_s["ring"].net[proto], lat_e, proto)
                      + np.where(forwarded, e.a_hb("ring", proto), 0.0), e.a_hb("ring", proto))
     ok = (multi & forwarded & r1.exists) if e.pxn else (~multi | r1.exists)

@@ -265,6 +265,15 @@ def test_send_recv_uses_one_nic(ideal):
     assert e.time_s == pytest.approx(ALPHA_NET + n / B_NET, rel=1e-12)
 
 
+def test_send_recv_inside_a_domain_at_its_fraction_of_the_link(ideal):
+    """Two GPUs on one NVSwitch crossbar: the whole per-GPU bandwidth B_HB (efficiency 1 here) at
+    p2p_hb_fraction f, after one HB hop: alpha_hb + n/(f B_HB)."""
+    n, f = 1e9, 0.9
+    shape = GroupShape(size=2, ranks_per_domain=2, domain_span=1, same_rail=True)
+    e = _one("send_recv", n, shape, _system(), ideal.model_copy(update={"p2p_hb_fraction": f}), "p2p")
+    assert e.time_s == pytest.approx(ALPHA_HB + n / (f * B_HB), rel=1e-12)
+
+
 def test_rail_only_cross_rail_p2p_forwards_over_hb(ideal):
     n = 1e8
     tiers = (NetworkTier(name="rail", span_domains=2, cross_rail=False, bandwidth_per_gpu_bytes_per_s=B_NET,
