@@ -203,6 +203,9 @@ class CollectiveCalibration(Record):
     net_overhead_s: float = Field(ge=0)
     net_overhead_simple_factor: float = Field(ge=1)
     collnet_per_rank_latency_s: float = Field(ge=0)
+    nvls_tree_two_domains_factor: dict[str, float] = Field(default_factory=dict, description=(
+        "per GPU generation: the bandwidth of NVLSTree's exchange between two domains against a "
+        "ring's scale-out bandwidth; 1 where absent"))
     nvls_tree_many_domains_fraction: dict[str, float] = Field(default_factory=dict, description=(
         "per GPU generation: the share of the scale-out bandwidth NVLSTree's inter-domain double "
         "binary tree reaches over more than two domains, against a ring's; 1 where absent"))
@@ -1065,7 +1068,9 @@ def _nvls_tree(e: _Env, proto: int):
     # across two domains each direction of the root link carries the vector once (_two_domain_bus)
     # beyond two domains the double binary tree pushes 2n/g through each NIC, and measured runs reach
     # only nvls_tree_many_domains_fraction of a ring's scale-out bandwidth doing it (collectives.yaml)
-    many = np.where(e.n_dom == 2, 1.0, 2.0 / c.nvls_tree_many_domains_fraction.get(e.system.gpu.architecture, 1.0))
+    arch = e.system.gpu.architecture
+    many = np.where(e.n_dom == 2, 1.0 / c.nvls_tree_two_domains_factor.get(arch, 1.0),
+                    2.0 / c.nvls_tree_many_domains_fraction.get(arch, 1.0))
     k = np.maximum(k_intra, many / (g * np.where(e.ring_ok, e.bw_net_ring, 1.0)))
     lat = c.hop_latency_s["nvls_tree"].hb[_SIMPLE] + 2.0 * _lg(e.n_dom) * e.a_net("nvls_tree", _SIMPLE, e.lat_net_ring, e.fwd_ring)
     net = np.where(e.n_dom == 2, 1.0, 2.0) / g

@@ -25,9 +25,8 @@ from designer.perf import collectives as coll  # noqa: E402
 from tests.perf import collective_curves as cc  # noqa: E402
 
 
-def nvls_tree_curves(architecture: str | None, calib) -> dict[str, dict]:
-    """Measured NVLSTree-capable AllReduce curves over more than two nodes, of one generation (or
-    of every other one when `architecture` is None)."""
+def nvls_tree_curves(two: bool) -> dict[str, dict]:
+    """Measured NVLSTree-capable AllReduce curves over two nodes (`two`) or more."""
     out = {}
     for cid, c in cc.curves().items():
         if not cc.usable(c) or cc.source_kind(cid) != "nccl-tests" or c["op"] != "all_reduce":
@@ -36,7 +35,8 @@ def nvls_tree_curves(architecture: str | None, calib) -> dict[str, dict]:
         if (c.get("algorithm") or "").lower() not in ("nvlstree", "nvls"):
             continue
         system = cc.system_for(c)
-        if system.n_gpus // system.hb.size <= 2 or not system.hb.in_network_reduction:
+        n_dom = system.n_gpus // system.hb.size
+        if (n_dom != 2 if two else n_dom <= 2) or not system.hb.in_network_reduction:
             continue
         out[cid] = c
     return out
@@ -49,23 +49,27 @@ def errors(curves: dict[str, dict], calib) -> np.ndarray:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--architecture", default="blackwell")
+    ap.add_argument("--domains", choices=("many", "two"), default="many")
     args = ap.parse_args()
+    two = args.domains == "two"
+    field = "nvls_tree_two_domains_factor" if two else "nvls_tree_many_domains_fraction"
     base = coll.load_collective_calibration()
-    curves = {cid: c for cid, c in nvls_tree_curves(None, base).items()
+    curves = {cid: c for cid, c in nvls_tree_curves(two).items()
               if cc.system_for(c).gpu.architecture == args.architecture}
 
     def at(f: float):
-        fractions = dict(base.nvls_tree_many_domains_fraction, **{args.architecture: f})
-        return errors(curves, base.model_copy(update={"nvls_tree_many_domains_fraction": fractions}))
+        values = dict(getattr(base, field), **{args.architecture: f})
+        return errors(curves, base.model_copy(update={field: values}))
 
-    grid = np.round(np.arange(0.70, 1.0001, 0.01), 2)
+    grid = np.round(np.arange(1.0, 1.3001, 0.01) if two else np.arange(0.70, 1.0001, 0.01), 2)
     best = min(grid, key=lambda f: float(np.sum(at(f) ** 2)))
     print(f"{len(curves)} curves, {at(1.0).size} points >= 1 MiB: {', '.join(sorted(curves))}")
-    for label, f in (("no loss", 1.0), ("fitted", best)):
+    print(field)
+    for label, f in (("at 1", 1.0), ("fitted", best)):
         e = at(f)
         print(f"{label:>8} {f:.3f}: mean {e.mean():+.1%}, MAPE {np.abs(e).mean():.1%}, worst {np.abs(e).max():.1%}, "
               f"within 10% {np.mean(np.abs(e) <= 0.10):.0%}")
-    others = {cid: c for cid, c in nvls_tree_curves(None, base).items()
+    others = {cid: c for cid, c in nvls_tree_curves(two).items()
               if cc.system_for(c).gpu.architecture != args.architecture}
     for cid, c in sorted(others.items()):
         e = errors({cid: c}, base)

@@ -191,6 +191,21 @@ def test_nvls_tree_beyond_two_domains_runs_at_its_fraction(ideal, n_dom):
     assert other.time_s == pytest.approx(full.time_s, rel=1e-12)
 
 
+def test_nvls_tree_two_domain_exchange_runs_at_its_factor(ideal):
+    """Across two domains NVLSTree's exchange sends each GPU's n/g shard once each way: at a factor
+    f of the ring's scale-out bandwidth it takes n/(g B f) where the network binds (f = 0.4 and 0.5
+    here, below the NVLS reduction's rate inside the domain), latencies unchanged."""
+    g, n = 8, 4e9
+    tiers = (NetworkTier(name="rail", span_domains=2, cross_rail=False, bandwidth_per_gpu_bytes_per_s=B_NET,
+                         latency_s=ALPHA_NET),)
+    system = _system(n_gpus=2 * g, tiers=tiers, nvls=True)
+    shape = GroupShape(size=2 * g, ranks_per_domain=g, domain_span=2, same_rail=True)
+    t = {f: _one("all_reduce", n, shape, system,
+                 ideal.model_copy(update={"nvls_tree_two_domains_factor": {"hopper": f}}), "nvls_tree").time_s
+         for f in (0.4, 0.5)}
+    assert t[0.4] - t[0.5] == pytest.approx(n / (g * B_NET) * (1 / 0.4 - 1 / 0.5), rel=1e-9)
+
+
 def test_sharp_used_when_the_tier_has_it(calib):
     n = 1e9
     shape = GroupShape(size=64, ranks_per_domain=8, domain_span=8, same_rail=True)
