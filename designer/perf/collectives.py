@@ -86,10 +86,11 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import yaml
-from pydantic import Field, model_validator
+from pydantic import Field, PositiveFloat, model_validator
 
 from designer.spec.base import Record, Result
 from designer.spec.system import ClusterSystem, HBTopology
@@ -203,10 +204,10 @@ class CollectiveCalibration(Record):
     net_overhead_s: float = Field(ge=0)
     net_overhead_simple_factor: float = Field(ge=1)
     collnet_per_rank_latency_s: float = Field(ge=0)
-    nvls_tree_two_domains_factor: dict[str, float] = Field(default_factory=dict, description=(
+    nvls_tree_two_domains_factor: dict[str, PositiveFloat] = Field(default_factory=dict, description=(
         "per GPU generation: the bandwidth of NVLSTree's exchange between two domains against a "
         "ring's scale-out bandwidth; 1 where absent"))
-    nvls_tree_many_domains_fraction: dict[str, float] = Field(default_factory=dict, description=(
+    nvls_tree_many_domains_fraction: dict[str, Annotated[float, Field(gt=0, le=1)]] = Field(default_factory=dict, description=(
         "per GPU generation: the share of the scale-out bandwidth NVLSTree's inter-domain double "
         "binary tree reaches over more than two domains, against a ring's; 1 where absent"))
     nccl_version: str = Field(default="2.30", pattern=r"^\d+\.\d+", description="the NCCL release modelled")
@@ -1065,13 +1066,13 @@ def _nvls_tree(e: _Env, proto: int):
     """NVLS reduce inside each domain, then a tree across domains on each GPU's n/g shard (AR)."""
     c, g = e.c, e.g
     k_intra = _nvls_fraction(e) / (_nvls_bandwidth(e))
-    # across two domains each direction of the root link carries the vector once (_two_domain_bus)
-    # beyond two domains the double binary tree pushes 2n/g through each NIC, and measured runs reach
-    # only nvls_tree_many_domains_fraction of a ring's scale-out bandwidth doing it (collectives.yaml)
+    # bytes per GPU over its NICs in units of n/g, each divided by the share of a ring's scale-out
+    # bandwidth measured for that exchange (collectives.yaml): n/g once between two domains (each direction
+    # of the root link carries the vector once, _two_domain_bus), 2n/g through the double binary tree beyond
     arch = e.system.gpu.architecture
-    many = np.where(e.n_dom == 2, 1.0 / c.nvls_tree_two_domains_factor.get(arch, 1.0),
-                    2.0 / c.nvls_tree_many_domains_fraction.get(arch, 1.0))
-    k = np.maximum(k_intra, many / (g * np.where(e.ring_ok, e.bw_net_ring, 1.0)))
+    net_load = np.where(e.n_dom == 2, 1.0 / c.nvls_tree_two_domains_factor.get(arch, 1.0),
+                        2.0 / c.nvls_tree_many_domains_fraction.get(arch, 1.0))
+    k = np.maximum(k_intra, net_load / (g * np.where(e.ring_ok, e.bw_net_ring, 1.0)))
     lat = c.hop_latency_s["nvls_tree"].hb[_SIMPLE] + 2.0 * _lg(e.n_dom) * e.a_net("nvls_tree", _SIMPLE, e.lat_net_ring, e.fwd_ring)
     net = np.where(e.n_dom == 2, 1.0, 2.0) / g
     slow = 2.0 * _lg(e.n_dom) * _proto_mult(_SIMPLE) * e.excess_ring

@@ -630,3 +630,14 @@ def test_bucket_never_slower_than_dimension_ordered(dims, n):
         b = collective_estimate(op, n, shape, system, CALIB, algorithms=("bucket",)).time_s
         t = collective_estimate(op, n, shape, system, CALIB, algorithms=("torus",)).time_s
         assert b <= t * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("field, value", [("nvls_tree_many_domains_fraction", 1.2), ("nvls_tree_many_domains_fraction", 0.0),
+                                          ("nvls_tree_two_domains_factor", -1.0), ("p2p_hb_fraction", 1.5)])
+def test_network_factors_out_of_range_are_rejected(calib, field, value):
+    from pydantic import ValidationError
+
+    data = calib.model_dump()
+    data[field] = value if field == "p2p_hb_fraction" else {"blackwell": value}
+    with pytest.raises(ValidationError, match=field):
+        CollectiveCalibration.model_validate(data)
