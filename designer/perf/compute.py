@@ -233,6 +233,27 @@ def cp_causal_fraction(s, cp, balanced=True):
     return np.where(np.asarray(balanced, bool) | (cp <= 1), causal_fraction(s / cp, s), last)
 
 
+def attended_fraction(llm: LLMSpec, s, cp, balanced=True):
+    """Share of its s/cp × s score blocks the busiest CP rank's fused kernel computes, averaged over
+    the layers: causal (cp_causal_fraction) where a layer attends to the whole context; where it is
+    local (llm.attention_window), the band of key tiles each 128-query tile touches, (w + tile)/s of
+    the row for a sliding window of w, or its own chunk of c, (c/s)·causal_fraction(c, c), and never
+    more than causal. Under CP each rank's queries keep the same band (a local layer's load is even)."""
+    causal = cp_causal_fraction(s, cp, balanced)
+    win = llm.attention_window
+    if win is None:
+        return causal
+    s = np.asarray(s, float)
+    if win.kind == "sliding":
+        local = (win.tokens + FLASH_BLOCK) / s
+    else:
+        chunk = np.minimum(float(win.tokens), s)
+        local = chunk / s * causal_fraction(chunk, chunk)
+    local = np.minimum(local, causal)
+    share = win.local_layer_share
+    return (1.0 - share) * causal + share * local
+
+
 def layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kernel, prec: Precisions,
                   hbm_bytes_per_s: float, calib: ComputeCalibration, etp=1, cp_balanced=True) -> LayerWork:
     """Forward work of one transformer layer per microbatch per GPU (see _layer_forward).
@@ -336,7 +357,7 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
     # against all s keys (ring attention). Non-causal FLOPs = 2·b·(s/cp)·s·a/tp·(d_qk + d_v).
     attn_model = 2 * b * a_local * (s / cp) * s * (dqk + dv)
     unfused = kernel == KERNEL_UNFUSED
-    causal = cp_causal_fraction(s, cp, cp_balanced)
+    causal = attended_fraction(llm, s, cp, cp_balanced)
     attn_exec = np.where(unfused, attn_model, causal * attn_model)
     # Fused kernels reach their ceiling only on long rows: one CTA per 128-query tile walks the keys,
     # so short sequences leave SMs idle and the causal tail unbalanced. Efficiency ramps as

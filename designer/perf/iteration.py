@@ -1209,7 +1209,7 @@ def flop_counts(llm: LLMSpec, training: TrainingSpec, recompute, rc_modules, fus
     logits = 2.0 * h * llm.vocab_size
     model = 3.0 * tokens * (lin + core + logits)
     model_causal = 3.0 * tokens * (lin + 0.5 * core + logits)
-    exec_core = np.where(fused, float(cmp.causal_fraction(s, s)) * core, core)
+    exec_core = np.where(fused, float(cmp.attended_fraction(llm, s, 1)) * core, core)
     base = 3.0 * tokens * (lin + logits + exec_core)
     rc = np.asarray(rc_modules)
     sel = tokens * (exec_core * ((rc & mem.RC_CORE_ATTN) > 0) + mlp_dense * ((rc & mem.RC_MLP) > 0)

@@ -48,6 +48,26 @@ class MLASpec(Record):
     v_head_dim: int = Field(ge=1)
 
 
+class AttentionWindowSpec(Record):
+    """Local attention in some or all layers: each query attends only to nearby keys, so the fused
+    kernels skip the key tiles outside the band. `sliding`: the `tokens` keys before the query and
+    itself (Mistral 7B; GPT-OSS, 128 tokens in alternate layers: Megatron-Bridge GPTOSSProvider
+    window_size (128, 0), window_attn_skip_freq 2); `chunked`: the keys of the query's own block of
+    `tokens` (Llama 4's 8192-token chunks in 3 of 4 layers). FLOP conventions that count full
+    attention (Megatron's counter ignores windows) are unchanged; the executed work and time shrink."""
+
+    kind: Literal["sliding", "chunked"] = "sliding"
+    tokens: int = Field(ge=1, description="window (sliding) or chunk (chunked) length in tokens")
+    full_attention_every: int | None = Field(
+        default=None, ge=2, description="every n-th layer attends to the whole context (GPT-OSS 2, Llama 4 4); "
+                                        "None: every layer is local")
+
+    @property
+    def local_layer_share(self) -> float:
+        """Share of the layers whose attention is local."""
+        return 1.0 if self.full_attention_every is None else 1.0 - 1.0 / self.full_attention_every
+
+
 class LLMSpec(Record):
     name: str
     layers: int = Field(ge=1)
@@ -68,6 +88,8 @@ class LLMSpec(Record):
     linear_bias: bool = Field(default=True, description="biases in the attention and MLP linear layers")
     mla: MLASpec | None = None
     mtp_layers: int = Field(default=0, ge=0, description="multi-token-prediction modules (DeepSeek-V3: 1)")
+    attention_window: AttentionWindowSpec | None = Field(default=None, description="local (sliding or chunked) "
+                                                         "attention; None: every layer attends to the whole context")
     source: str = ""
 
     @property

@@ -99,6 +99,45 @@ def test_flash_attention_runs_the_causal_blocks_and_no_score_traffic():
     assert float(f.attn_mem_s[0]) == 0.0 and float(u.attn_mem_s[0]) > 0.0
 
 
+def test_sliding_window_runs_the_band_of_key_tiles_in_its_layers():
+    # GPT-OSS: a 128-token window in every other layer. s = 4096 in 128-wide tiles: n = 32 tiles per
+    # side; a full causal layer computes (n + 1)/(2n) = 33/64 of the s x s blocks, a windowed one the
+    # diagonal tile and the one before it, 2/32 = 1/16; averaged over the layers (33/64 + 4/64)/2 = 37/128.
+    llm = load_model("gpt-oss-20b")
+    full = llm.model_copy(update={"attention_window": None})
+    u, w, f = _fwd(llm, s=4096), _fwd(llm, s=4096, kernel="flash"), _fwd(full, s=4096, kernel="flash")
+    assert float(w.attn_flops[0]) == pytest.approx(37 / 128 * float(u.attn_flops[0]))
+    assert float(w.attn_fwd_s[0] / f.attn_fwd_s[0]) == pytest.approx((37 / 128) / (33 / 64))
+    # the unfused kernel materializes and masks every score: no saving; the model-FLOP conventions
+    # (Megatron's counter ignores windows) count full attention
+    assert float(_fwd(llm, s=4096).attn_flops[0]) == pytest.approx(float(_fwd(full, s=4096).attn_flops[0]))
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=8, total_tokens=1e9)
+    assert model_flops_per_iteration(llm, tr) == pytest.approx(model_flops_per_iteration(full, tr))
+    one = (1,)
+    assert float(hardware_flops_per_iteration(llm, tr, RECOMPUTE_NONE, True, one)[0]) < float(
+        hardware_flops_per_iteration(full, tr, RECOMPUTE_NONE, True, one)[0])
+
+
+def test_chunked_attention_is_full_attention_within_a_chunk():
+    # Llama 4: 8192-token chunks in 3 of 4 layers. At s = 8192 a chunk is the whole row (no saving);
+    # at s = 32768 a chunked layer computes 4 diagonal chunks of 64 x 64 tiles, each causal
+    # (65/128 of its blocks): (8192/32768)·65/128 = 65/512, against 257/512 for the full layer;
+    # averaged: (257/512 + 3·65/512)/4 = 452/2048.
+    llm = load_model("llama4-scout")
+    full = llm.model_copy(update={"attention_window": None})
+    assert float(cmp.attended_fraction(llm, 8192, 1)) == pytest.approx(float(cmp.attended_fraction(full, 8192, 1)))
+    assert float(cmp.attended_fraction(llm, 32768, 1)) == pytest.approx(452 / 2048)
+
+
+def test_a_window_wider_than_the_sequence_changes_nothing():
+    llm = load_model("gpt-oss-20b")
+    wide = llm.model_copy(update={"attention_window": llm.attention_window.model_copy(update={"tokens": 100_000})})
+    full = llm.model_copy(update={"attention_window": None})
+    for s in (1024, 4096):
+        assert float(cmp.attended_fraction(wide, s, 1)) == pytest.approx(float(cmp.attended_fraction(full, s, 1)))
+        assert float(cmp.attended_fraction(llm, s, 1)) < float(cmp.attended_fraction(full, s, 1))
+
+
 def test_attention_backward_is_two_and_a_half_forwards_at_its_own_efficiency():
     # FlashAttention backward: 5 matmuls against the forward's 2 (Dao 2023 §3.1.2)
     llm = load_model("llama3-8b")
