@@ -207,6 +207,16 @@ def _model_args(llm: LLMSpec, training: TrainingSpec, notes: list[str]) -> list[
         a += ["--attention-dropout", "0.0", "--hidden-dropout", "0.0"]  # Megatron's defaults are 0.1
     if llm.mtp_layers:
         a += ["--mtp-num-layers", str(llm.mtp_layers)]
+    win = llm.attention_window
+    if win is not None and win.kind == "sliding":
+        # arguments.py --window-size (left, right) and --window-attn-skip-freq N: one full-attention
+        # layer after N-1 windowed ones
+        a += ["--window-size", f"{win.tokens},0"]
+        if win.full_attention_every is not None:
+            a += ["--window-attn-skip-freq", str(win.full_attention_every)]
+    elif win is not None:
+        notes.append(f"chunked attention ({win.tokens}-token chunks) has no Megatron-LM argument: these "
+                     "layers run full causal attention there, slower than designer priced them")
     # Tokenizer- and data-independent: NullTokenizer takes its vocabulary size from --vocab-size
     # (megatron/core/tokenizers/text/libraries/null_tokenizer.py, EOD = vocab_size - 1) and
     # --mock-data generates token ids, so the command runs as written; Megatron pads the embedding to
@@ -488,6 +498,8 @@ def _llama3_unsupported(llm: LLMSpec) -> list[str]:
         why.append("multi-head latent attention")
     if llm.mtp_layers:
         why.append("multi-token prediction")
+    if llm.attention_window is not None:
+        why.append(f"{llm.attention_window.kind} local attention")
     if llm.dropout:
         why.append("dropout")
     return why

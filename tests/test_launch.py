@@ -98,6 +98,8 @@ CASES = [
     Case("mixtral-8x7b", _train(4096, 1024), Strategy(
         tp=2, dp=16, ep=8, expert_tp=1, sequence_parallel=True, zero_stage=1, recompute=Recompute.selective,
         recompute_modules=(RecomputeModule.moe_act, RecomputeModule.layernorm), overlap_ep_comm=True), 32),
+    # MoE with a 128-token sliding window in alternate layers (GPT-OSS), HybridEP-style dispatcher
+    Case("gpt-oss-20b", _train(4096, 256), Strategy(dp=8, ep=8, zero_stage=1, moe_dispatcher="deepep"), 8),
     # MoE with ZeRO-3 (Megatron-FSDP) and pipeline, allgather dispatcher
     Case("qwen3-30b-a3b", _train(4096, 512, precision=Precision.mxfp8), Strategy(
         pp=2, dp=16, ep=8, zero_stage=3, microbatch_size=2, moe_dispatcher="allgather", cp=1), 32),
@@ -236,6 +238,11 @@ def test_megatron_values_round_trip_to_the_records(case):
     assert ns.global_batch_size == (s.global_batch_sequences or t.global_batch_sequences)
     assert ns.train_iters * ns.global_batch_size * ns.seq_length >= t.total_tokens
     assert (ns.train_iters - 1) * ns.global_batch_size * ns.seq_length < t.total_tokens
+    win = llm.attention_window
+    if win is None:
+        assert ns.window_size is None and ns.window_attn_skip_freq is None
+    else:  # arguments.py: --window-size (left, right) keys; one full layer after N-1 windowed ones
+        assert ns.window_size == f"{win.tokens},0" and int(ns.window_attn_skip_freq) == win.full_attention_every
     if llm.mla is None:
         assert (ns.num_query_groups or llm.heads) == llm.kv_heads_effective
         assert bool(ns.group_query_attention) == (llm.kv_heads_effective != llm.heads)
