@@ -800,13 +800,17 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, layer_exposed_fwd_
         ar = _ct("all_reduce", G, g_full, system, ccol, zero == 0, graphs=ctx.S.graphs)
         rs = _ct("reduce_scatter", G, g_shard, system, ccol, (zero == 1) | (zero == 2), graphs=ctx.S.graphs)
         ag = _ct("all_gather", params * gather_bytes, g_shard, system, ccol, (zero == 1) | (zero == 2), graphs=ctx.S.graphs)
-        rep = _ct("all_reduce", G / np.maximum(shard_n, 1), g_rep, system, ccol, (zero >= 1) & hsdp, graphs=ctx.S.graphs)
+        # (under ZeRO-3 the replicas' all-reduce goes per layer with its reduce-scatter, below)
+        rep = _ct("all_reduce", G / np.maximum(shard_n, 1), g_rep, system, ccol, (zero >= 1) & (zero <= 2) & hsdp,
+                  graphs=ctx.S.graphs)
         n_rs = np.where(zero == 2, m, 1.0)  # DeepSpeed stage 2 reduces every micro-step
-        t_grad = ar.time_s + rs.time_s
-        e_grad = np.where(ov, np.maximum(bucket * t_grad, hidden_cost(t_grad, t_b, ctx)), t_grad) * n_rs + rep.time_s
+        # the replicas' all-reduce follows each bucket's reduce-scatter (Megatron's distributed
+        # optimizer instances, param_and_grad_buffer: both per bucket, overlapped with the backward)
+        t_grad = ar.time_s + rs.time_s + rep.time_s
+        e_grad = np.where(ov, np.maximum(bucket * t_grad, hidden_cost(t_grad, t_b, ctx)), t_grad) * n_rs
         e_ag = np.where(ov, np.maximum(bucket * ag.time_s, hidden_cost(ag.time_s, t_f, ctx)), ag.time_s)
-        total = total + ar.time_s + n_rs * rs.time_s + ag.time_s + rep.time_s
-        exposed = exposed + np.where(zero <= 2, e_grad + e_ag, rep.time_s)
+        total = total + ar.time_s + n_rs * (rs.time_s + rep.time_s) + ag.time_s
+        exposed = exposed + np.where(zero <= 2, e_grad + e_ag, 0.0)
         rows += [(ar, 1.0, "dp"), (rs, n_rs, "dp"), (ag, 1.0, "dp"), (rep, 1.0, "dp")]
         # ZeRO-3 / FSDP: per layer, a gather before its forward and (reshard) before its backward,
         # a reduce-scatter after its backward
@@ -818,6 +822,12 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, layer_exposed_fwd_
         agb_node = _ct("all_gather", layer_p * gather_bytes, node, system, ccol, z3 & S.reshard & S.hpz, graphs=ctx.S.graphs)
         agb_flat = _ct("all_gather", layer_p * gather_bytes, g_shard, system, ccol, z3 & S.reshard & ~S.hpz, graphs=ctx.S.graphs)
         rs3 = _ct("reduce_scatter", np.where(S.qgz, 0.25, 1.0) * layer_p * mem.GRAD_BYTES, g_shard, system, ccol, z3, graphs=ctx.S.graphs)
+        # HSDP: each layer's reduced shard is all-reduced across the replicas right after its
+        # reduce-scatter, on the same post-backward stream (PyTorch FSDP HYBRID_SHARD
+        # _post_backward_hook; FSDP2 foreach_reduce on a 2-D mesh), so it hides behind the backward
+        # of the layers still to come like the reduce-scatter does
+        rep3 = _ct("all_reduce", layer_p * mem.GRAD_BYTES / np.maximum(shard_n, 1), g_rep, system, ccol, z3 & hsdp,
+                   graphs=ctx.S.graphs)
         agb = agb_node.time_s + agb_flat.time_s
         # weight offload: each gather waits for its shard to come up from host memory and each
         # reduced gradient shard goes down; the copies pipeline with the collectives layer by layer
@@ -828,9 +838,9 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, layer_exposed_fwd_
         # compute as their hiding budget, so they are priced together below)
         z3_f = z3_f + np.where(z3, n_l * np.maximum(agf.time_s, up), 0.0)
         z3_b = z3_b + np.where(z3, n_l * np.maximum(agb, np.where(S.reshard, up, 0.0)), 0.0)
-        z3_r = z3_r + np.where(z3, n_l * np.maximum(rs3.time_s, down), 0.0)
+        z3_r = z3_r + np.where(z3, n_l * (np.maximum(rs3.time_s, down) + rep3.time_s), 0.0)
         rows += [(agf, n_l * n_fwd, "dp"), (agb_node, n_l * m, "dp"), (agb_flat, n_l * m, "dp"),
-                 (rs3, n_l * n_red, "dp")]
+                 (rs3, n_l * n_red, "dp"), (rep3, n_l * n_red, "dp")]
     hide = ov & (S.prefetch > 0)
     n = np.maximum(n_layers, 1)
 

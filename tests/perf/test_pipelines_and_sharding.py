@@ -154,6 +154,36 @@ def test_hsdp_shards_inside_the_node_and_all_reduces_across():
     assert hsdp.type_bytes.dp_rail_bytes < full.type_bytes.dp_rail_bytes
 
 
+def test_hsdp_replica_all_reduce_goes_per_layer_behind_the_backward():
+    # HSDP of 8 on 64 H100s under ZeRO-3: after each layer's reduce-scatter inside the node, its 1/8
+    # gradient shard is all-reduced across the 8 nodes on the same stream (PyTorch FSDP HYBRID_SHARD's
+    # post-backward hook; FSDP2 on a 2-D mesh). Per layer P/L parameters: a gather of P/L x 2 B in the
+    # node forward and again backward, a reduce-scatter of P/L x 2 B, and an all-reduce of its 1/8
+    # across one GPU per node. With compute to spare (8K tokens per layer) and no overlap slowdown,
+    # only the first layer's four collectives stay exposed; the other 31 layers' hide.
+    from designer.perf.collectives import collective_estimate_vec, load_collective_calibration
+    from designer.perf.compute import total_params
+
+    llm = load_model("llama3-8b")
+    n_layers = llm.layers
+    tr = TrainingSpec(sequence_length=8192, global_batch_sequences=64, total_tokens=1e9)  # 1 microbatch
+    sy = cluster("h100_sxm", 64)
+    calib = dataclasses.replace(BARE, compute=dataclasses.replace(BARE.compute, overlap_slowdown=0.0))
+    r = evaluate_system(llm, tr, Strategy(dp=64, zero_stage=3, shard_group_size=8), sy, calib=calib)
+    assert isinstance(r, Metrics)
+    layer_b = total_params(llm) / n_layers * 2.0
+    cc = load_collective_calibration()
+
+    def t(op, nbytes, size, per_domain, span):
+        return float(collective_estimate_vec(op, nbytes, size, per_domain, span, True, sy, cc).time_s)
+
+    node_ag, node_rs = t("all_gather", layer_b, 8, 8, 1), t("reduce_scatter", layer_b, 8, 8, 1)
+    replica_ar = t("all_reduce", layer_b / 8, 8, 1, 8)
+    assert r.breakdown.exposed_comm_s == pytest.approx(2 * node_ag + node_rs + replica_ar, rel=1e-6)
+    # and the replicas' traffic is all of it on the network: L all-reduces of the 1/8 shards
+    assert r.breakdown.dp_s == pytest.approx(n_layers * (2 * node_ag + node_rs + replica_ar), rel=1e-6)
+
+
 def test_moe_tokens_are_split_over_tp_under_sp():
     # Mixtral layer, tp 4, etp 1, sp: each rank dispatches its s/4 tokens, so the expert FLOPs per GPU
     # are a quarter of the unsplit count, and the all-to-all bytes too.
