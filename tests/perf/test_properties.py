@@ -177,3 +177,20 @@ def test_memory_grows_with_microbatches_in_flight(draws):
     dual = iteration_arrays(LLM, many, StrategyArrays(**{**fields, "schedule": 4}), sy, CAL)["activations_bytes"]
     inter = iteration_arrays(LLM, many, StrategyArrays(**{**fields, "schedule": 2, "v": 2}), sy, CAL)["activations_bytes"]
     assert np.all(dual >= m_many) and np.all(inter >= m_many)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.lists(strategy_cols, min_size=2, max_size=8), st.integers(16, 8192), st.sampled_from([None, 2, 4]),
+       st.sampled_from(["sliding", "chunked"]))
+def test_local_attention_is_never_slower_than_full_attention(draws, tokens, every, kind):
+    from designer.spec.llm import AttentionWindowSpec
+
+    S = _arrays(draws)
+    local = LLM.model_copy(update={"attention_window": AttentionWindowSpec(kind=kind, tokens=tokens,
+                                                                           full_attention_every=every)})
+    sy = cluster("h100_sxm", N, leaf_span=8)
+    t0 = evaluate_many(LLM, TR, S, sy, calib=CAL)
+    t1 = evaluate_many(local, TR, S, sy, calib=CAL)
+    ok = t0.feasible
+    assert np.all(t1.iteration_time_s[ok] <= t0.iteration_time_s[ok] * (1 + 1e-12))
+    assert np.array_equal(t1.memory_per_gpu_bytes, t0.memory_per_gpu_bytes)  # flash keeps no scores either way
