@@ -58,6 +58,7 @@ class ComputeCalibration:
     fp8_recipe_gemm_factors: tuple[tuple[str, float], ...] = ()  # fp8 recipe -> its GEMM kernels vs tensorwise
     framework_per_expert_s: float = 0.0  # exposed host time per local expert per MoE layer per microbatch, fwd + bwd
     attention_seq_half: tuple[tuple[str, float], ...] = ()  # fused kernel -> query length at half its ceiling
+    attention_head_dim_half: tuple[tuple[str, float], ...] = ()  # fused kernel -> head-dim constant of its speed
     gpu_clock_scales: tuple[tuple[str, float], ...] = ()  # gpu id -> sustained-clock factor on its generation's ceilings
 
     def clock_scale(self, gpu_name: str) -> float:
@@ -94,6 +95,15 @@ class ComputeCalibration:
         half = np.zeros(len(ATTENTION_KERNELS))
         for kernel, tokens in self.attention_seq_half:
             half[ATTENTION_KERNELS.index(kernel)] = tokens
+        half[KERNEL_UNFUSED] = 0.0
+        return self._alias_flash(half, architecture)
+
+    def attention_head_dim_half_table(self, architecture: str) -> np.ndarray:
+        """Per kernel code, the head-dimension constant of the fused kernel's speed (d/(d + d_half),
+        relative to head dim 128); 0 (no dependence) for the unfused path and kernels without a figure."""
+        half = np.zeros(len(ATTENTION_KERNELS))
+        for kernel, dim in self.attention_head_dim_half:
+            half[ATTENTION_KERNELS.index(kernel)] = dim
         half[KERNEL_UNFUSED] = 0.0
         return self._alias_flash(half, architecture)
 
@@ -144,6 +154,7 @@ class Precisions:
     attn_bwd_eff: np.ndarray
     saved_input_bytes_per_element: float = ACT_BYTES  # a linear layer's input as saved for its backward
     attn_seq_half: np.ndarray | None = None  # per kernel code, query length at half the ceiling (None: no ramp)
+    attn_head_dim_half: np.ndarray | None = None  # per kernel code, head-dim constant (None: no dependence)
 
 
 @dataclass(frozen=True)
@@ -231,6 +242,16 @@ def cp_causal_fraction(s, cp, balanced=True):
     cp = np.asarray(cp, float)
     last = ((cp - 1) + causal_fraction(s / cp, s / cp)) / cp
     return np.where(np.asarray(balanced, bool) | (cp <= 1), causal_fraction(s / cp, s), last)
+
+
+def head_dim_factor(head_dim, d_half):
+    """A fused kernel's speed at this head dimension relative to head dim 128: (d/(d + d_half)) /
+    (128/(128 + d_half)), at most 1 (the kernels are tuned for 128; wider heads are not credited)."""
+    if d_half is None:
+        return 1.0
+    d_half = np.asarray(d_half, float)
+    rel = (head_dim / (head_dim + d_half)) / (128.0 / (128.0 + d_half))
+    return np.where(d_half > 0, np.minimum(rel, 1.0), 1.0)
 
 
 def attended_fraction(llm: LLMSpec, s, cp, balanced=True):
@@ -366,6 +387,9 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
     # tiles the same way, ramps alike.
     sq = s / cp
     ramp = 1.0 if prec.attn_seq_half is None else sq / (sq + prec.attn_seq_half[kernel])
+    # heads narrower than 128 run slower per FLOP (compute_efficiency.yaml attention.head_dim_half)
+    ramp = ramp * head_dim_factor((dqk + dv) / 2.0, None if prec.attn_head_dim_half is None
+                                  else prec.attn_head_dim_half[kernel])
     eff_f = prec.attn_fwd_eff[kernel] * ramp
     eff_b = prec.attn_bwd_eff[kernel] * ramp
     hp = prec.hi_peak_flops

@@ -248,7 +248,8 @@ def precisions(system: ClusterSystem, training: TrainingSpec, calib: PerfCalibra
         cast_bytes_per_element=calib.cast_bytes(gemm_prec, training.fp8_recipe.value) if low else 0.0,
         saved_input_bytes_per_element=calib.saved_input_bytes(gemm_prec, training.fp8_recipe.value) if low
         else cmp.ACT_BYTES,
-        attn_fwd_eff=fwd, attn_bwd_eff=bwd, attn_seq_half=ccal.attention_seq_half_table(gpu.architecture))
+        attn_fwd_eff=fwd, attn_bwd_eff=bwd, attn_seq_half=ccal.attention_seq_half_table(gpu.architecture),
+        attn_head_dim_half=ccal.attention_head_dim_half_table(gpu.architecture))
 
 
 @dataclass(frozen=True)

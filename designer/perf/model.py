@@ -68,6 +68,7 @@ def compute_calibration_from_dict(data: dict) -> tuple[ComputeCalibration, Memor
                             for k, by in att["kernels"].items() for arch, e in by.items()),
             default_flash=tuple((str(a), str(k)) for a, k in att["default_flash"].items()),
             attention_seq_half=tuple((str(k), float(v)) for k, v in (att.get("seq_half_tokens") or {}).items()),
+            attention_head_dim_half=tuple((str(k), float(v)) for k, v in (att.get("head_dim_half") or {}).items()),
             gpu_clock_scales=tuple((str(k), float(v)) for k, v in (g.get("clock_scale_by_gpu") or {}).items()),
             optimizer_bytes_per_param=float(data["optimizer"]["bytes_per_param"]),
             framework_per_iteration_s=float(fw.get("per_iteration_s", 0.0)),
