@@ -286,3 +286,25 @@ def test_a_bad_flag_or_path_is_one_clear_line(argv, needles, tmp_path, monkeypat
     for n in needles:
         assert n in lines[0], (n, lines[0])
     assert not (tmp_path / "out" / "meta.json").exists()
+
+
+@pytest.mark.parametrize("path,value,needles", [
+    (("attention_window", "full_attention_every"), 1, ("model.attention_window.full_attention_every", "= 1", "2")),
+    (("attention_window", "kind"), "slidng", ("model.attention_window.kind", "'slidng'", "'sliding' or 'chunked'")),
+    (("moe", "top_k"), 0, ("model.moe.top_k", "= 0", "1")),
+])
+def test_an_inline_model_names_its_own_field(path, value, needles, tmp_path, monkeypatch, capsys):
+    # the scenario's model is a name or a record (`str | LLMSpec`): a bad record is reported at its
+    # field, not as "not a string" plus the union's branch names
+    scenario = yaml.safe_load(BASES["scenario"][0].read_text())
+    model = yaml.safe_load((ROOT / "models/gpt-oss-20b.yaml").read_text())
+    section = model
+    for key in path[:-1]:
+        section = section[key]
+    section[path[-1]] = value
+    scenario["model"] = model
+    f = tmp_path / "scenario.yaml"
+    f.write_text(yaml.safe_dump(scenario, sort_keys=False))
+    code, out, err = _invoke(["evaluate", str(f)], monkeypatch, capsys)
+    line = _check_one_line(code, out, err, needles)
+    assert "function-after" not in line and "model.str" not in line and "valid string" not in line, line

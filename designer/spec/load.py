@@ -8,6 +8,7 @@ otherwise expand to billions of nodes, the "billion laughs").
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -75,11 +76,34 @@ def _describe(e: dict[str, Any], model_cls: type[BaseModel] | None) -> str:
     return f"field '{field}' = {shown}: {msg}"
 
 
+# pydantic names the branch of a union (`str | LLMSpec`) inside an error's location: a type name, or
+# a validator's wrapper such as "function-after[_heads(), LLMSpec]"
+_BRANCH = re.compile(r"^(function-(after|before|wrap|plain)\[.*\]|str|int|float|bool|list\[.*\]|dict\[.*\]|[A-Z]\w*)$")
+
+
+def _union_errors_read_plainly(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A value given as one branch of a union fails the others too: where a branch went deeper into
+    the value (a mapping read as a record), drop the other branches' "not a string"-style errors, and
+    take the branch names out of the locations."""
+    def plain(loc):
+        return tuple(p for p in loc if not (isinstance(p, str) and _BRANCH.match(p)))
+
+    deep = [plain(e["loc"]) for e in errors]
+    out = []
+    for e, loc in zip(errors, deep):
+        branch = any(isinstance(p, str) and _BRANCH.match(p) for p in e["loc"])
+        shallow = branch and e["type"].endswith("_type") and any(
+            len(other) > len(loc) and other[:len(loc)] == loc for other in deep)
+        if not shallow:
+            out.append({**e, "loc": loc})
+    return out or errors
+
+
 def one_line(err: ValidationError, where: str = "", model_cls: type[BaseModel] | None = None) -> str:
     """The validation errors as one line: per error the field, the value and what is allowed (the
     first MAX_ERRORS of them, then how many more)."""
     # unknown keys first: a misspelled key also shows up as the required key it was meant to be
-    errors = sorted(err.errors(), key=lambda e: e["type"] != "extra_forbidden")
+    errors = sorted(_union_errors_read_plainly(err.errors()), key=lambda e: e["type"] != "extra_forbidden")
     parts = [_describe(e, model_cls) for e in errors[:MAX_ERRORS]]
     more = len(errors) - MAX_ERRORS
     prefix = f"{where}: " if where else ""
