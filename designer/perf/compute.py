@@ -92,20 +92,20 @@ class ComputeCalibration:
     def attention_seq_half_table(self, architecture: str) -> np.ndarray:
         """Per kernel code, the query length (tokens per call) at which the fused kernel reaches half
         of its ceiling; 0 (no ramp) for the unfused path and kernels without a figure."""
-        half = np.zeros(len(ATTENTION_KERNELS))
-        for kernel, tokens in self.attention_seq_half:
-            half[ATTENTION_KERNELS.index(kernel)] = tokens
-        half[KERNEL_UNFUSED] = 0.0
-        return self._alias_flash(half, architecture)
+        return self._fused_kernel_table(self.attention_seq_half, architecture)
 
     def attention_head_dim_half_table(self, architecture: str) -> np.ndarray:
         """Per kernel code, the head-dimension constant of the fused kernel's speed (d/(d + d_half),
         relative to head dim 128); 0 (no dependence) for the unfused path and kernels without a figure."""
-        half = np.zeros(len(ATTENTION_KERNELS))
-        for kernel, dim in self.attention_head_dim_half:
-            half[ATTENTION_KERNELS.index(kernel)] = dim
-        half[KERNEL_UNFUSED] = 0.0
-        return self._alias_flash(half, architecture)
+        return self._fused_kernel_table(self.attention_head_dim_half, architecture)
+
+    def _fused_kernel_table(self, pairs: tuple[tuple[str, float], ...], architecture: str) -> np.ndarray:
+        """(kernel, value) pairs as an array per kernel code, 0 for the unfused path and kernels absent."""
+        out = np.zeros(len(ATTENTION_KERNELS))
+        for kernel, value in pairs:
+            out[ATTENTION_KERNELS.index(kernel)] = value
+        out[KERNEL_UNFUSED] = 0.0
+        return self._alias_flash(out, architecture)
 
     def _alias_flash(self, per_kernel: np.ndarray, architecture: str) -> np.ndarray:
         """Code 0 ("flash") takes the entry of the kernel the generation's standard stack runs."""

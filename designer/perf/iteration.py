@@ -812,7 +812,7 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, layer_exposed_fwd_
         e_ag = np.where(ov, np.maximum(bucket * ag.time_s, hidden_cost(ag.time_s, t_f, ctx)), ag.time_s)
         total = total + ar.time_s + n_rs * (rs.time_s + rep.time_s) + ag.time_s
         exposed = exposed + np.where(zero <= 2, e_grad + e_ag, 0.0)
-        rows += [(ar, 1.0, "dp"), (rs, n_rs, "dp"), (ag, 1.0, "dp"), (rep, 1.0, "dp")]
+        rows += [(ar, 1.0, "dp"), (rs, n_rs, "dp"), (ag, 1.0, "dp"), (rep, n_rs, "dp")]
         # ZeRO-3 / FSDP: per layer, a gather before its forward and (reshard) before its backward,
         # a reduce-scatter after its backward
         z3 = zero == 3

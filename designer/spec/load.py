@@ -76,22 +76,38 @@ def _describe(e: dict[str, Any], model_cls: type[BaseModel] | None) -> str:
     return f"field '{field}' = {shown}: {msg}"
 
 
-# pydantic names the branch of a union (`str | LLMSpec`) inside an error's location: a type name, or
-# a validator's wrapper such as "function-after[_heads(), LLMSpec]"
-_BRANCH = re.compile(r"^(function-(after|before|wrap|plain)\[.*\]|str|int|float|bool|list\[.*\]|dict\[.*\]|[A-Z]\w*)$")
+# pydantic names the branch of a union (`str | LLMSpec`) inside an error's location: a builtin type,
+# a record class, or a validator's wrapper such as "function-after[_heads(), LLMSpec]"
+_BRANCH = re.compile(r"^(function-(after|before|wrap|plain)\[.*\]|str|int|float|bool|list\[.*\]|dict\[.*\])$")
+
+
+def _record_names() -> set[str]:
+    names, todo = set(), [BaseModel]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub.__name__ not in names:
+                names.add(sub.__name__)
+                todo.append(sub)
+    return names
+
+
+def _is_branch(part: Any, records: set[str]) -> bool:
+    return isinstance(part, str) and (part in records or _BRANCH.match(part) is not None)
 
 
 def _union_errors_read_plainly(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A value given as one branch of a union fails the others too: where a branch went deeper into
     the value (a mapping read as a record), drop the other branches' "not a string"-style errors, and
     take the branch names out of the locations."""
+    records = _record_names()
+
     def plain(loc):
-        return tuple(p for p in loc if not (isinstance(p, str) and _BRANCH.match(p)))
+        return tuple(p for p in loc if not _is_branch(p, records))
 
     deep = [plain(e["loc"]) for e in errors]
     out = []
     for e, loc in zip(errors, deep):
-        branch = any(isinstance(p, str) and _BRANCH.match(p) for p in e["loc"])
+        branch = any(_is_branch(p, records) for p in e["loc"])
         shallow = branch and e["type"].endswith("_type") and any(
             len(other) > len(loc) and other[:len(loc)] == loc for other in deep)
         if not shallow:
