@@ -123,6 +123,73 @@ def zero3_table2_errors(calib=None):
     return out
 
 
+# DeepSpeed v0.3.16 (deepspeed/runtime/zero/partition_parameters.py): ZeRO-3 gathers each parameter
+# tensor on its own after torch.cuda.synchronize() (_allgather_param) and reduce-scatters each
+# gradient on its own (_reduce_scatter_gradient); tensors under stage3_param_persistence_threshold
+# (1e5 elements) stay gathered after their first use.
+DEEPSPEED_PERSISTENCE_THRESHOLD = 1e5
+
+
+def gpt_parameter_tensors(llm) -> list[int]:
+    """Elements of each parameter tensor of one Megatron GPT layer (fused QKV, biases, LayerNorms)."""
+    h, f = llm.hidden_size, llm.ffn_size
+    return [h, h, 3 * h * h, 3 * h, h * h, h, h, h, h * f, f, f * h, h]
+
+
+def zero3_per_tensor_times():
+    """[(run, compute s, per-tensor collectives s, measured s)]: the model's compute, then every
+    parameter tensor gathered before the forward and again before the backward and its gradient
+    reduce-scattered, one NCCL call each, back to back (nothing overlaps after a device synchronize);
+    the embeddings are two more tensors, persistent tensors are gathered once."""
+    import numpy as np
+
+    from designer.perf import collectives as coll
+    from designer.perf.placement import group_shape
+
+    calib = megatron_calibration()
+    sysdata = yaml.safe_load(DATA.read_text())["common"]["system"]
+    out = []
+    for model, batch, gpus, mbs, measured in ZERO3_TABLE2:
+        llm = load_model(model)
+        training = TrainingSpec(sequence_length=2048, global_batch_sequences=batch, precision="fp16", total_tokens=1e9)
+        strategy = Strategy(dp=gpus, microbatch_size=mbs, zero_stage=3, recompute=Recompute.full,
+                            attention_kernel="unfused")
+        system = selene(gpus, sysdata)
+        m = evaluate_system(llm, training, strategy, system, calib=calib)
+        assert isinstance(m, Metrics), m
+        g = group_shape(np.array([gpus]), np.array([1]), system)
+
+        def call_s(op, elements):
+            e = coll.collective_estimate_vec(op, np.array([2.0 * elements]), g.size, g.ranks_per_domain,
+                                             g.extent_domains, g.same_rail, system, calib.collectives)
+            return float(e.time_s[0])
+
+        tensors = gpt_parameter_tensors(llm) * llm.layers + [llm.vocab_size * llm.hidden_size, 2048 * llm.hidden_size]
+        comm = 0.0
+        for n in tensors:
+            gathers = 2 if n >= DEEPSPEED_PERSISTENCE_THRESHOLD else 1
+            comm += gathers * call_s("all_gather", n) + call_s("reduce_scatter", n)
+        measured_s = megatron_paper_flops(llm, training) / (measured * 1e12 * gpus)
+        out.append((f"{model} x{gpus}", m.breakdown.compute_s, comm, measured_s))
+    return out
+
+
+def test_sc21_table2_deepspeed_per_tensor_collectives_still_fall_short():
+    """The README's account of Table 2: pricing DeepSpeed v0.3.16's per-tensor, synchronised
+    collectives with designer's NCCL model leaves every run 20-55% short of the measured time, and
+    what is missing follows the bytes moved (530B against 175B) more than the calls."""
+    rows = zero3_per_tensor_times()
+    print("\n" + "\n".join(f"{name:16s} compute {c:6.1f} s + collectives {k:5.1f} s = {c + k:6.1f} s, measured {t:6.1f} s"
+                            for name, c, k, t in rows))
+    short = [1.0 - (c + k) / t for _, c, k, t in rows]
+    assert all(0.15 <= s <= 0.55 for s in short), short
+    missing = {name: t - c - k for name, c, k, t in rows}
+    # at similar rank counts the 530B runs (3x the bytes, 1.1x the calls) miss over twice the time of
+    # the 175B ones: a cost per call, per rank, cannot be what is missing
+    assert missing["gpt-530b x1120"] > 2.0 * missing["gpt3-175b x768"]
+    assert missing["gpt-530b x2240"] > 2.0 * missing["gpt3-175b x1536"]
+
+
 @pytest.mark.xfail(strict=True, reason="DeepSpeed ZeRO-3 at 384-2240 A100s (2021) is 1.5-3.6x slower than the "
                                        "per-layer NCCL ring gathers and reduce-scatters the model prices")
 def test_sc21_table2_zero3_without_model_parallelism():
