@@ -11,12 +11,15 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
 from designer import units
+from designer.perf import collectives as coll
 from designer.perf.iteration import megatron_paper_flops
 from designer.perf.model import evaluate_system, load_perf_calibration
+from designer.perf.placement import group_shape
 from designer.perf.records import Metrics
 from designer.spec.catalog import load_catalog
 from designer.spec.llm import Recompute, Schedule, Strategy, TrainingSpec
@@ -107,19 +110,27 @@ ZERO3_TABLE2 = [("gpt3-175b", 1536, 384, 4, 144), ("gpt3-175b", 1536, 768, 2, 88
                 ("gpt-530b", 2240, 1120, 2, 98), ("gpt-530b", 2240, 2240, 1, 48)]
 
 
-def zero3_table2_errors(calib=None):
+def zero3_table2_runs(calib=None):
+    """Each Table 2 run as the model evaluates it: (name, llm, training, system, metrics, measured
+    TFLOP/s), ZeRO-3 over every GPU with full recompute and the 2021 unfused attention."""
     calib = megatron_calibration(calib)
     sysdata = yaml.safe_load(DATA.read_text())["common"]["system"]
-    out = []
     for model, batch, gpus, mbs, measured in ZERO3_TABLE2:
         llm = load_model(model)
         training = TrainingSpec(sequence_length=2048, global_batch_sequences=batch, precision="fp16", total_tokens=1e9)
         strategy = Strategy(dp=gpus, microbatch_size=mbs, zero_stage=3, recompute=Recompute.full,
                             attention_kernel="unfused")
-        m = evaluate_system(llm, training, strategy, selene(gpus, sysdata), calib=calib)
+        system = selene(gpus, sysdata)
+        m = evaluate_system(llm, training, strategy, system, calib=calib)
         assert isinstance(m, Metrics), m
-        tflops = megatron_paper_flops(llm, training) / (m.iteration_time_s * gpus) / 1e12
-        out.append((f"{model} x{gpus}", tflops, measured, tflops / measured - 1.0))
+        yield f"{model} x{gpus}", llm, training, system, m, measured
+
+
+def zero3_table2_errors(calib=None):
+    out = []
+    for name, llm, training, system, m, measured in zero3_table2_runs(calib):
+        tflops = megatron_paper_flops(llm, training) / (m.iteration_time_s * system.n_gpus) / 1e12
+        out.append((name, tflops, measured, tflops / measured - 1.0))
     return out
 
 
@@ -141,22 +152,10 @@ def zero3_per_tensor_times():
     parameter tensor gathered before the forward and again before the backward and its gradient
     reduce-scattered, one NCCL call each, back to back (nothing overlaps after a device synchronize);
     the embeddings are two more tensors, persistent tensors are gathered once."""
-    import numpy as np
-
-    from designer.perf import collectives as coll
-    from designer.perf.placement import group_shape
-
     calib = megatron_calibration()
-    sysdata = yaml.safe_load(DATA.read_text())["common"]["system"]
     out = []
-    for model, batch, gpus, mbs, measured in ZERO3_TABLE2:
-        llm = load_model(model)
-        training = TrainingSpec(sequence_length=2048, global_batch_sequences=batch, precision="fp16", total_tokens=1e9)
-        strategy = Strategy(dp=gpus, microbatch_size=mbs, zero_stage=3, recompute=Recompute.full,
-                            attention_kernel="unfused")
-        system = selene(gpus, sysdata)
-        m = evaluate_system(llm, training, strategy, system, calib=calib)
-        assert isinstance(m, Metrics), m
+    for name, llm, training, system, m, measured in zero3_table2_runs(calib):
+        gpus = system.n_gpus
         g = group_shape(np.array([gpus]), np.array([1]), system)
 
         def call_s(op, elements):
@@ -170,7 +169,7 @@ def zero3_per_tensor_times():
             gathers = 2 if n >= DEEPSPEED_PERSISTENCE_THRESHOLD else 1
             comm += gathers * call_s("all_gather", n) + call_s("reduce_scatter", n)
         measured_s = megatron_paper_flops(llm, training) / (measured * 1e12 * gpus)
-        out.append((f"{model} x{gpus}", m.breakdown.compute_s, comm, measured_s))
+        out.append((name, m.breakdown.compute_s, comm, measured_s))
     return out
 
 
