@@ -19,6 +19,7 @@ from designer import units
 from designer.perf import collectives as coll
 from designer.perf.iteration import megatron_paper_flops
 from designer.perf.model import evaluate_system, load_perf_calibration
+from designer.perf.compute import dense_layer_params
 from designer.perf.placement import group_shape
 from designer.perf.records import Metrics
 from designer.spec.catalog import load_catalog
@@ -157,17 +158,18 @@ def zero3_per_tensor_times():
     for name, llm, training, system, m, measured in zero3_table2_runs(calib):
         gpus = system.n_gpus
         g = group_shape(np.array([gpus]), np.array([1]), system)
+        layer = np.array(gpt_parameter_tensors(llm), float)
+        assert layer.sum() == dense_layer_params(llm)  # the same layer designer counts, split into tensors
+        # per tensor: how often it appears per iteration (layers, or once for the embeddings)
+        elements = np.concatenate([layer, [llm.vocab_size * llm.hidden_size, training.sequence_length * llm.hidden_size]])
+        copies = np.concatenate([np.full(layer.size, llm.layers), [1, 1]])
+        gathers = np.where(elements >= DEEPSPEED_PERSISTENCE_THRESHOLD, 2, 1)
 
-        def call_s(op, elements):
-            e = coll.collective_estimate_vec(op, np.array([2.0 * elements]), g.size, g.ranks_per_domain,
-                                             g.extent_domains, g.same_rail, system, calib.collectives)
-            return float(e.time_s[0])
+        def call_s(op):
+            return coll.collective_time_s_vec(op, 2.0 * elements, g.size, g.ranks_per_domain, g.extent_domains,
+                                              g.same_rail, system, calib.collectives)
 
-        tensors = gpt_parameter_tensors(llm) * llm.layers + [llm.vocab_size * llm.hidden_size, 2048 * llm.hidden_size]
-        comm = 0.0
-        for n in tensors:
-            gathers = 2 if n >= DEEPSPEED_PERSISTENCE_THRESHOLD else 1
-            comm += gathers * call_s("all_gather", n) + call_s("reduce_scatter", n)
+        comm = float(np.sum(copies * (gathers * call_s("all_gather") + call_s("reduce_scatter"))))
         measured_s = megatron_paper_flops(llm, training) / (measured * 1e12 * gpus)
         out.append((name, m.breakdown.compute_s, comm, measured_s))
     return out
