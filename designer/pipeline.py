@@ -27,6 +27,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from designer import units
 from designer.errors import DesignerError, InfeasibleDesign, SpecError
 from designer.export import (STRATEGY_COLUMNS, J_PER_MWH, metrics_columns, read_pareto,
                              strategy_columns, write_outputs)
@@ -976,8 +977,8 @@ def _no_front_error(problem: Problem, cands: list[Candidate], tables: list[Score
     need, c, cap, s = best
     return InfeasibleDesign(
         f"model {problem.llm.name} fits no design: its leanest strategy (tp {s.tp}, pp {s.pp}, ZeRO-{s.zero_stage}, "
-        f"recompute {s.recompute.value}, microbatch {s.microbatch_size}) on {c.design_id} needs {need / 1e9:.1f} GB "
-        f"per GPU, HBM holds {cap / 1e9:.1f} GB; allow zero_stages [3], recompute [full] or more GPUs")
+        f"recompute {s.recompute.value}, microbatch {s.microbatch_size}) on {c.design_id} needs {need / units.GIB_TO_BYTES:.1f} "
+        f"GiB per GPU, HBM holds {cap / units.GIB_TO_BYTES:.1f} GiB; allow zero_stages [3], recompute [full] or more GPUs")
 
 
 def _claim_output(out: Path, spec: StudySpec, overwrite: bool) -> Any:

@@ -124,7 +124,7 @@ def test_evaluate_an_invalid_strategy_exits_2_with_its_reason(tmp_path):
     data["strategy"]["tp"], data["strategy"]["dp"] = 3, 64
     p.write_text(yaml.safe_dump(data))
     line = one_error_line(run_cli("evaluate", str(p)), code=3)
-    assert "(memory): needs" in line and "HBM holds 80.0 GB" in line
+    assert "(memory): needs" in line and "HBM holds 80.0 GiB" in line
 
 
 # ---- storages and folders ------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from designer import units
 from designer.perf import collectives as coll
 from designer.perf.compute import ComputeCalibration
 from designer.perf.iteration import (
@@ -144,7 +145,7 @@ def _reason(code: int, llm: LLMSpec, training: TrainingSpec, st: Strategy, syste
         7: (f"ep {st.ep} must divide the experts ({llm.moe.experts if llm.moe else 0}) and ep x expert_tp "
             f"{st.ep * (st.expert_tp or st.tp)} must divide tp x cp x dp {st.tp * st.cp * st.dp}"),
         8: f"attention_kernel {st.attention_kernel.value} does not exist on {system.gpu.architecture} GPUs ({system.gpu.name})",
-        9: f"needs {mem_bytes / 1e9:.1f} GB per GPU, HBM holds {system.gpu.hbm_bytes / 1e9:.1f} GB",
+        9: f"needs {mem_bytes / units.GIB_TO_BYTES:.1f} GiB per GPU, HBM holds {system.gpu.hbm_bytes / units.GIB_TO_BYTES:.1f} GiB",
         10: f"ep {st.ep} needs a MoE model; {llm.name} is dense",
         11: f"interleaved schedule needs pp > 1 and virtual_stages > 1 (pp {st.pp}, v {st.virtual_stages})",
         12: f"ZeRO++ options need ZeRO stage 3 (stage {st.zero_stage})",

@@ -132,7 +132,9 @@ class Gpu(Entry):
     host_memory_gb: float = Field(default=0.0, ge=0, description="host (CPU) memory per GPU that offload may use")
     host_link_gb_per_s_per_direction: float = Field(default=0.0, ge=0, description="GPU<->host bandwidth per GPU, one direction (PCIe or NVLink-C2C)")
     host_memory_gb_per_s: float = Field(default=0.0, ge=0, description="host memory bandwidth per GPU (the CPU optimizer step of offload)")
-    hbm_gb: float = Field(gt=0)
+    # NVIDIA's memory sizes are binary: an "80 GB" A100 or H100 is 80 GiB (nvidia-smi: 81920 MiB on an
+    # A100 80GB, of which CUDA reports a total capacity of 79.15 GiB), as Calculon models it (80 GiB)
+    hbm_gib: float = Field(gt=0, description="HBM per GPU in GiB (2^30 bytes), as the vendor's 'GB' means it")
     hbm_tb_per_s: float = Field(gt=0)
     hb_gb_per_s_per_direction: float = Field(gt=0, description="scale-up (NVLink) bandwidth per GPU, one direction")
 
@@ -142,7 +144,7 @@ class Gpu(Entry):
         for key, tflops in (("fp8", self.fp8_tflops), ("mxfp8", self.mxfp8_tflops), ("nvfp4", self.nvfp4_tflops)):
             if tflops is not None:
                 peak[key] = tflops * units.TFLOPS_TO_FLOPS
-        return GpuPerf(name=self.id, architecture=self.architecture, peak_flops=peak, hbm_bytes=self.hbm_gb * units.GB_TO_BYTES,
+        return GpuPerf(name=self.id, architecture=self.architecture, peak_flops=peak, hbm_bytes=self.hbm_gib * units.GIB_TO_BYTES,
                        hbm_bandwidth_bytes_per_s=self.hbm_tb_per_s * units.TB_PER_S_TO_BYTES_PER_S,
                        host_memory_bytes=self.host_memory_gb * units.GB_TO_BYTES,
                        host_link_bytes_per_s=self.host_link_gb_per_s_per_direction * units.GB_PER_S_TO_BYTES_PER_S,

@@ -431,7 +431,7 @@ def main(
         print(f"  - {x}")
     print("  - always: fused_activation, attention_type multihead and the network tier of each dimension are "
           "Calculon knobs designer sets itself (fused element-wise kernels, flash attention unless said, "
-          "tp-cp-dp-pp rank order); Calculon's 80 GiB HBM is 85.9 GB, designer's A100 80 GB less a framework reserve")
+          "tp-cp-dp-pp rank order); both models' A100 HBM is 80 GiB (85.9 GB), designer's less a framework reserve")
 
 
 if __name__ == "__main__":

@@ -92,7 +92,7 @@ def test_oversized_strategy_is_infeasible_with_a_one_line_reason():
     r = evaluate_system(llm, tr, Strategy(tp=8, dp=1, zero_stage=0, recompute=Recompute.full),
                         cluster("a100_80gb", 8, nic_gbps=200), calib=CAL)
     assert isinstance(r, Infeasible) and r.kind == "memory"
-    assert "\n" not in r.reason and "GB" in r.reason
+    assert "\n" not in r.reason and "GiB" in r.reason
     # 1e12 params / 8 x 16 bytes = 2 TB per GPU, far above 80 GB
     assert r.memory_per_gpu_bytes > 1e12 * 16 / 8
     assert r.row()["feasible"] is False

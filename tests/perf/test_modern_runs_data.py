@@ -32,7 +32,7 @@ FIELDS = ["id", "source", "set", "framework", "model", "layers", "gpu", "hb_doma
           "measured", "flop_convention", "derived", "use", "exclude_reason", "notes"]
 MEASURED = {"tokens_per_s_per_gpu", "step_s", "tflops_per_gpu", "mfu", "memory_gib"}
 FRAMEWORKS = {"megatron", "nemo", "megatron-bridge", "torchtitan", "llm-foundry", "fms-fsdp", "maxtext", "automodel",
-              "deepseek", "mlperf-nvidia"}
+              "deepseek", "mlperf-nvidia", "mlperf-nvidia-nemo1"}
 PRECISIONS = {"bf16", "fp8", "mxfp8", "nvfp4"}
 FP8_RECIPES = {"delayed", "current", "blockwise", "rowwise"}
 SHARDING = {"ddp", "distopt", "zero1", "zero2", "fsdp", "hsdp"}

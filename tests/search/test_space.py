@@ -154,9 +154,9 @@ def test_study_spec_errors_are_one_line():
 
 
 def test_offload_is_a_strategy_dimension_that_rescues_short_hbm():
-    # Llama-2 13B on 8 A100-40GB, TP 4 x DP 2: 3.25e9 parameters per GPU hold 6 B each (16-bit
-    # weight, fp32 gradient) = 19.5 GB plus 12/2 B of ZeRO-1 optimizer state = 19.5 GB: with the
-    # reserve and activations over 40 GB; with the states in host memory it fits.
+    # Llama-2 34B on 8 A100-40GB, TP 8 x DP 1: 4.2e9 parameters per GPU hold 6 B each (16-bit
+    # weight, fp32 gradient) = 25 GB plus 12 B of optimizer state (ZeRO-1 over one rank) = 50 GB: far
+    # over 40 GiB; with the states in host memory it fits.
     import numpy as np
 
     from designer.perf.model import evaluate_many
@@ -164,9 +164,9 @@ def test_offload_is_a_strategy_dimension_that_rescues_short_hbm():
     from designer.spec.models import load_model
     from tests.perf.systems import cluster
 
-    llm = load_model("llama2-13b")
+    llm = load_model("llama2-34b")
     tr = TrainingSpec(sequence_length=4096, global_batch_sequences=16, total_tokens=1e9)
-    space = StrategySpace(tp=(4,), pp=(1,), recompute=(Recompute.full,), offload_optimizer=(False, True),
+    space = StrategySpace(tp=(8,), pp=(1,), recompute=(Recompute.full,), offload_optimizer=(False, True),
                           zero_stages=(1,))
     ds = design_space(llm, tr, space, n_gpus=8, hb_domain_size=8)
     t = ds.table()

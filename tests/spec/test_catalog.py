@@ -36,7 +36,7 @@ def test_catalog_covers_the_required_hardware():
 def test_h100_perf_record_in_si_units():
     perf = load_catalog().gpu("h100_sxm").perf()
     assert perf.peak_flops["bf16"] == pytest.approx(989e12)
-    assert perf.hbm_bytes == pytest.approx(80e9)
+    assert perf.hbm_bytes == 80 * 2**30  # an "80 GB" H100 holds 80 GiB
 
 
 def test_user_file_overrides_and_adds(tmp_path):

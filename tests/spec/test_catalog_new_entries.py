@@ -43,7 +43,7 @@ def test_blackwell_low_precision_peaks():
 def test_h800_and_h100_96gb_figures():
     cat = load_catalog()
     h100, h800, h96 = cat.gpu("h100_sxm"), cat.gpu("h800"), cat.gpu("h100_96gb_500w")
-    assert (h800.bf16_tflops, h800.fp8_tflops, h800.hbm_gb) == (h100.bf16_tflops, h100.fp8_tflops, h100.hbm_gb)
+    assert (h800.bf16_tflops, h800.fp8_tflops, h800.hbm_gib) == (h100.bf16_tflops, h100.fp8_tflops, h100.hbm_gib)
     assert h800.hb_gb_per_s_per_direction == 200
     assert 835 < h96.bf16_tflops < h100.bf16_tflops
-    assert (h96.hbm_gb, h96.hbm_tb_per_s, h96.power_w) == (96, 2.4, 500)
+    assert (h96.hbm_gib, h96.hbm_tb_per_s, h96.power_w) == (96, 2.4, 500)
