@@ -186,6 +186,7 @@ class CollectiveCalibration(Record):
         "NVLS algbw / HB line rate in rack-scale NVLink domains (more than MNNVL_MIN_DOMAIN GPUs); "
         "None: as in a node"))
     net_in_network_efficiency: float = Field(gt=0, le=1)
+    collnet_gather_efficiency: float = Field(gt=0, le=1)
     pipeline_fill_factor: float = Field(ge=0)
     pipeline_fill_channel_bytes_per_s: float = Field(gt=0)
     max_channels: int = Field(ge=1, description=(
@@ -1081,7 +1082,14 @@ def _nvls_tree(e: _Env, proto: int):
 
 
 def _collnet(e: _Env, proto: int):
-    """CollNet / SHARP on the tier connecting the domains (AR), same-rail groups only."""
+    """CollNet / SHARP on the tier connecting the domains, same-rail groups only (CollNetDirect).
+
+    AllReduce: each GPU reduces its 1/g of the vector through its own NIC, the switch reduces across
+    domains, busBw x net_in_network_efficiency (tuning.cc, Hopper and later).
+    AllGather / ReduceScatter (NCCL >= 2.20, the SHARP plugin's iallgather / ireducescatter, one NIC
+    per local rank): the switch multicasts (reduces) the whole buffer, so every domain's NICs carry
+    all of it, 1/g per GPU, at collnet_gather_efficiency of their line rate (tuning.cc v2.20+:
+    busBw = ppn x min(bwIntra, 0.9 x bwInter), not converted by the ring's nRanks/nsteps)."""
     c, g, system = e.c, e.g, e.system
     sharp = np.zeros(e.shape, bool)
     for t_i, tier in enumerate(system.tiers):
@@ -1091,12 +1099,21 @@ def _collnet(e: _Env, proto: int):
             below |= lt.span_domains >= e.span
         if tier.in_network_reduction:
             sharp |= (tier.span_domains >= e.span) & ~below
-    k = np.maximum(2.0 * (g - 1) / g / e.bw_hb_ring,
-                   (1.0 / g) / (c.net_in_network_efficiency * np.where(e.ring_ok, e.bw_net_ring, 1.0)))
+    net_bw = np.where(e.ring_ok, e.bw_net_ring, 1.0)
+    if e.op == "all_reduce":
+        hb_coef = 2.0 * (g - 1) / g
+        net_s = (1.0 / g) / (c.net_in_network_efficiency * net_bw)
+        ok = np.ones(e.shape, bool)
+    else:
+        hb_coef = (g - 1) / g
+        # the path's bandwidth carries the ring's nic_efficiency; CollNet streams at its own share
+        net_s = (1.0 / g) / (c.collnet_gather_efficiency / c.nic_efficiency * net_bw)
+        ok = np.full(e.shape, _at_least(c, "2.20"))
+    k = np.maximum(hb_coef / e.bw_hb_ring, net_s)
     lat = (2.0 * (np.minimum(1.0, g - 1) * e.a_hb("collnet", _SIMPLE) + (g - 1) * c.collnet_per_rank_latency_s)
            + e.a_net("collnet", _SIMPLE, e.lat_net_ring, e.fwd_ring))
     return (*_pipelined(c.base_latency_s["collnet"][_SIMPLE], lat, k, e.phi, _proto_mult(_SIMPLE) * e.excess_ring),
-            e.multi & e.ring_ok & e.rail & sharp, 2.0 * (g - 1) / g, 1.0 / g, e.sf_ring)
+            e.multi & e.ring_ok & e.rail & sharp & ok, hb_coef, 1.0 / g, e.sf_ring)
 
 
 # ---- two-level and topology-specific algorithms ------------------------------------------------
@@ -1315,7 +1332,7 @@ ENTRIES: tuple[AlgorithmEntry, ...] = (
     AlgorithmEntry("tree", frozenset({"all_reduce"}), _ALL_PROTOCOLS, _tree, corrected=True),
     AlgorithmEntry("nvls", _REDUCTIONS, _SIMPLE_ONLY, _nvls, applies=_nvls_ok, forwarded_route=False),
     AlgorithmEntry("nvls_tree", frozenset({"all_reduce"}), _SIMPLE_ONLY, _nvls_tree, applies=_nvls_ok),
-    AlgorithmEntry("collnet", frozenset({"all_reduce"}), _SIMPLE_ONLY, _collnet,
+    AlgorithmEntry("collnet", _REDUCTIONS, _SIMPLE_ONLY, _collnet,
                    applies=lambda e: bool(e.system.tiers), forwarded_route=False),
     AlgorithmEntry("hierarchical", _REDUCTIONS, _SIMPLE_ONLY, _hierarchical),
     AlgorithmEntry("torus", _REDUCTIONS, _SIMPLE_ONLY, _torus, applies=lambda e: _hb_dims(e.system) is not None,

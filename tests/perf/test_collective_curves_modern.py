@@ -18,7 +18,7 @@ from tests.perf import collective_curves as cc
 # (the nccl-tests points <= 1 MiB are the EFA curves', whose floors set their path latencies,
 # collective_curves.EFA_PATH_LATENCY_S); curves designer does not model (collective_curves.UNMODELLED)
 # count under their own kind
-FLOORS = {("nccl-tests", "large"): 0.78, ("nccl-tests", "small"): 0.90, ("xla", "large"): 0.20}
+FLOORS = {("nccl-tests", "large"): 0.80, ("nccl-tests", "small"): 0.90, ("xla", "large"): 0.20}
 # curve families the model must hold at large sizes (within 10% of every point >= 1 MiB)
 HELD = ("TB-5-AR-ring-", "TB-5-AG-ring-", "TB-1-AR-ring-", "TB-2-AG-ring-", "TB-5-SR-2n",
         "TB-5-SR-4n", "SB-B2-8gpu-default", "TB-5-AR-nvls-1n", "TB-1-AR-nvls-1n", "TB-5-AR-tree-",
@@ -29,7 +29,9 @@ HELD = ("TB-5-AR-ring-", "TB-5-AG-ring-", "TB-1-AR-ring-", "TB-2-AG-ring-", "TB-
         # and between two (nvls_tree_two_domains_factor)
         "TB-5-AR-nvlstree-2n", "TB-5-AR-nvls-2n", "TB-1-AR-nvlstree-2n", "TB-1-AR-nvls-2n",
         # send/recv inside one B200 node (collectives.yaml p2p_hb_fraction)
-        "TB-5-SR-1n", "TB-1-SR-1n")
+        "TB-5-SR-1n", "TB-1-SR-1n",
+        # CollNet (SHARP) all-gather over 2-46 B200 nodes (collectives.yaml collnet_gather_efficiency)
+        "TB-2-AG-collnet-")
 
 
 @pytest.fixture(scope="module")

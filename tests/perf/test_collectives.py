@@ -18,6 +18,7 @@ from designer.perf.collectives import (
     collective_estimate_vec,
     collective_time_s,
     collective_time_s_vec,
+    for_nccl_version,
     load_collective_calibration,
 )
 from designer.spec.system import ClusterSystem, GpuPerf, HBDomain, HBTopology, NetworkTier
@@ -215,6 +216,36 @@ def test_sharp_used_when_the_tier_has_it(calib):
     without = collective_estimate("all_reduce", n, shape, _system(n_gpus=64, tiers=plain), calib)
     assert with_sharp.algorithm == "collnet" and with_sharp.time_s < without.time_s
     assert with_sharp.rail_bytes == pytest.approx(n / 8)
+
+
+@pytest.mark.parametrize("op", ["all_gather", "reduce_scatter"])
+def test_sharp_all_gather_and_reduce_scatter_stream_the_whole_buffer_through_each_domains_nics(calib, ideal, op):
+    """CollNet all-gather (reduce-scatter) on a SHARP tier: the switch multicasts (reduces) the whole
+    n-byte buffer, so each of the g GPUs' NICs carries n/g at collnet_gather_efficiency of its line
+    rate, whatever the number of domains: n / (g B eta) with no latencies (ideal), against the ring's
+    (p-1)/p n / (g B) on the same NICs. NCCL before 2.20 has no CollNet all-gather (tuning.cc)."""
+    g, n_dom, n = 8, 4, 16 * 2.0**30
+    p = g * n_dom
+    sharp = (NetworkTier(name="rail", span_domains=n_dom, cross_rail=False, bandwidth_per_gpu_bytes_per_s=B_NET,
+                         latency_s=0.0, in_network_reduction=True),)
+    shape = GroupShape(size=p, ranks_per_domain=g, domain_span=n_dom, same_rail=True)
+    system = _system(n_gpus=p, tiers=sharp, hb_bw=900e9)
+    t = _one(op, n, shape, system, ideal, "collnet").time_s
+    half = _one(op, n / 2, shape, system, ideal, "collnet").time_s
+    eta = ideal.collnet_gather_efficiency
+    # the per-byte term (the latencies, the system's link latency and NCCL's per-rank arity term, cancel)
+    assert t - half == pytest.approx(n / 2 / (g * B_NET * eta), rel=1e-9)
+    # the same on twice the domains: the NICs' share does not shrink with the node count
+    shape8 = GroupShape(size=2 * p, ranks_per_domain=g, domain_span=2 * n_dom, same_rail=True)
+    system8 = _system(n_gpus=2 * p, tiers=(sharp[0].model_copy(update={"span_domains": 2 * n_dom}),), hb_bw=900e9)
+    assert _one(op, n, shape8, system8, ideal, "collnet").time_s == pytest.approx(t, rel=1e-9)
+    # NCCL's own choice on the shipped calibration: CollNet beats the ring there
+    e = collective_estimate(op, n, shape, system, calib)
+    assert e.algorithm == "collnet" and e.rail_bytes == pytest.approx(n / g)
+    old = for_nccl_version(calib, "2.19")
+    assert collective_estimate(op, n, shape, system, old).algorithm != "collnet"
+    plain = (sharp[0].model_copy(update={"in_network_reduction": False}),)
+    assert collective_estimate(op, n, shape, _system(n_gpus=p, tiers=plain, hb_bw=900e9), calib).algorithm != "collnet"
 
 
 def _clos(n_dom, leaf_span, oversub, cross_leaf=True):
