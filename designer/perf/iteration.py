@@ -26,7 +26,9 @@ pp_term       stage-boundary send/recv (Narayanan et al. SC'21 §2.2, §4.1): b�
 dp_term       data parallelism and ZeRO (Rajbhandari et al. SC20 §7; collectives.md §6.1-6.2):
               stage 0 all-reduces gradients, 1-2 reduce-scatter them and all-gather the updated
               weights (Megatron distributed optimizer; DeepSpeed's stage 2 reduces every
-              micro-step); stage 3 / FSDP gathers each layer's weights before its forward (and again
+              micro-step), bucket by bucket behind the last microbatch's backward (the first
+              one's forward), and under the interleaved schedule chunk by chunk behind the later
+              chunks' passes (chunked_exposed); stage 3 / FSDP gathers each layer's weights before its forward (and again
               before its backward unless fsdp_reshard_after_forward is off) and reduce-scatters its
               gradients, one collective per layer on the real group (so ring latency grows with the
               ranks), prefetched behind the previous layer's compute. HSDP shards inside groups of
@@ -808,8 +810,8 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, layer_exposed_fwd_
         # the replicas' all-reduce follows each bucket's reduce-scatter (Megatron's distributed
         # optimizer instances, param_and_grad_buffer: both per bucket, overlapped with the backward)
         t_grad = ar.time_s + rs.time_s + rep.time_s
-        e_grad = np.where(ov, np.maximum(bucket * t_grad, hidden_cost(t_grad, t_b, ctx)), t_grad) * n_rs
-        e_ag = np.where(ov, np.maximum(bucket * ag.time_s, hidden_cost(ag.time_s, t_f, ctx)), ag.time_s)
+        e_grad = np.where(ov, chunked_exposed(t_grad, t_b, bucket, ctx), t_grad) * n_rs
+        e_ag = np.where(ov, chunked_exposed(ag.time_s, t_f, bucket, ctx), ag.time_s)
         total = total + ar.time_s + n_rs * (rs.time_s + rep.time_s) + ag.time_s
         exposed = exposed + np.where(zero <= 2, e_grad + e_ag, 0.0)
         rows += [(ar, 1.0, "dp"), (rs, n_rs, "dp"), (ag, 1.0, "dp"), (rep, n_rs, "dp")]
@@ -856,6 +858,25 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, layer_exposed_fwd_
     total = total + n_fwd * z3_f + m * z3_b + n_red * z3_r
     exposed = exposed + np.where(zero == 3, e3, 0.0)
     return Term(total, exposed, rows=tuple(rows))
+
+
+def chunked_exposed(comm_s, pass_s, bucket, ctx: _Context):
+    """Exposed seconds of a stage's once-per-iteration data-parallel sync (gradient reduce, or the
+    weight gather) overlapped with one pass (`pass_s`: backward, or forward, of one microbatch
+    through the stage), bucket by bucket. One bucket never hides.
+
+    Under the interleaved schedule each of the v model chunks syncs on its own (Megatron-Core: one
+    DDP buffer per chunk; schedules.py launches a chunk's grad sync when its last microbatch's
+    backward is done and the next chunk's param sync when a chunk's forward starts), and the last
+    group of g = min(m, pp) microbatches runs chunk by chunk: chunk v-1's backward for its g
+    microbatches, then chunk v-2's, ... The first chunk to finish has (1 + (v-1)·g) chunk passes
+    ahead of it to hide behind, the last one only its own pass: exposed is the larger of the last
+    chunk's part and what the whole window cannot hold. With v = 1 this is one pass."""
+    v = ctx.v
+    g = np.minimum(ctx.m, ctx.pp)
+    window = pass_s * (1.0 + (v - 1.0) * g) / v
+    last = hidden_cost(comm_s / v, pass_s / v, ctx)
+    return np.maximum(bucket * comm_s, np.maximum(last, hidden_cost(comm_s, window, ctx)))
 
 
 def _single(shape) -> GroupArrays:

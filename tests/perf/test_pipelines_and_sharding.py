@@ -184,6 +184,30 @@ def test_hsdp_replica_all_reduce_goes_per_layer_behind_the_backward():
     assert r.breakdown.dp_s == pytest.approx(n_layers * (2 * node_ag + node_rs + replica_ar), rel=1e-6)
 
 
+def test_interleaved_chunks_sync_behind_the_later_chunks_backward():
+    """Megatron-Core's interleaved schedule reduces each chunk's gradients once its last microbatch's
+    backward is done; the last group of g = min(m, pp) microbatches runs chunk by chunk, so the
+    first chunk to finish has 1 + (v-1)·g chunk passes to hide behind and the last only its own.
+    By hand, with the overlap slowdown k: v = 4, g = 4 (m 8, pp 4), one pass 1 s, 3 s of
+    reduction: window (1 + 3·4)/4 = 3.25 s holds it all, exposed k·3; the last chunk's 0.75 s
+    behind its 0.25 s exposes 0.5 + 0.25 k, less. With v = 1 it is one pass: 2 + k."""
+    from types import SimpleNamespace
+
+    from designer.perf.iteration import chunked_exposed
+
+    k = load_perf_calibration().compute.overlap_slowdown
+    calib = SimpleNamespace(compute=SimpleNamespace(overlap_slowdown=k))
+    ctx = SimpleNamespace(v=np.array([4.0, 1.0]), m=np.array([8.0, 8.0]), pp=np.array([4.0, 4.0]), calib=calib)
+    got = chunked_exposed(np.array([3.0, 3.0]), np.array([1.0, 1.0]), np.array([0.01, 0.01]), ctx)
+    assert got == pytest.approx([max(3 * k, 0.5 + 0.25 * k), 2 + k])
+    # a long reduction behind few microbatches: the window (1 + 3·2)/4 = 1.75 s binds (m 2)
+    ctx2 = SimpleNamespace(v=np.array([4.0]), m=np.array([2.0]), pp=np.array([4.0]), calib=calib)
+    assert chunked_exposed(np.array([3.0]), np.array([1.0]), np.array([0.01]), ctx2) == pytest.approx(
+        [3.0 - 1.75 + k * 1.75])
+    # one bucket never hides
+    assert chunked_exposed(np.array([3.0]), np.array([100.0]), np.array([0.5]), ctx2) == pytest.approx([1.5])
+
+
 def test_moe_tokens_are_split_over_tp_under_sp():
     # Mixtral layer, tp 4, etp 1, sp: each rank dispatches its s/4 tokens, so the expert FLOPs per GPU
     # are a quarter of the unsplit count, and the all-to-all bytes too.
