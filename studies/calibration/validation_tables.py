@@ -41,7 +41,11 @@ def assumptions(row: dict, st) -> str:
     rc = st.recompute.value
     if st.recompute_modules:
         rc += "[" + ",".join(m.value for m in st.recompute_modules) + "]"
-    parts.append(f"recompute {rc}" + (" (chosen: fits)" if row["recompute"] is None else ""))
+    stated = modern_runs.stated_recompute(row)
+    parts.append(f"recompute {rc}" + (" (chosen: fits)" if stated is None
+                                      else " (recipe)" if row["recompute"] is None else ""))
+    if st.offload_activation_layers:
+        parts.append(f"activations of {st.offload_activation_layers} layers offloaded (recipe)")
     parts.append(st.attention_kernel.value)
     if st.ep > 1:
         parts.append(f"{st.moe_dispatcher} dispatcher" + (", EP overlap" if st.overlap_ep_comm else ""))

@@ -85,9 +85,16 @@ _ZERO = {"ddp": 0, "distopt": 1, "zero1": 1, "zero2": 2, "fsdp": 3, "hsdp": 3, N
 _EP_OVERLAP = re.compile(r"1f1b( a2a| all-to-all| ep)? overlap")
 
 
+def stated_recompute(row: dict):
+    """The row's recompute as its source states it: the row's own, else its performance recipe's
+    (megatron_bridge_recipes.yaml `recompute`), else None (not stated)."""
+    rc = row["recompute"]
+    return rc if rc is not None else recipes().get(row["id"], {}).get("recompute")
+
+
 def strategy_for(row: dict) -> Strategy:
     fw = systems()["frameworks"][row["framework"]]
-    rc = row["recompute"]
+    rc = stated_recompute(row)
     modules: tuple = ()
     if rc is None:
         recompute = Recompute.none
@@ -129,7 +136,8 @@ def strategy_for(row: dict) -> Strategy:
         moe_dispatcher="deepep" if (row["framework"] == "deepseek" or recipe.get("moe_dispatcher") in ("deepep", "hybridep") or any(
             k in text for text in (overlap, (row.get("notes") or "").lower()) for k in ("deepep", "hybridep")))
         else "alltoall",
-        cuda_graphs=captures_whole_iteration(recipe))
+        cuda_graphs=captures_whole_iteration(recipe),
+        offload_activation_layers=int(recipe.get("activation_offload_layers", 0)))
 
 
 def training_for(row: dict) -> TrainingSpec:
@@ -186,7 +194,7 @@ def evaluate_row(row: dict, calib):
     """The model's verdict on a row: its stated configuration, or, where the recompute is not
     stated, the first rung of RECOMPUTE_LADDER that fits (the last rung if none does)."""
     llm, tr, st, sy = case(row)
-    if row["recompute"] is not None:
+    if stated_recompute(row) is not None:
         return evaluate_system(llm, tr, st, sy, calib=calib), st
     for rung in RECOMPUTE_LADDER:
         cand = st.model_copy(update=rung)

@@ -314,6 +314,22 @@ def test_recipe_settings_in_the_harness():
                    "MB2511-27": (False, "alltoall", True), "MB2511-15": (False, "deepep", False)}
 
 
+def test_recipes_that_offload_activations_run_so_without_recompute():
+    # Megatron-Bridge's FSDP Llama-3 70B presets offload activations to the Grace / host memory
+    # instead of recomputing (cpu_offloading_num_layers: fa0315ae llama3_70b_llm_pretrain.yaml L146;
+    # v0.2.0 llama3/workload_base_configs.py L47, L77; 26.04-alpha L245), and set no recompute
+    by_id = {r["id"]: r for r in ROWS}
+    offloaded = {rid: rec["activation_offload_layers"] for rid, rec in RECIPES.items() if "activation_offload_layers" in rec}
+    assert offloaded == {"MB2509-02": 40, "MB2511-02": 20, "MB2511-10": 40, "MB260401-04": 40}
+    for rid, n in offloaded.items():
+        assert RECIPES[rid]["recompute"] == "none" and RECIPES[rid]["activation_offload_source"]
+        st = modern_runs.strategy_for(by_id[rid])
+        assert (st.offload_activation_layers, st.recompute.value) == (n, "none")
+        assert modern_runs.stated_recompute(by_id[rid]) == "none"
+    # a recipe whose shape is not the row's (FSDP, PP 1 against the row's PP 16) lends it nothing
+    assert modern_runs.strategy_for(by_id["MB2511-11"]).offload_activation_layers == 0
+
+
 def test_mlperf_llama_rows_keep_fp8_weights_where_the_logs_say_so():
     # training-runs-modern.md S6: "Llama v5.0: FP8 + FP8 params / param-gather"; the GPT-3 rows state
     # only FP8_HYBRID (16-bit weights with an FP8 copy)
