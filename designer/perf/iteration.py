@@ -28,10 +28,10 @@ dp_term       data parallelism and ZeRO (Rajbhandari et al. SC20 §7; collective
               weights (Megatron distributed optimizer; DeepSpeed's stage 2 reduces every
               micro-step), bucket by bucket behind the last microbatch's backward (the first
               one's forward), and under the interleaved schedule chunk by chunk behind the later
-              chunks' passes (chunked_exposed); stage 3 / FSDP gathers each layer's weights before its forward (and again
-              before its backward unless fsdp_reshard_after_forward is off) and reduce-scatters its
-              gradients, one collective per layer on the real group (so ring latency grows with the
-              ranks), prefetched behind the previous layer's compute. HSDP shards inside groups of
+              chunks' passes (chunked_exposed); stage 3 / FSDP gathers each layer's weights before
+              its forward (and again before its backward unless fsdp_reshard_after_forward is off)
+              and reduce-scatters its gradients, one collective per layer on the real group (so
+              ring latency grows with the ranks), prefetched behind the previous layer's compute. HSDP shards inside groups of
               shard_group_size and all-reduces the shards across them. ZeRO++: qwZ halves the
               forward gather, hpZ keeps the backward gather inside the node, qgZ sends int4
               gradients.
