@@ -306,6 +306,10 @@ def _recompute_args(s: Strategy, training: TrainingSpec, notes: list[str]) -> li
             notes.append("Megatron-LM refuses moe_act/layernorm recompute with delayed fp8 scaling "
                          "(TransformerConfig.__post_init__): use --fp8-recipe tensorwise")
         return ["--recompute-granularity", "selective", "--recompute-modules", *modules]
+    if s.recompute == Recompute.full and s.recompute_num_layers:
+        # only the first N layers of each stage's model chunk recomputed, the rest keep their activations
+        return ["--recompute-granularity", "full", "--recompute-method", "block",
+                "--recompute-num-layers", str(s.recompute_num_layers)]
     if s.recompute == Recompute.full:
         # every layer's input kept, the layer recomputed: uniform method, one layer per group
         return ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
@@ -680,6 +684,14 @@ def torchtitan_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus:
     ac = {Recompute.none: "none", Recompute.selective: "selective", Recompute.full: "full"}[s.recompute]
     ac_fields: dict[str, Any] = {"mode": ac}
     ac_comments = []
+    if s.recompute == Recompute.full and s.recompute_num_layers:
+        # torchtitan's integer option checkpoints every n-th layer in full: the same share of layers
+        # as Megatron's block method recomputing N of a chunk's L layers, spread instead of first
+        per_chunk = llm.layers / (s.pp * s.virtual_stages)
+        every = max(1, round(per_chunk / s.recompute_num_layers))
+        ac_fields = {"mode": "selective", "selective_ac_option": str(every)}
+        ac_comments.append(f"every {every}-th layer in full: the designer recomputes the first "
+                           f"{s.recompute_num_layers} of each chunk's {per_chunk:g} layers (Megatron's block method)")
     if s.recompute == Recompute.selective:
         # 'op': per-op selective checkpointing (saves matmul outputs, recomputes the rest): nearest to
         # Megatron's module list; the integer form is full checkpointing of every n-th layer

@@ -510,3 +510,20 @@ def test_what_megatron_lacks_is_said_in_comments_not_invented_as_flags():
         assert what in said, what
     assert ns.fp8_recipe in MEGATRON_BY_FLAG["--fp8-recipe"]["choices"]
     assert all(n.strip() and "\n" not in n for n in launch.notes)
+
+
+def test_block_recompute_of_some_layers_is_written_as_megatron_and_torchtitan_state_it():
+    # Megatron-LM: --recompute-method block --recompute-num-layers N (arguments.py); torchtitan's
+    # integer selective option checkpoints every n-th layer in full: 8 layers per stage, 2 of them
+    llm = load_model("llama2-7b")
+    tr = _train(4096, 64)
+    s = Strategy(tp=2, pp=4, dp=4, recompute=Recompute.full, recompute_num_layers=2)
+    args = megatron_launch(llm, tr, s, 32, 8).script_args
+    i = args.index("--recompute-method")
+    assert args[i + 1] == "block" and args[args.index("--recompute-num-layers") + 1] == "2"
+    assert args[args.index("--recompute-granularity") + 1] == "full"
+    uniform = megatron_launch(llm, tr, s.model_copy(update={"recompute_num_layers": 0}), 32, 8).script_args
+    assert uniform[uniform.index("--recompute-method") + 1] == "uniform"
+    tt = torchtitan_launch(llm, tr, s, 32, 8)
+    ac = tomllib.loads(tt.toml)["activation_checkpoint"]
+    assert ac == {"mode": "selective", "selective_ac_option": "4"}

@@ -355,12 +355,21 @@ class _Context:
     dense: cmp.LayerWork
     moe: cmp.LayerWork | None
     logits_s: np.ndarray
-    full: np.ndarray
+    full: np.ndarray  # share of each chunk's layers fully recomputed (1 = all; Megatron's block method less)
     rc_modules: np.ndarray
     act_bytes: np.ndarray  # one [b, s/cp, h] activation tensor
     # 1 where the host launches the kernels one by one, 0 where the strategy replays the iteration
     # from captured CUDA graphs (no launch floor per layer, no host wait per MoE expert)
     host_launched: np.ndarray
+
+
+def full_recompute_share(llm: LLMSpec, S: StrategyArrays) -> np.ndarray:
+    """Share of the layers fully recomputed: 1 under full recompute, N / (layers per model chunk)
+    under Megatron's block method (the first N layers of each stage's chunk recompute, the rest keep
+    their activations), 0 otherwise."""
+    per_chunk = llm.layers / np.maximum(S.pp * S.v, 1).astype(float)
+    part = np.where(S.rc_layers > 0, np.minimum(S.rc_layers, per_chunk) / per_chunk, 1.0)
+    return np.where(S.recompute == mem.RECOMPUTE_FULL, part, 0.0)
 
 
 def _context(llm, training, S, system, calib) -> _Context:
@@ -379,7 +388,7 @@ def _context(llm, training, S, system, calib) -> _Context:
     pl = place(S.tp, S.cp, S.dp, S.pp, S.ep, system, etp=etp.astype(np.int64), order_code=S.order)
     return _Context(llm=llm, training=training, S=S, system=system, calib=calib, shape=S.tp.shape, m=m, b=b,
                     tp=tp, cp=cp, pp=pp, v=v, etp=etp, prec=prec, stages=stage_layout(llm, S), pl=pl,
-                    dense=dense, moe=moe, logits_s=logits_s, full=S.recompute == mem.RECOMPUTE_FULL,
+                    dense=dense, moe=moe, logits_s=logits_s, full=full_recompute_share(llm, S),
                     rc_modules=np.where(S.recompute == mem.RECOMPUTE_SELECTIVE, S.rc_modules, 0),
                     act_bytes=b * (s / cp) * llm.hidden_size * cmp.ACT_BYTES,
                     host_launched=np.where(S.graphs, 0.0, 1.0))
@@ -437,7 +446,7 @@ def _recompute_s(ctx: _Context, w: cmp.LayerWork, is_moe: bool):
     if is_moe:
         sel = sel + w.act_fn_s * (((rc & mem.RC_MOE_ACT) > 0) & ((rc & mem.RC_MOE) == 0))
     sel = sel + w.mla_up_s * ((rc & mem.RC_MLA_UP) > 0)
-    return np.where(ctx.full, w.forward_s, sel)
+    return ctx.full * w.forward_s + (1.0 - ctx.full) * sel
 
 
 def compute_term(ctx: _Context, w: cmp.LayerWork, is_moe: bool) -> LayerTimes:
@@ -445,7 +454,7 @@ def compute_term(ctx: _Context, w: cmp.LayerWork, is_moe: bool) -> LayerTimes:
     fwd, bwd = w.forward_s, w.backward_s
     # what TP communication can hide behind: the GEMMs and their low-precision casts
     linear = w.gemm_s + w.cast_s
-    rc_gemm = np.where(ctx.full, linear, 0.0)
+    rc_gemm = ctx.full * linear
     if is_moe:
         # Host time per local expert, exposed: the dropless dispatcher copies the per-expert token
         # counts to the host and synchronises (Megatron-Core token_dispatcher.py cuda_sync_point),
@@ -457,14 +466,14 @@ def compute_term(ctx: _Context, w: cmp.LayerWork, is_moe: bool) -> LayerTimes:
         fwd = fwd + host / 3
         bwd = bwd + 2 * host / 3
     return LayerTimes(compute_s=fwd + bwd + rc, fwd_s=fwd, bwd_s=bwd + rc, w_s=w.gemm_s,
-                      gemm_s=3 * linear + rc_gemm, gemm_fwd_s=linear, attn_s=w.attn_fwd_s + w.attn_bwd_s + np.where(ctx.full, w.attn_fwd_s, 0.0))
+                      gemm_s=3 * linear + rc_gemm, gemm_fwd_s=linear, attn_s=w.attn_fwd_s + w.attn_bwd_s + ctx.full * w.attn_fwd_s)
 
 
 def tp_term(ctx: _Context, dense: LayerTimes) -> Term:
     """Per layer per microbatch; hidden behind the layer's GEMMs when overlap_tp_comm."""
     S, pl = ctx.S, ctx.pl
     ccol = ctx.calib.collectives
-    n = np.where(ctx.full, 4, 2) + 2  # forward (+ recomputed forward) and backward
+    n = 4.0 + 2.0 * ctx.full  # forward (+ recomputed forward) and backward
     ar = _ct("all_reduce", ctx.act_bytes, pl.tp, ctx.system, ccol, ~S.sp, graphs=ctx.S.graphs)
     rs = _ct("reduce_scatter", ctx.act_bytes, pl.tp, ctx.system, ccol, S.sp, graphs=ctx.S.graphs)
     ag = _ct("all_gather", ctx.act_bytes, pl.tp, ctx.system, ccol, S.sp, graphs=ctx.S.graphs)
@@ -505,7 +514,7 @@ def cp_term(ctx: _Context, dense: LayerTimes) -> Term:
     else:
         q_width = o_width = a_local * llm.head_dim_effective
         kv_width = 2 * np.maximum(llm.kv_heads_effective / ctx.tp, 1.0) * llm.head_dim_effective
-    n_fwd = np.where(ctx.full, 2, 1)  # forward passes (a recomputed forward repeats it)
+    n_fwd = 1.0 + ctx.full  # forward passes (a recomputed forward repeats it)
     # all_gather: the full sequence's K,V (all_gather's n is the gathered total)
     kv_bytes = ctx.b * s * kv_width * cmp.ACT_BYTES
     ag = _ct("all_gather", kv_bytes, ctx.pl.cp, ctx.system, ccol, S.cp_comm == CP_ALL_GATHER, graphs=ctx.S.graphs)
@@ -596,9 +605,9 @@ def ep_term(ctx: _Context, moe: LayerTimes | None) -> Term:
     fp8_share = FP8_DISPATCH_BYTES_PER_ELEMENT / cmp.ACT_BYTES if low else 1.0
     d16 = _dispatch_ct(ctx, token_bytes, S.dedup)
     d8 = _dispatch_ct(ctx, token_bytes * fp8_share, S.dedup) if low else d16
-    redo = ctx.full | ((ctx.rc_modules & mem.RC_MOE) > 0)
-    n = np.where(redo, 6, 4)
-    n_fwd = np.where(redo, 2, 1)  # forward dispatches (FP8 under a low-precision recipe)
+    redo = np.maximum(ctx.full, ((ctx.rc_modules & mem.RC_MOE) > 0).astype(float))
+    n = 4.0 + 2.0 * redo
+    n_fwd = 1.0 + redo  # forward dispatches (FP8 under a low-precision recipe)
     total = n * a2a.time_s + n_fwd * d8.time_s + (n - n_fwd) * d16.time_s + n / 2 * (ag.time_s + rs.time_s)
     budget = np.where(S.overlap_ep | (S.schedule == mem.SCHEDULE_DUALPIPE), moe.compute_s, 0.0)
     rows = ((a2a, n, "ep"), (ag, n / 2, "ep"), (rs, n / 2, "ep"))
@@ -916,12 +925,18 @@ def layer_activation_bytes(ctx: _Context):
     kw = dict(b=ctx.b, s=ctx.training.sequence_length, tp=ctx.tp, cp=ctx.cp, sp=S.sp, flash=flash,
               rc_modules=ctx.rc_modules, etp=ctx.etp,
               linear_input_bytes=ctx.prec.saved_input_bytes_per_element)
-    act_d = mem.activation_bytes_per_layer(llm, moe_layer=False, recompute=S.recompute, **kw)
-    full_d = mem.activation_bytes_per_layer(llm, moe_layer=False, recompute=np.zeros(shape, int), **kw)
+    # Megatron's block method: the recomputed share of the layers keeps its input, the rest all of it
+    f = np.where(S.recompute == mem.RECOMPUTE_FULL, ctx.full, 1.0)
+
+    def kept(moe_layer: bool):
+        as_set = mem.activation_bytes_per_layer(llm, moe_layer=moe_layer, recompute=S.recompute, **kw)
+        none = mem.activation_bytes_per_layer(llm, moe_layer=moe_layer, recompute=np.zeros(shape, int), **kw)
+        return f * as_set + (1.0 - f) * none, none
+
+    act_d, full_d = kept(False)
     if llm.moe is None:
         return act_d, np.zeros(shape), full_d, np.zeros(shape)
-    act_m = mem.activation_bytes_per_layer(llm, moe_layer=True, recompute=S.recompute, **kw)
-    full_m = mem.activation_bytes_per_layer(llm, moe_layer=True, recompute=np.zeros(shape, int), **kw)
+    act_m, full_m = kept(True)
     return act_d, act_m, full_d, full_m
 
 
@@ -966,7 +981,7 @@ def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams, acts) -> dict[
     inflight = mem.in_flight_factor(S.schedule, ctx.pp, ctx.m, ctx.v)
     # working set of the layer being recomputed / back-propagated (Korthikanti §5: full recompute
     # rematerialises one layer at a time)
-    work = np.where(ctx.full, np.maximum(full_d, full_m), 0.0)
+    work = np.where(ctx.full > 0, np.maximum(full_d, full_m), 0.0)
     tokens = ctx.b * s / ctx.cp
     logits_act = tokens * llm.vocab_size / ctx.tp * 4.0  # fp32 logits of the vocab-parallel loss
     first_act = inflight * stage_act(st.first, st.first_moe) + work + np.where(ctx.pp < 2, logits_act, 0.0)
@@ -1127,7 +1142,8 @@ def _iteration_arrays(llm, training, S, system, calib, summary=False):
     # ---- FLOPs, MFU, traffic ----
     n_gpus = (S.tp * S.pp * S.dp * S.cp).astype(float)
     peak = system.gpu.peak_flops.get(training.precision.value, system.gpu.peak_flops["bf16"])
-    flops = flop_counts(llm, training, S.recompute, ctx.rc_modules, S.kernel != cmp.KERNEL_UNFUSED, shape)
+    flops = flop_counts(llm, training, S.recompute, ctx.rc_modules, S.kernel != cmp.KERNEL_UNFUSED, shape,
+                        full_share=ctx.full)
     tokens_iter = float(training.global_batch_sequences * training.sequence_length)
     if summary:
         return dict(code=code, iteration_time_s=t_iter, time_to_train_s=t_iter * training.total_tokens / tokens_iter,
@@ -1216,7 +1232,7 @@ def layer_flops_per_token(llm: LLMSpec, moe_layer: bool, s: int) -> tuple[float,
     return attn_lin, mlp, 2.0 * s * llm.heads * (dqk + dv)
 
 
-def flop_counts(llm: LLMSpec, training: TrainingSpec, recompute, rc_modules, fused, shape) -> dict:
+def flop_counts(llm: LLMSpec, training: TrainingSpec, recompute, rc_modules, fused, shape, full_share=1.0) -> dict:
     """FLOPs per iteration under three conventions (what each source's TFLOP/s means,
     training-runs-modern.md): "model" counts 3 forward passes with non-causal attention and no
     recompute (Megatron ≤ 2024, NeMo ≤ 25.07, PaLM/MPT/torchtitan); "model_causal" halves the attention
@@ -1246,7 +1262,7 @@ def flop_counts(llm: LLMSpec, training: TrainingSpec, recompute, rc_modules, fus
     rc = np.asarray(rc_modules)
     sel = tokens * (exec_core * ((rc & mem.RC_CORE_ATTN) > 0) + mlp_dense * ((rc & mem.RC_MLP) > 0)
                     + mlp_moe * ((rc & mem.RC_MOE) > 0))
-    extra = np.where(np.asarray(recompute) == mem.RECOMPUTE_FULL, tokens * (lin + exec_core),
+    extra = np.where(np.asarray(recompute) == mem.RECOMPUTE_FULL, full_share * tokens * (lin + exec_core),
                      np.where(np.asarray(recompute) == mem.RECOMPUTE_SELECTIVE, sel, 0.0))
     return dict(model=model, model_causal=model_causal, hardware=base + extra + np.zeros(shape))
 

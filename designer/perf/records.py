@@ -266,12 +266,14 @@ class StrategyArrays:
     graphs: np.ndarray = False
     offload_w: np.ndarray = False
     offload_act: np.ndarray = 0
+    rc_layers: np.ndarray = 0  # full recompute of the first N layers of each chunk only; 0 = every layer
     cp_comm: np.ndarray = 0
     cp_lb: np.ndarray = True
     batch: np.ndarray = 0  # the global batch in sequences; 0 = the training's target
 
     _INT = ("tp", "pp", "dp", "ep", "cp", "mbs", "schedule", "v", "zero", "recompute", "etp", "rc_modules",
-            "kernel", "order", "pp_first", "pp_last", "shard_group", "prefetch", "offload_act", "cp_comm", "batch")
+            "kernel", "order", "pp_first", "pp_last", "shard_group", "prefetch", "offload_act", "rc_layers", "cp_comm",
+            "batch")
     _BOOL = ("sp", "qwz", "qgz", "hpz", "overlap_dp", "overlap_tp", "reshard", "overlap_ep", "offload_opt", "dedup",
              "ag_dispatch", "graphs", "offload_w", "cp_lb")
     _FLOAT = ("bucket_bytes",)
@@ -316,7 +318,8 @@ class StrategyArrays:
             overlap_ep=[s.overlap_ep_comm for s in ss], offload_opt=[s.offload_optimizer for s in ss],
             dedup=[s.moe_dispatcher == "deepep" for s in ss], ag_dispatch=[s.moe_dispatcher == "allgather" for s in ss],
             offload_w=[s.offload_weights for s in ss], graphs=[s.cuda_graphs for s in ss],
-            offload_act=[s.offload_activation_layers for s in ss], cp_comm=[CP_COMMS.index(s.cp_comm) for s in ss],
+            offload_act=[s.offload_activation_layers for s in ss], rc_layers=[s.recompute_num_layers for s in ss],
+            cp_comm=[CP_COMMS.index(s.cp_comm) for s in ss],
             cp_lb=[s.cp_load_balance for s in ss], batch=[s.global_batch_sequences or 0 for s in ss])
 
     def to_strategy(self, i: int):
@@ -340,6 +343,7 @@ class StrategyArrays:
             zeropp_quantized_weights=bool(self.qwz[i]),
             zeropp_quantized_gradients=bool(self.qgz[i]), zeropp_hierarchical_partition=bool(self.hpz[i]),
             recompute=rc, recompute_modules=modules,
+            recompute_num_layers=int(self.rc_layers[i]) if rc == Recompute.full else 0,
             attention_kernel=AttentionKernel(_ATTENTION_KERNELS[int(self.kernel[i])]),
             rank_order=RankOrder(_RANK_ORDERS[int(self.order[i])]),
             overlap_dp_comm=bool(self.overlap_dp[i]), overlap_tp_comm=bool(self.overlap_tp[i]),

@@ -302,6 +302,7 @@ class Strategy(Record):
     zeropp_hierarchical_partition: bool = False  # hpZ
     recompute: Recompute = Recompute.none
     recompute_modules: tuple[RecomputeModule, ...] = Field(default=(), description="selective recompute: the modules; empty means core_attn")
+    recompute_num_layers: int = Field(default=0, ge=0, description="full recompute of only the first N layers of each pipeline stage's model chunk, the rest keeping their activations (Megatron --recompute-method block --recompute-num-layers N); 0: every layer")
     attention_kernel: AttentionKernel = AttentionKernel.flash
     rank_order: RankOrder = RankOrder.tp_cp_dp_pp
     overlap_dp_comm: bool = True
@@ -325,6 +326,8 @@ class Strategy(Record):
             raise ValueError(f"virtual_stages {self.virtual_stages} needs schedule 'interleaved'")
         if self.recompute_modules and self.recompute != Recompute.selective:
             raise ValueError("recompute_modules needs recompute 'selective'")
+        if self.recompute_num_layers and self.recompute != Recompute.full:
+            raise ValueError(f"recompute_num_layers {self.recompute_num_layers} needs recompute 'full' (Megatron's block method)")
         return self
 
 

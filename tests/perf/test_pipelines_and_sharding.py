@@ -12,7 +12,7 @@ from designer.perf import compute as cmp
 from designer.perf.iteration import iteration_arrays, stage_layout
 from designer.perf.model import evaluate_system, load_perf_calibration
 from designer.perf.records import Metrics, StrategyArrays
-from designer.spec.llm import Strategy, TrainingSpec
+from designer.spec.llm import Recompute, Strategy, TrainingSpec
 from designer.spec.models import load_model
 from tests.perf.systems import cluster
 
@@ -206,6 +206,43 @@ def test_interleaved_chunks_sync_behind_the_later_chunks_backward():
         [3.0 - 1.75 + k * 1.75])
     # one bucket never hides
     assert chunked_exposed(np.array([3.0]), np.array([100.0]), np.array([0.5]), ctx2) == pytest.approx([1.5])
+
+
+def test_block_recompute_of_n_layers_is_that_share_of_full_recompute():
+    """Megatron's block method (--recompute-method block --recompute-num-layers N): the first N of
+    each chunk's L layers are recomputed in full, the rest keep their activations. Llama-2 7B on pp 4:
+    L = 8 per stage. The recomputed forward is N/L of full recompute's, and the saved activations
+    step down by the same amount per recomputed layer; N = L is full recompute."""
+    llm = load_model("llama2-7b")
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=64, total_tokens=1e9)
+    sy = cluster("h100_sxm", 32)
+    sy = sy.model_copy(update={"gpu": sy.gpu.model_copy(update={"hbm_bytes": 1e13})})
+    base = Strategy(tp=2, pp=4, dp=4, microbatch_size=1)
+
+    def run(**kw):
+        m = evaluate_system(llm, tr, base.model_copy(update=kw), sy, calib=CAL)
+        assert isinstance(m, Metrics)
+        return m
+
+    none, full = run(recompute=Recompute.none), run(recompute=Recompute.full)
+    part = {n: run(recompute=Recompute.full, recompute_num_layers=n) for n in (2, 4, 6, 8)}
+    span = full.breakdown.compute_s - none.breakdown.compute_s
+    assert span > 0
+    for n, m in part.items():
+        assert m.breakdown.compute_s - none.breakdown.compute_s == pytest.approx(n / 8 * span, rel=1e-9)
+    act = {n: m.memory.activations_bytes for n, m in part.items()}
+    assert act[2] - act[4] == pytest.approx(act[4] - act[6], rel=1e-9) and act[2] > act[4] > act[6]
+    assert act[8] == pytest.approx(full.memory.activations_bytes, rel=1e-12)
+    assert part[8].iteration_time_s == pytest.approx(full.iteration_time_s, rel=1e-12)
+    assert none.memory.activations_bytes > act[2]
+    # executed FLOPs: a quarter of full recompute's extra forward at N = 2
+    assert part[2].hardware_flops_per_iteration - none.hardware_flops_per_iteration == pytest.approx(
+        0.25 * (full.hardware_flops_per_iteration - none.hardware_flops_per_iteration), rel=1e-9)
+    # the vectorized records carry it both ways
+    st = base.model_copy(update={"recompute": Recompute.full, "recompute_num_layers": 3})
+    assert StrategyArrays.from_strategies([st]).to_strategy(0) == st
+    with pytest.raises(ValueError, match="recompute_num_layers 2 needs recompute 'full'"):
+        Strategy(tp=2, recompute=Recompute.selective, recompute_num_layers=2)
 
 
 def test_moe_tokens_are_split_over_tp_under_sp():
