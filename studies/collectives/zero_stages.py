@@ -13,7 +13,7 @@ Everything comes from designer's iteration model (designer/perf/iteration.py, it
 kernel of evaluate_system): per-GPU bytes on the HB fabric (NVLink), on rails (scale-out traffic
 that stays on the rail leaves) and on the spine, the iteration time (DP overlapped as the model
 does), the DP communication time, and HBM per GPU. evaluate_system returns Infeasible without tier
-bytes when the model states do not fit in 80 GB (ZeRO 0-2 of a 70B model at tp = 1 need 159-1132 GB),
+bytes when the model states do not fit in 80 GiB (85.9 GB; ZeRO 0-2 of a 70B model at tp = 1 need 159-1132 GB),
 so the kernel is called directly and feasibility is a column; the feasible rows are checked against
 evaluate_system.
 
@@ -171,7 +171,7 @@ def plot(df: pd.DataFrame, path: Path) -> None:
             ax.bar(x, d[c], bottom=bottom, label=c.replace("_GB", ""))
             bottom += d[c].to_numpy()
         ax.bar(x, d.memory_per_gpu_GB - bottom, bottom=bottom, label="activations+other")
-        ax.axhline(80, color="r", ls="--", lw=1, label="HBM 80 GB")
+        ax.axhline(80 * 2**30 / 1e9, color="r", ls="--", lw=1, label="HBM 80 GiB")
         ax.set_yscale("log")
         ax.set_ylabel("GB per GPU")
         ax.set_title("memory per GPU")

@@ -30,7 +30,7 @@ Where and why the two models differ (numbers in results/railonly/hb_sweep.md, wr
    published K-savings (V1 Fig. 7) shrink or move; full_pp1 shows the full model without that option.
 3. Overlap. The full model hides the DP reduction behind the backward pass except the last bucket;
    V1 adds every byte to the critical path.
-4. Memory. V1 has no HBM limit; the full model's best strategy must fit 80 GB (ZeRO stage, recomputation,
+4. Memory. V1 has no HBM limit; the full model's best strategy must fit 80 GiB (ZeRO stage, recomputation,
    microbatch), which rules out some of V1's TP x DP layouts and costs recomputation FLOPs.
 5. Latency and efficiencies. The full model prices NCCL's algorithms (ring, tree, hierarchical),
    protocols, per-hop latencies, pipeline fill and the effective NVLink (0.82 of line rate) and NIC
@@ -189,7 +189,7 @@ def write_markdown(df: pd.DataFrame, sv: pd.DataFrame, path: Path) -> None:
         "savings differ from the published ones: its curve is flatter at small K.",
         "- **Overlap**: the full model hides the DP reduction behind the backward pass (all but the last "
         "bucket); V1 puts every byte on the critical path.",
-        "- **Memory**: the full model's strategy must fit 80 GB of HBM (ZeRO stage, recomputation, "
+        "- **Memory**: the full model's strategy must fit 80 GiB of HBM (ZeRO stage, recomputation, "
         "microbatch); V1 has no memory limit.",
         "- **Latency and efficiencies**: NCCL algorithms and protocols, per-hop latency, pipeline fill, "
         "NVLink at ≈0.82 and NICs at 0.88 of line rate in the full model; line-rate bandwidth terms in V1.",

@@ -9,7 +9,7 @@ uses for the V1 Fig. 7 trends):
   B_F = 900 GB/s HB bandwidth per GPU: the paper's NVLink4 figure (the H100's 900 GB/s; the catalog
         stores 450 GB/s per direction). Both models get the same B_F so they are comparable;
   B_S = 400 Gb/s = 50 GB/s NIC per GPU (ConnectX-7 NDR, one NIC per GPU).
-HBM is the H100's 80 GB in every design (the paper's model has no memory limit; the full model has).
+HBM is the H100's 80 GiB in every design (the paper's model has no memory limit; the full model has).
 
 Strategy search. designer/search/space.py is the engine's enumerator; these studies use their own
 grid (same validity rules as space.py and the model's feasibility codes, listed in `strategy_grid`)
