@@ -1103,12 +1103,12 @@ def _collnet(e: _Env, proto: int):
     if e.op == "all_reduce":
         hb_coef = 2.0 * (g - 1) / g
         net_s = (1.0 / g) / (c.net_in_network_efficiency * net_bw)
-        ok = np.ones(e.shape, bool)
+        ok = True
     else:
         hb_coef = (g - 1) / g
         # the path's bandwidth carries the ring's nic_efficiency; CollNet streams at its own share
         net_s = (1.0 / g) / (c.collnet_gather_efficiency / c.nic_efficiency * net_bw)
-        ok = np.full(e.shape, _at_least(c, "2.20"))
+        ok = _at_least(c, "2.20")
     k = np.maximum(hb_coef / e.bw_hb_ring, net_s)
     lat = (2.0 * (np.minimum(1.0, g - 1) * e.a_hb("collnet", _SIMPLE) + (g - 1) * c.collnet_per_rank_latency_s)
            + e.a_net("collnet", _SIMPLE, e.lat_net_ring, e.fwd_ring))
