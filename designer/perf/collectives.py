@@ -1515,6 +1515,72 @@ def expected_distinct_domains(experts: int, top_k: int, domains, max_domains: in
     return distinct
 
 
+def _none_share(experts_per_group: float, groups: float, picks: float) -> float:
+    """Probability that none of `picks` experts drawn without replacement from `experts_per_group` x
+    `groups` falls in one given group; a fractional number of picks interpolates between its floor
+    and ceiling."""
+    total = experts_per_group * groups
+
+    def whole(m: int) -> float:
+        out = 1.0
+        for i in range(m):
+            out *= max(total - experts_per_group - i, 0.0) / max(total - i, 1e-30)
+        return out
+
+    lo = int(np.floor(picks))
+    f = picks - lo
+    return whole(lo) if f < 1e-9 else (1.0 - f) * whole(lo) + f * whole(lo + 1)
+
+
+def round_robin_reach(experts: int, top_k: int, domains: int, ranks_per_domain: int) -> tuple[float, float]:
+    """(distinct domains, distinct ranks) a token reaches, averaged over tokens, when the router gives
+    token t the top_k consecutive experts from (t * top_k) mod E (NeMo AutoModel's FakeBalancedGate:
+    indices = arange(T * k).view(-1, k) % E) and each EP rank holds a contiguous block of E / (n g)
+    experts, the ranks of a domain consecutive (Megatron-Core and AutoModel place local experts so)."""
+    n, g, E, k = max(int(domains), 1), max(int(ranks_per_domain), 1), int(experts), int(top_k)
+    per_rank = E / (n * g)
+    starts = (np.arange(E // np.gcd(E, k)) * k) % E
+    idx = (starts[:, None] + np.arange(k)[None, :]) % E
+    ranks = np.floor(idx / per_rank).astype(np.int64)
+    doms = ranks // g
+    n_ranks = np.array([len(set(r)) for r in ranks.tolist()], float)
+    n_doms = np.array([len(set(d)) for d in doms.tolist()], float)
+    return float(n_doms.mean()), float(n_ranks.mean())
+
+
+def routing_reach(experts: int, top_k: int, domains, ranks_per_domain, max_domains: int | None = None,
+                  routing: str = "uniform") -> tuple[np.ndarray, np.ndarray]:
+    """What a deduplicating dispatcher moves per token: (distinct destination domains D, the NVLink
+    forwarding copies in the unit the dispatch rates are stated in).
+
+    DeepEP and Hybrid-EP send a token once per destination domain and forward it there once per
+    destination rank. Under uniform routing (a learned router, or Megatron's forced balance, which
+    draws random logits) the copies are counted as top_k, the unit in which the forwarder and NVLink
+    rates of moe_dispatch_estimate_vec were derived. A router that reaches fewer ranks per token
+    moves proportionally fewer: round_robin (a synthetic balanced gate giving each token k consecutive
+    experts) takes top_k x (its distinct ranks) / (uniform routing's expected distinct ranks), the
+    uniform count per reached domain from the same draw without replacement."""
+    n = np.maximum(np.asarray(domains, float), 1.0)
+    g = np.maximum(np.asarray(ranks_per_domain, float), 1.0)
+    shape = np.broadcast_shapes(n.shape, g.shape)
+    n, g = np.broadcast_to(n, shape), np.broadcast_to(g, shape)
+    d_uni = expected_distinct_domains(experts, top_k, n, max_domains)
+    if routing == "uniform":
+        return d_uni, np.full(shape, float(top_k))
+    if routing != "round_robin":
+        raise ValueError(f"moe_routing = {routing!r}: allowed uniform, round_robin")
+    d_out, c_out = np.empty(shape), np.empty(shape)
+    for key in set(zip(n.ravel().tolist(), g.ravel().tolist())):
+        nn, gg = key
+        where = (n == nn) & (g == gg)
+        d_rr, r_rr = round_robin_reach(experts, top_k, int(nn), int(gg))
+        d_u = float(expected_distinct_domains(experts, top_k, nn, max_domains))
+        r_uni = d_u * gg * (1.0 - _none_share(experts / (nn * gg), gg, top_k / d_u))
+        d_out[where] = d_rr
+        c_out[where] = top_k * r_rr / r_uni
+    return d_out, c_out
+
+
 def collective_time_s_vec(op: str, nbytes, size, ranks_per_domain, domain_span, same_rail, system: ClusterSystem,
                           calib: CollectiveCalibration, *, concurrency=1.0, algorithms: tuple[str, ...] | None = None,
                           protocols: tuple[str, ...] | None = None) -> np.ndarray:

@@ -565,8 +565,9 @@ def _dispatch_ct(ctx: _Context, token_bytes, on) -> _Coll:
     tb = np.broadcast_to(np.asarray(token_bytes, float), shape).ravel()[idx]
     size, rpd = g.size.ravel()[idx], g.ranks_per_domain.ravel()[idx]
     n_dom = np.maximum(size // np.maximum(rpd, 1), 1)
-    d = coll.expected_distinct_domains(moe.experts, moe.top_k, n_dom, moe.max_nodes_per_token)
-    e = coll.moe_dispatch_estimate_vec(tb, moe.top_k, d, size, rpd, g.extent_domains.ravel()[idx], ctx.system,
+    d, copies = coll.routing_reach(moe.experts, moe.top_k, n_dom, np.minimum(rpd, size), moe.max_nodes_per_token,
+                                   ctx.training.moe_routing)
+    e = coll.moe_dispatch_estimate_vec(tb, copies, d, size, rpd, g.extent_domains.ravel()[idx], ctx.system,
                                        ctx.calib.collectives)
     out = [np.zeros(shape) for _ in range(5)]
     peers = (rpd - 1) + (n_dom - 1)

@@ -156,6 +156,13 @@ class TrainingSpec(Record):
     # Adam moments: fp32 by default; DeepSeek-V3 keeps them in bf16 (§3.3.3)
     optimizer_state_dtype: Literal["fp32", "bf16"] = "fp32"
     total_tokens: float = Field(gt=0, description="tokens to train on; gives time-to-train")
+    # How the router spreads tokens over the experts, for the deduplicating dispatchers' traffic:
+    # uniform (a learned router; Megatron's --moe-router-force-load-balancing draws random logits,
+    # router.py apply_random_logits) or round_robin (a synthetic balanced gate that gives token t the
+    # k consecutive experts from t*k mod E: NeMo AutoModel's FakeBalancedGate, used by its benchmarks)
+    moe_routing: Literal["uniform", "round_robin"] = Field(
+        default="uniform", description="uniform (learned or random-balanced router) or round_robin (k consecutive "
+        "experts per token, a synthetic benchmark gate): how many ranks and nodes a token's experts reach")
 
     @model_validator(mode="before")
     @classmethod

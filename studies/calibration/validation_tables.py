@@ -49,6 +49,9 @@ def assumptions(row: dict, st) -> str:
     parts.append(st.attention_kernel.value)
     if st.ep > 1:
         parts.append(f"{st.moe_dispatcher} dispatcher" + (", EP overlap" if st.overlap_ep_comm else ""))
+        routing = modern_runs.training_for(row).moe_routing
+        if routing != "uniform":
+            parts.append(f"{routing.replace('_', '-')} gate")
     if st.overlap_tp_comm:
         parts.append("TP overlap")
     if st.cuda_graphs:

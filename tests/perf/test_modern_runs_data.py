@@ -278,6 +278,14 @@ def test_expert_tensor_parallel_defaults_in_the_harness():
     assert got == {"DG-61": 4, "DG-77": 4, "MB2509-06b": 1, "MZ-7": 1, "MZ-1": 1}
 
 
+def test_automodel_rows_route_round_robin():
+    # NeMo AutoModel's benchmarks run its fake balanced gate (training-runs-modern.md S10: "Fake balanced
+    # gate is enabled"); Megatron's forced balance draws random logits: uniform routing
+    by_id = {r["id"]: r for r in modern_runs.rows()}
+    got = {rid: modern_runs.training_for(by_id[rid]).moe_routing for rid in ("AM-1", "AM-4", "MZ-1", "MB2511-15")}
+    assert got == {"AM-1": "round_robin", "AM-4": "round_robin", "MZ-1": "uniform", "MB2511-15": "uniform"}
+
+
 RECIPES = yaml.safe_load((Path(__file__).parent / "data" / "megatron_bridge_recipes.yaml").read_text(encoding="utf-8"))["rows"]
 DISPATCHERS = {"alltoall", "deepep", "hybridep"}
 GRAPH_IMPLS = {"none", "local", "transformer_engine", "full_iteration", "per_layer"}

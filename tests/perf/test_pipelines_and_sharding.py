@@ -334,3 +334,46 @@ def test_deduplicated_dispatch_by_hand():
     assert net(b) == pytest.approx(net(a) * want, rel=1e-9)
     assert b.type_bytes.ep_spine_bytes == 0.0  # the RDMA phase stays on the rails
     assert b.iteration_time_s < a.iteration_time_s
+
+
+def test_round_robin_gate_reach_by_hand():
+    # 12 experts, top-5, in blocks of 3 per rank: the 12 tokens' starts t*5 mod 12 cover every
+    # residue mod 3 four times; 5 consecutive experts span 2 ranks from residues 0 and 1, 3 from
+    # residue 2 -> 7/3 ranks. Two domains of 6 experts: 1 domain from starts 0 and 1 mod 6, else 2 -> 5/3.
+    from designer.perf.collectives import round_robin_reach, routing_reach
+
+    assert round_robin_reach(12, 5, 1, 4) == pytest.approx((1.0, 7 / 3))
+    assert round_robin_reach(12, 5, 2, 2) == pytest.approx((5 / 3, 7 / 3))
+    # Qwen3-30B-A3B on EP 8 (16 experts per rank, top-8 aligned at multiples of 8): one rank per token;
+    # DeepSeek-V3 on EP 64 over 8 nodes (4 per rank): two ranks, one node
+    assert round_robin_reach(128, 8, 1, 8) == (1.0, 1.0)
+    assert round_robin_reach(256, 8, 8, 8) == (1.0, 2.0)
+    # the forwarding copies, in the unit of uniform routing's k: k x 1 / 8(1 - C(112, 8)/C(128, 8))
+    from math import comb
+
+    d, copies = routing_reach(128, 8, 1, 8, None, "round_robin")
+    assert float(d) == 1.0
+    assert float(copies) == pytest.approx(8 / (8 * (1 - comb(112, 8) / comb(128, 8))))
+    d_u, k_u = routing_reach(256, 8, 8, 8, 4)
+    assert (float(d_u), float(k_u)) == (4.0, 8.0)
+    with pytest.raises(ValueError, match="moe_routing"):
+        routing_reach(128, 8, 1, 8, None, "random")
+
+
+def test_round_robin_gate_moves_fewer_dispatch_bytes():
+    # Qwen3-30B-A3B, EP 8 on one H100 node, DeepEP: under the round-robin gate every token's 8 experts
+    # sit on one rank, so the NVLink bytes of the deduplicated dispatch fall by the ratio of the
+    # copies (1 rank against uniform routing's 8(1 - C(112, 8)/C(128, 8)) = 5.30 of 8)
+    from math import comb
+
+    llm = load_model("qwen3-30b-a3b")
+    st = Strategy(tp=1, pp=1, dp=8, ep=8, zero_stage=3, recompute="full", moe_dispatcher="deepep")
+    sy = cluster("h100_sxm", 8)
+    runs = {}
+    for routing in ("uniform", "round_robin"):
+        tr = TrainingSpec(sequence_length=4096, global_batch_sequences=64, total_tokens=1e12, moe_routing=routing)
+        runs[routing] = evaluate_system(llm, tr, st, sy, calib=CAL)
+    r_uni = 8 * (1 - comb(112, 8) / comb(128, 8))
+    u, rr = runs["uniform"].type_bytes.ep_hb_bytes, runs["round_robin"].type_bytes.ep_hb_bytes
+    assert rr == pytest.approx(u / r_uni, rel=1e-9)
+    assert runs["round_robin"].iteration_time_s < runs["uniform"].iteration_time_s
