@@ -997,6 +997,9 @@ def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams, acts) -> dict[
     low = tr.precision.value in cmp.LOW_PRECISIONS
     fp8_copy = 2.0 if low else 0.0  # the cached fp8 weight and its transpose (Transformer Engine)
     weight_bytes = 1.0 + 1.0 if (low and tr.fp8_param_gather) else mem.WEIGHT_BYTES
+    # PyTorch FSDP / FSDP2 mixed precision keeps the sharded parameters in fp32 and they are the
+    # optimizer's master weights: no 16-bit copy at rest (the gathered 16-bit layers are z3_extra)
+    weight_bytes = np.where((S.zero >= 3) & tr.fp32_sharded_params, 0.0, weight_bytes)
     rpn_dp = np.minimum(ctx.pl.grad.ranks_per_domain, ctx.pl.grad.size).astype(float)
     dual = np.where(S.schedule == mem.SCHEDULE_DUALPIPE, 2.0, 1.0)  # DualPipe holds two copies
     w_b, g_b, o_b = mem.model_state_bytes(

@@ -152,7 +152,8 @@ def training_for(row: dict) -> TrainingSpec:
                             recipe in fw.get("fp8_param_gather_recipes", ()) or "fp8 param-gather" in (row.get("notes") or "").lower()),
                         grad_accumulation_dtype=fw.get("grad_accumulation_dtype", "fp32"),
                         optimizer_state_dtype="bf16" if row["framework"] == "deepseek" else "fp32",
-                        moe_routing=fw.get("moe_routing", "uniform"))
+                        moe_routing=fw.get("moe_routing", "uniform"),
+                        fp32_sharded_params=fw.get("fp32_sharded_params", False))
 
 
 def case(row: dict):

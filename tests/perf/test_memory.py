@@ -112,3 +112,25 @@ def test_memory_breakdown_of_a_feasible_run():
     assert r.memory.optimizer_bytes == pytest.approx(6 * r.memory.weights_bytes, rel=1e-9)
     row = r.row()
     assert row["memory_weights_bytes"] == r.memory.weights_bytes and row["fits_in_memory"] is True
+
+
+def test_fsdp_fp32_sharded_params_hold_no_16_bit_copy_at_rest():
+    # Llama-3 8B, ZeRO-3 over 8 H100s: a separate 16-bit weight holds 2 B/param / 8 at rest; PyTorch
+    # FSDP's fp32 shard is the master, so its weights at rest are none and the state is 16 B/param / 8
+    # (4 fp32 gradient + 12 master and moments) against 18; the activations and gathers are the same.
+    from designer.perf.compute import total_params
+
+    llm = load_model("llama3-8b")
+    st = Strategy(tp=1, dp=8, zero_stage=3, recompute=Recompute.full)
+    runs = {}
+    for flag in (False, True):
+        tr = TrainingSpec(sequence_length=8192, global_batch_sequences=16, total_tokens=1e9, fp32_sharded_params=flag)
+        runs[flag] = evaluate_system(llm, tr, st, cluster("h100_sxm", 8), calib=CAL)
+    sep, fsdp = runs[False].memory, runs[True].memory
+    n = total_params(llm)
+    assert sep.weights_bytes == pytest.approx(2 * n / 8, rel=0.01)
+    assert fsdp.weights_bytes == 0.0
+    assert fsdp.gradients_bytes == sep.gradients_bytes == pytest.approx(4 * n / 8, rel=0.01)
+    assert fsdp.optimizer_bytes == sep.optimizer_bytes
+    assert fsdp.activations_bytes == sep.activations_bytes and fsdp.other_bytes == sep.other_bytes
+    assert runs[False].memory_per_gpu_bytes - runs[True].memory_per_gpu_bytes == pytest.approx(sep.weights_bytes)

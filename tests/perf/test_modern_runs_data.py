@@ -286,6 +286,15 @@ def test_automodel_rows_route_round_robin():
     assert got == {"AM-1": "round_robin", "AM-4": "round_robin", "MZ-1": "uniform", "MB2511-15": "uniform"}
 
 
+def test_pytorch_fsdp_rows_keep_fp32_sharded_params():
+    # torchtitan, llm-foundry, fms-fsdp and AutoModel shard with PyTorch FSDP/FSDP2 (fp32 shards as the
+    # master weights); Megatron FSDP (Megatron-Bridge) keeps a 16-bit weight beside its fp32 master
+    by_id = {r["id"]: r for r in modern_runs.rows()}
+    got = {rid: modern_runs.training_for(by_id[rid]).fp32_sharded_params
+           for rid in ("TT-1", "MPT-21", "FMS-5", "AM-4", "MB2509-02")}
+    assert got == {"TT-1": True, "MPT-21": True, "FMS-5": True, "AM-4": True, "MB2509-02": False}
+
+
 RECIPES = yaml.safe_load((Path(__file__).parent / "data" / "megatron_bridge_recipes.yaml").read_text(encoding="utf-8"))["rows"]
 DISPATCHERS = {"alltoall", "deepep", "hybridep"}
 GRAPH_IMPLS = {"none", "local", "transformer_engine", "full_iteration", "per_layer"}
