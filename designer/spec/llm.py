@@ -156,12 +156,13 @@ class TrainingSpec(Record):
     # Adam moments: fp32 by default; DeepSeek-V3 keeps them in bf16 (§3.3.3)
     optimizer_state_dtype: Literal["fp32", "bf16"] = "fp32"
     total_tokens: float = Field(gt=0, description="tokens to train on; gives time-to-train")
-    # PyTorch FSDP (FULL_SHARD) and FSDP2 with a MixedPrecision(Policy) keep each sharded parameter in
-    # its fp32 dtype and cast the gathered copy to 16 bits for compute (torch.distributed.fsdp
-    # MixedPrecision docs: "the sharded parameters are kept in full precision"; FSDP2 fully_shard:
-    # "the sharded parameter remains in its original dtype"): the fp32 shard is the optimizer's master,
-    # so the state at rest is 4 + 4 (fp32 gradient) + 8 (Adam moments) = 16 B per parameter, against
-    # 18 with a separate 16-bit weight (Megatron's distributed optimizer, DeepSpeed).
+    # PyTorch FSDP (FULL_SHARD) and FSDP2 with mixed precision keep each sharded parameter in its fp32
+    # dtype and cast the gathered copy to 16 bits for compute (torch.distributed.fsdp
+    # MixedPrecisionPolicy docstring: "The optimizer step uses the sharded parameter in the original
+    # dtype"; FSDP "does not require any extra memory to keep a high-precision copy of the parameters
+    # for the optimizer step"): the fp32 shard is the optimizer's master, so the state at rest is
+    # 4 + 4 (fp32 gradient) + 8 (Adam moments) = 16 B per parameter, against 18 with a separate
+    # 16-bit weight (Megatron's distributed optimizer).
     fp32_sharded_params: bool = Field(
         default=False, description="ZeRO-3: the sharded fp32 parameters are the master weights, no 16-bit copy at "
         "rest (PyTorch FSDP/FSDP2 mixed precision)")
