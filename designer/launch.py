@@ -399,6 +399,8 @@ def megatron_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus: i
         if s.zero_stage >= 1:
             # arguments.py: --overlap-param-gather needs the distributed optimizer or Megatron-FSDP
             a.append("--overlap-param-gather")
+    if not s.overlap_pp_comm and s.pp > 1 and s.schedule == Schedule.interleaved:
+        a.append("--no-overlap-p2p-communication")  # overlap_p2p_comm is on by default (interleaved only)
     if s.overlap_tp_comm and s.tp > 1:
         if s.sequence_parallel:
             a.append("--tp-comm-overlap")  # arguments.py asserts --sequence-parallel with it

@@ -527,3 +527,17 @@ def test_block_recompute_of_some_layers_is_written_as_megatron_and_torchtitan_st
     tt = torchtitan_launch(llm, tr, s, 32, 8)
     ac = tomllib.loads(tt.toml)["activation_checkpoint"]
     assert ac == {"mode": "selective", "selective_ac_option": "4"}
+
+
+def test_pipeline_p2p_overlap_off_is_written_for_the_interleaved_schedule_only():
+    # Megatron-LM keeps overlap_p2p_comm on by default (arguments.py --no-overlap-p2p-communication,
+    # store_false) and only uses it in the interleaved schedule
+    llm = load_model("llama2-7b")
+    tr = _train(4096, 64)
+    s = Strategy(tp=2, pp=4, dp=4, schedule=Schedule.interleaved, virtual_stages=2, overlap_pp_comm=False)
+    assert "--no-overlap-p2p-communication" in megatron_launch(llm, tr, s, 32, 8).script_args
+    on = megatron_launch(llm, tr, s.model_copy(update={"overlap_pp_comm": True}), 32, 8).script_args
+    assert "--no-overlap-p2p-communication" not in on
+    plain = s.model_copy(update={"schedule": Schedule.one_f_one_b, "virtual_stages": 1})
+    assert "--no-overlap-p2p-communication" not in megatron_launch(llm, tr, plain, 32, 8).script_args
+    assert "--no-overlap-p2p-communication" in MEGATRON_BY_FLAG

@@ -616,15 +616,31 @@ def ep_term(ctx: _Context, moe: LayerTimes | None) -> Term:
     return Term(z, z, rows=rows, moe_total_s=total, moe_exposed_s=hidden_cost(total, budget, ctx))
 
 
-def pp_term(ctx: _Context) -> Term:
-    """Per microbatch: one send each way per chunk boundary (1/t shards + NVLink all-gather)."""
+def pp_term(ctx: _Context, dense: LayerTimes | None = None, moe: LayerTimes | None = None) -> Term:
+    """Per microbatch: one send each way per chunk boundary (1/t shards + NVLink all-gather).
+
+    The interleaved schedule posts each chunk's sends and receives asynchronously and waits for
+    them only when the next chunk needs them (Megatron-Core schedules.py, overlap_p2p_comm, on by
+    default and only for the interleaved schedule, arguments.py "--no-overlap-p2p-communication"),
+    so in its steady state they hide behind the stage's other chunks; the warm-up and flush steps
+    are not overlapped (--overlap-p2p-communication-warmup-flush is off by default): of the m·v
+    forward chunk steps, (v − 1)·pp + pp − 1 are warm-up. 1F1B sends and receives blocking, as does
+    a strategy with overlap_pp_comm off (Megatron before Megatron-Core, SC'21)."""
     S, ccol = ctx.S, ctx.calib.collectives
     multi = ctx.pp > 1
     p2p = _ct("send_recv", ctx.act_bytes / ctx.tp, ctx.pl.pp, ctx.system, ccol, multi, graphs=ctx.S.graphs)
     ag = _ct("all_gather", ctx.act_bytes, ctx.pl.tp, ctx.system, ccol, multi & ~S.sp, graphs=ctx.S.graphs)
     n = np.where(multi, 2 * ctx.v, 0.0)
     total = n * (p2p.time_s + ag.time_s)
-    return Term(total, total, rows=((p2p, n, "pp"), (ag, n, "pp")))
+    if dense is None:
+        return Term(total, total, rows=((p2p, n, "pp"), (ag, n, "pp")))
+    n_dense, n_moe = cmp.layer_kinds(ctx.llm)
+    stage_compute = (n_dense * dense.compute_s + (n_moe * moe.compute_s if moe is not None else 0.0)) / ctx.pp
+    interleaved = (S.schedule == mem.SCHEDULE_INTERLEAVED) & multi & S.overlap_pp
+    warm = np.clip(((ctx.v - 1) * ctx.pp + ctx.pp - 1) / np.maximum(ctx.m * ctx.v, 1.0), 0.0, 1.0)
+    steady = total * (1.0 - warm)
+    exposed = np.where(interleaved, total * warm + hidden_cost(steady, stage_compute, ctx), total)
+    return Term(total, exposed, rows=((p2p, n, "pp"), (ag, n, "pp")))
 
 
 @dataclass(frozen=True)
@@ -1123,7 +1139,7 @@ def _iteration_arrays(llm, training, S, system, calib, summary=False):
     shape, m = ctx.shape, ctx.m
     dense = compute_term(ctx, ctx.dense, False)
     moe = compute_term(ctx, ctx.moe, True) if ctx.moe is not None else None
-    tp, cp, pp, ep = tp_term(ctx, dense), cp_term(ctx, dense), pp_term(ctx), ep_term(ctx, moe)
+    tp, cp, pp, ep = tp_term(ctx, dense), cp_term(ctx, dense), pp_term(ctx, dense, moe), ep_term(ctx, moe)
     layer_exposed = tp.exposed_s + cp.exposed_s
     acts = layer_activation_bytes(ctx)
     offload_act_s = activation_offload_term(ctx, dense, moe, acts)

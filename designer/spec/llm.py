@@ -324,6 +324,7 @@ class Strategy(Record):
     rank_order: RankOrder = RankOrder.tp_cp_dp_pp
     overlap_dp_comm: bool = True
     overlap_tp_comm: bool = False
+    overlap_pp_comm: bool = Field(default=True, description="interleaved schedule: each chunk's pipeline sends and receives are posted ahead and waited when the next chunk needs them, hiding behind the stage's other chunks in the steady state (Megatron-Core's default; --no-overlap-p2p-communication turns it off); 1F1B always blocks")
     overlap_ep_comm: bool = Field(default=False, description="hide the MoE all-to-alls behind another microbatch's compute (Megatron 1F1B A2A overlap, DualPipe)")
     moe_dispatcher: Literal["alltoall", "allgather", "deepep"] = Field(default="alltoall", description="alltoall: every (token, expert) pair crosses the network (Megatron's alltoall dispatcher); allgather: every rank gathers the EP group's tokens and keeps those of its experts, the combine reduce-scatters (Megatron's allgather dispatcher); deepep: one copy per destination node, forwarded over NVLink there (DeepEP, HybridEP, Megatron's flex dispatcher)")
     offload_optimizer: bool = Field(default=False, description="fp32 master weights and Adam states in host memory, the step on the CPU (ZeRO-Offload, Megatron --optimizer-cpu-offload)")

@@ -59,7 +59,7 @@ def megatron_cases():
                             schedule=Schedule.interleaved if row["v"] > 1 else Schedule.one_f_one_b,
                             virtual_stages=row["v"], zero_stage=common["zero_stage"],
                             recompute=Recompute(common["recompute"]), overlap_dp_comm=row["overlap_dp"],
-                            attention_kernel=common["attention_kernel"])
+                            attention_kernel=common["attention_kernel"], overlap_pp_comm=common["overlap_pp_comm"])
         yield row, llm, training, strategy, selene(row["gpus"], common["system"])
 
 
