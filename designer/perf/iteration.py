@@ -616,7 +616,7 @@ def ep_term(ctx: _Context, moe: LayerTimes | None) -> Term:
     return Term(z, z, rows=rows, moe_total_s=total, moe_exposed_s=hidden_cost(total, budget, ctx))
 
 
-def pp_term(ctx: _Context, dense: LayerTimes | None = None, moe: LayerTimes | None = None) -> Term:
+def pp_term(ctx: _Context, dense: LayerTimes, moe: LayerTimes | None) -> Term:
     """Per microbatch: one send each way per chunk boundary (1/t shards + NVLink all-gather).
 
     The interleaved schedule posts each chunk's sends and receives asynchronously and waits for
@@ -632,8 +632,6 @@ def pp_term(ctx: _Context, dense: LayerTimes | None = None, moe: LayerTimes | No
     ag = _ct("all_gather", ctx.act_bytes, ctx.pl.tp, ctx.system, ccol, multi & ~S.sp, graphs=ctx.S.graphs)
     n = np.where(multi, 2 * ctx.v, 0.0)
     total = n * (p2p.time_s + ag.time_s)
-    if dense is None:
-        return Term(total, total, rows=((p2p, n, "pp"), (ag, n, "pp")))
     n_dense, n_moe = cmp.layer_kinds(ctx.llm)
     stage_compute = (n_dense * dense.compute_s + (n_moe * moe.compute_s if moe is not None else 0.0)) / ctx.pp
     interleaved = (S.schedule == mem.SCHEDULE_INTERLEAVED) & multi & S.overlap_pp
