@@ -18,7 +18,7 @@ import pytest
 from designer.perf.model import evaluate_system, load_perf_calibration
 from tests.perf import modern_runs
 
-BOUNDS = {  # set: (MAPE bound, share of rows within 10%, at least) -- reached: 4.9%/91%, 7.3%/77%, 8.8%/68%, 15.3%/60%
+BOUNDS = {  # set: (MAPE bound, share of rows within 10%, at least) -- reached: 4.8%/91%, 7.3%/77%, 8.8%/68%, 15.3%/60%
     "dense-3d": (0.055, 0.88),
     "dense-fsdp": (0.08, 0.75),
     "long-ctx": (0.095, 0.67),
