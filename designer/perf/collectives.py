@@ -1515,23 +1515,6 @@ def expected_distinct_domains(experts: int, top_k: int, domains, max_domains: in
     return distinct
 
 
-def _none_share(experts_per_group: float, groups: float, picks: float) -> float:
-    """Probability that none of `picks` experts drawn without replacement from `experts_per_group` x
-    `groups` falls in one given group; a fractional number of picks interpolates between its floor
-    and ceiling."""
-    total = experts_per_group * groups
-
-    def whole(m: int) -> float:
-        out = 1.0
-        for i in range(m):
-            out *= max(total - experts_per_group - i, 0.0) / max(total - i, 1e-30)
-        return out
-
-    lo = int(np.floor(picks))
-    f = picks - lo
-    return whole(lo) if f < 1e-9 else (1.0 - f) * whole(lo) + f * whole(lo + 1)
-
-
 def round_robin_reach(experts: int, top_k: int, domains: int, ranks_per_domain: int) -> tuple[float, float]:
     """(distinct domains, distinct ranks) a token reaches, averaged over tokens, when the router gives
     token t the top_k consecutive experts from (t * top_k) mod E (NeMo AutoModel's FakeBalancedGate:
@@ -1575,7 +1558,13 @@ def routing_reach(experts: int, top_k: int, domains, ranks_per_domain, max_domai
         where = (n == nn) & (g == gg)
         d_rr, r_rr = round_robin_reach(experts, top_k, int(nn), int(gg))
         d_u = float(expected_distinct_domains(experts, top_k, nn, max_domains))
-        r_uni = d_u * gg * (1.0 - _none_share(experts / (nn * gg), gg, top_k / d_u))
+        # uniform routing: k/D experts in each reached domain, spread over its g ranks (a fractional
+        # count interpolates between its floor and ceiling)
+        per_dom = top_k / d_u
+        lo = int(np.floor(per_dom + 1e-9))
+        f = per_dom - lo
+        ranks = [float(expected_distinct_domains(experts / nn, m, gg)) for m in (lo, lo + 1)]
+        r_uni = d_u * ((1.0 - f) * ranks[0] + f * ranks[1])
         d_out[where] = d_rr
         c_out[where] = top_k * r_rr / r_uni
     return d_out, c_out

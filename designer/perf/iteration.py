@@ -632,6 +632,7 @@ def pp_term(ctx: _Context, dense: LayerTimes, moe: LayerTimes | None) -> Term:
     ag = _ct("all_gather", ctx.act_bytes, ctx.pl.tp, ctx.system, ccol, multi & ~S.sp, graphs=ctx.S.graphs)
     n = np.where(multi, 2 * ctx.v, 0.0)
     total = n * (p2p.time_s + ag.time_s)
+    # the mean stage's compute per microbatch (its v chunks), what the steady sends hide behind
     n_dense, n_moe = cmp.layer_kinds(ctx.llm)
     stage_compute = (n_dense * dense.compute_s + (n_moe * moe.compute_s if moe is not None else 0.0)) / ctx.pp
     interleaved = (S.schedule == mem.SCHEDULE_INTERLEAVED) & multi & S.overlap_pp
