@@ -382,9 +382,9 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
     attn_exec = np.where(unfused, attn_model, causal * attn_model)
     # Fused kernels reach their ceiling only on long rows: one CTA per 128-query tile walks the keys,
     # so short sequences leave SMs idle and the causal tail unbalanced. Efficiency ramps as
-    # L/(L + L½) with L the queries per call (the CP rank's s/cp), fitted on FlashAttention-3's
-    # causal curves (compute_efficiency.yaml attention.seq_half_tokens); the backward kernel, which
-    # tiles the same way, ramps alike.
+    # L/(L + L½) with L the queries per call (the CP rank's s/cp), fitted on the kernels' published
+    # causal curves: cuDNN's own SDPA benchmark, FlashAttention-3's Fig. 5e (compute_efficiency.yaml
+    # attention.seq_half_tokens); the backward kernel, which tiles the same way, ramps alike.
     sq = s / cp
     ramp = 1.0 if prec.attn_seq_half is None else sq / (sq + prec.attn_seq_half[kernel])
     # heads narrower than 128 run slower per FLOP (compute_efficiency.yaml attention.head_dim_half)

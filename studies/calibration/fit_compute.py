@@ -149,8 +149,8 @@ PARAMS = [
     (_ceiling("blackwell", "fp8"), DENSE), (_ceiling("blackwell", "mxfp8"), DENSE),
     (_ceiling("blackwell", "nvfp4"), DENSE),
     (_gpu_ceiling("h100_96gb_500w", "bf16", "hopper"), DENSE), (_gpu_ceiling("h100_96gb_500w", "fp8", "hopper"), DENSE),
-    (_attention("flash2", "hopper"), DENSE), (_attention("cudnn", "hopper"), DENSE),
-    (_attention("cudnn", "blackwell"), DENSE), (_attention("flash2", "ampere"), DENSE),
+    # cuDNN's attention is not fitted: it is measured (compute_efficiency.yaml attention.kernels.cudnn)
+    (_attention("flash2", "hopper"), DENSE), (_attention("flash2", "ampere"), DENSE),
     (_scalar("hbm_efficiency", 0.4, 0.95), DENSE), (_scalar("framework_per_layer_s", 0.0, 2e-3), DENSE + MOE),
     (_scalar("framework_per_iteration_s", 0.0, 0.2), DENSE + MOE), (_scalar("framework_per_expert_s", 0.0, 1e-3), MOE),
     (_scalar("overlap_slowdown", 0.0, 0.5), DENSE + MOE),
