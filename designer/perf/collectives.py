@@ -189,6 +189,8 @@ class CollectiveCalibration(Record):
     collnet_gather_efficiency: float = Field(gt=0, le=1)
     pipeline_fill_factor: float = Field(ge=0)
     pipeline_fill_channel_bytes_per_s: float = Field(gt=0)
+    ring_gather_fill_fraction_one_domain: float = Field(ge=0, le=1, description=(
+        "share of the pipeline fill a ring all-gather / reduce-scatter pays inside one HB domain"))
     max_channels: int = Field(ge=1, description=(
         "most channels NCCL runs one collective on (ring graph search bound MAXCHANNELS/2, "
         "NCCL_MAX_NCHANNELS); caps the channel count of every algorithm"))
@@ -975,6 +977,11 @@ def _ring(e: _Env, proto: int):
                 e.net_ok_ring & e.proto_ok[proto], coef - net + np.where(e.fwd_ring, net, 0.0), net, e.sf_ring)
     else:
         coef, nsteps, ninter = (p - 1) / p, p - 1, e.n_dom - 1
+    phi = e.phi
+    if e.op in ("all_gather", "reduce_scatter"):
+        # calibrated: measured ring all-gather / reduce-scatter ramps inside one domain reach
+        # the bandwidth with a fraction of the fill the all-reduce ramps show (collectives.yaml)
+        phi = phi * np.where(e.multi, 1.0, c.ring_gather_fill_fraction_one_domain)
     net = coef / g * e.multi
     hbb = coef - net + np.where(e.fwd_ring, net, 0.0)
     overhead = c.net_overhead_s * (c.net_overhead_simple_factor if proto == _SIMPLE else 1.0)
@@ -989,7 +996,7 @@ def _ring(e: _Env, proto: int):
         # NCCL's ring "plateau" factor: Simple AllReduce across nodes only
         f = np.where(e.multi, c.ring_simple_multidomain_latency_factor, 1.0)
         lat, base, slow = lat * f, base * f, slow * f
-    return (*_pipelined(base, lat, coef / e.bus[proto], e.phi, slow), e.net_ok_ring & e.proto_ok[proto], hbb, net, e.sf_ring)
+    return (*_pipelined(base, lat, coef / e.bus[proto], phi, slow), e.net_ok_ring & e.proto_ok[proto], hbb, net, e.sf_ring)
 
 
 def _pat(e: _Env, proto: int):

@@ -783,8 +783,14 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, layer_exposed_fwd_
     n_layers = stt.dense_layers + stt.moe_layers
     # wall time of the passes (a host-bound stage lasts its launches: a third forward, two backward)
     host = n_layers * ctx.calib.compute.framework_per_layer_s * ctx.host_launched
-    t_f = np.maximum(stt.fwd_s + n_layers * layer_exposed_fwd_s, host / 3)
-    t_b = np.maximum(stt.bwd_s + n_layers * layer_exposed_bwd_s, 2 * host / 3)
+    gpu_f = stt.fwd_s + n_layers * layer_exposed_fwd_s
+    gpu_b = stt.bwd_s + n_layers * layer_exposed_bwd_s
+    t_f = np.maximum(gpu_f, host / 3)
+    t_b = np.maximum(gpu_b, 2 * host / 3)
+    # the two passes together last as long as the stage does (stage_times takes the launch floor
+    # over the whole stage, not pass by pass), so the window never outlasts the stage it hides in
+    fit = np.maximum(gpu_f + gpu_b, host) / np.maximum(t_f + t_b, 1e-30)
+    t_f, t_b = t_f * fit, t_b * fit
     per_layer_f = t_f / np.maximum(n_layers, 1)
     per_layer_b = t_b / np.maximum(n_layers, 1)
     total = np.zeros(shape)

@@ -18,7 +18,7 @@ from tests.perf import collective_curves as cc
 # (the nccl-tests points <= 1 MiB are the EFA curves', whose floors set their path latencies,
 # collective_curves.EFA_PATH_LATENCY_S); curves designer does not model (collective_curves.UNMODELLED)
 # count under their own kind
-FLOORS = {("nccl-tests", "large"): 0.80, ("nccl-tests", "small"): 0.90, ("xla", "large"): 0.20}
+FLOORS = {("nccl-tests", "large"): 0.82, ("nccl-tests", "small"): 0.90, ("xla", "large"): 0.20}
 # curve families the model must hold at large sizes (within 10% of every point >= 1 MiB)
 HELD = ("TB-5-AR-ring-", "TB-5-AG-ring-", "TB-1-AR-ring-", "TB-2-AG-ring-", "TB-5-SR-2n",
         "TB-5-SR-4n", "SB-B2-8gpu-default", "TB-5-AR-nvls-1n", "TB-1-AR-nvls-1n", "TB-5-AR-tree-",
@@ -83,6 +83,15 @@ def test_held_families_within_ten_percent(results, prefix):
     assert pts
     worst = max(pts, key=lambda x: abs(x[1].error))
     assert abs(worst[1].error) <= 0.10 + 1e-9, (worst[0], worst[1])
+
+
+def test_one_node_ring_reduce_scatter_ramp_within_ten_percent(results):
+    # TG-H2, 8 x H100 ring reduce-scatter: the mid-size ramp that sets
+    # ring_gather_fill_fraction_one_domain (collectives.yaml). Its 1-2 MiB points sit on the
+    # single-process launch floor of the run (~35 us), above the Hopper host floor, and stay out.
+    pts = [p for p in results["TG-H2"] if p.size_bytes >= 4 * cc.MIB]
+    assert len(pts) >= 5
+    assert max(abs(p.error) for p in pts) <= 0.10, [(p.size_bytes, round(p.error, 3)) for p in pts]
 
 
 def test_host_floor_is_once_per_call():
