@@ -260,7 +260,8 @@ def make_problem(spec: StudySpec) -> Problem:
     from designer.perf.model import perf_calibration
 
     return Problem(_resolve_model(spec), spec.training, spec.strategy_space, tuple(spec.objectives),
-                   tuple(load_trial_constraint(c, spec.base_dir) for c in spec.constraints), calib=perf_calibration(spec.nccl_version))
+                   tuple(load_trial_constraint(c, spec.base_dir) for c in spec.constraints), calib=perf_calibration(
+                       spec.nccl_version, spec.nccl_env.calibration_update() if spec.nccl_env else None))
 
 
 def choose_method(spec: StudySpec, space_size: int) -> str:

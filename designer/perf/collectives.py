@@ -189,6 +189,12 @@ class CollectiveCalibration(Record):
     collnet_gather_efficiency: float = Field(gt=0, le=1)
     pipeline_fill_factor: float = Field(ge=0)
     pipeline_fill_channel_bytes_per_s: float = Field(gt=0)
+    buffer_bytes: float = Field(default=4194304.0, gt=0, description=(
+        "NCCL_BUFFSIZE: the Simple protocol's buffer per connection; ring and tree chunks are an "
+        "eighth of it, so their pipeline fill scales with it"))
+    nvls_chunk_bytes: float = Field(default=131072.0, gt=0, description="NCCL_NVLS_CHUNKSIZE")
+    nvls_tree_max_chunk_bytes: float | None = Field(default=None, gt=0, description=(
+        "NCCL_NVLSTREE_MAX_CHUNKSIZE; None: NCCL's own cap (64 KiB from 4 domains, else the NVLS chunk)"))
     ring_gather_fill_fraction_one_domain: float = Field(ge=0, le=1, description=(
         "share of the pipeline fill a ring all-gather / reduce-scatter pays inside one HB domain"))
     max_channels: int = Field(ge=1, description=(
@@ -623,6 +629,28 @@ def _proto_mult(proto: int) -> float:
     return 2.0 if proto == _SIMPLE else 1.0
 
 
+# NCCL's defaults, at which pipeline_fill_factor was fitted: DEFAULT_BUFFSIZE (1 << 22, src/include/
+# comm.h) and NCCL_NVLS_CHUNKSIZE 128 KiB (src/transport/nvls.cc); NVLSTree caps its chunk at 64 KiB
+# from 4 nodes (enqueue.cc calcCollChunking, NVLSTREE_MAX_CHUNKSIZE -2)
+_NCCL_BUFFER_BYTES = 4194304.0
+_NCCL_NVLS_CHUNK_BYTES = 131072.0
+_NCCL_NVLS_TREE_MANY_NODES_CHUNK_BYTES = 65536.0
+
+
+def _simple_chunk_scale(c: CollectiveCalibration, proto: int) -> float:
+    """Simple-protocol chunks (ring, tree) against NCCL's default: the fill scales with the chunk."""
+    return c.buffer_bytes / _NCCL_BUFFER_BYTES if proto == _SIMPLE else 1.0
+
+
+def _nvls_tree_chunk_scale(c: CollectiveCalibration, n_dom):
+    """NVLSTree's chunk (min of the NVLS chunk and its cap) against the one NCCL's defaults give."""
+    many = n_dom >= 4
+    default = np.where(many, _NCCL_NVLS_TREE_MANY_NODES_CHUNK_BYTES, _NCCL_NVLS_CHUNK_BYTES)
+    cap = (np.where(many, _NCCL_NVLS_TREE_MANY_NODES_CHUNK_BYTES, c.nvls_chunk_bytes)
+           if c.nvls_tree_max_chunk_bytes is None else c.nvls_tree_max_chunk_bytes)
+    return np.minimum(c.nvls_chunk_bytes, cap) / default
+
+
 def net_hop_s(calib: CollectiveCalibration, nccl_hop_s, lat_path_s, proto: int):
     """One network hop: NCCL's NET-row constant, or the path latency where that is larger, as long
     as the path is no slower than the fabrics NCCL's constants were set on (net_latency_covered_s:
@@ -972,12 +1000,12 @@ def _ring(e: _Env, proto: int):
         coef = np.ones(e.shape)
         net = coef / g * e.multi
         hop = np.where(e.multi, e.a_net("ring", proto, e.lat_net_ring, e.fwd_ring), e.a_hb("ring", proto))
-        return (*_pipelined(c.base_latency_s["ring"][proto], hop, coef / e.bus[proto], e.phi,
+        return (*_pipelined(c.base_latency_s["ring"][proto], hop, coef / e.bus[proto], e.phi * _simple_chunk_scale(c, proto),
                             e.multi * _proto_mult(proto) * e.excess_ring),
                 e.net_ok_ring & e.proto_ok[proto], coef - net + np.where(e.fwd_ring, net, 0.0), net, e.sf_ring)
     else:
         coef, nsteps, ninter = (p - 1) / p, p - 1, e.n_dom - 1
-    phi = e.phi
+    phi = e.phi * _simple_chunk_scale(c, proto)
     if e.op in ("all_gather", "reduce_scatter"):
         # calibrated: measured ring all-gather / reduce-scatter ramps inside one domain reach
         # the bandwidth with a fraction of the fill the all-reduce ramps show (collectives.yaml)
@@ -1039,7 +1067,7 @@ def _tree(e: _Env, proto: int):
         bw = np.minimum(c.tree_simple_fraction * bus, e.n_ch * np.take(e.arch.tree_per_channel_bytes_per_s, e.scale))
     lat = 2.0 * ((g - 1) * e.a_hb("tree", proto) + _lg(e.n_dom) * e.a_net("tree", proto, e.lat_net_ring, e.fwd_ring))
     slow = 2.0 * _lg(e.n_dom) * _proto_mult(proto) * e.excess_ring
-    return (*_pipelined(c.base_latency_s["tree"][proto], lat, 1.0 / (0.5 * bw), e.phi, slow),
+    return (*_pipelined(c.base_latency_s["tree"][proto], lat, 1.0 / (0.5 * bw), e.phi * _simple_chunk_scale(c, proto), slow),
             e.net_ok_ring & e.proto_ok[proto], hbb, net, e.sf_ring)
 
 
@@ -1066,7 +1094,8 @@ def _nvls(e: _Env, proto: int):
     """NVLink SHARP inside one NVSwitch domain (§2.6, §4.3)."""
     c = e.c
     k_intra = _nvls_fraction(e) / (_nvls_bandwidth(e))
-    return (*_pipelined(c.base_latency_s["nvls"][_SIMPLE], c.hop_latency_s["nvls"].hb[_SIMPLE], k_intra, e.phi),
+    return (*_pipelined(c.base_latency_s["nvls"][_SIMPLE], c.hop_latency_s["nvls"].hb[_SIMPLE], k_intra,
+                        e.phi * (c.nvls_chunk_bytes / _NCCL_NVLS_CHUNK_BYTES)),
             ~e.multi & (e.g >= 2), _nvls_fraction(e), 0.0, 0.0)
 
 
@@ -1084,7 +1113,7 @@ def _nvls_tree(e: _Env, proto: int):
     lat = c.hop_latency_s["nvls_tree"].hb[_SIMPLE] + 2.0 * _lg(e.n_dom) * e.a_net("nvls_tree", _SIMPLE, e.lat_net_ring, e.fwd_ring)
     net = np.where(e.n_dom == 2, 1.0, 2.0) / g
     slow = 2.0 * _lg(e.n_dom) * _proto_mult(_SIMPLE) * e.excess_ring
-    return (*_pipelined(c.base_latency_s["nvls_tree"][_SIMPLE], lat, k, e.phi, slow),
+    return (*_pipelined(c.base_latency_s["nvls_tree"][_SIMPLE], lat, k, e.phi * _nvls_tree_chunk_scale(c, e.n_dom), slow),
             e.multi & e.ring_ok & (g >= 2), 1.0 + np.where(e.fwd_ring, net, 0.0), net, e.sf_ring)
 
 

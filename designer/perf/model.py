@@ -107,13 +107,17 @@ def _shipped_calibration() -> PerfCalibration:
     return load_perf_calibration()
 
 
-def perf_calibration(nccl_version: str | None = None) -> PerfCalibration:
+def perf_calibration(nccl_version: str | None = None, nccl_env: dict[str, float] | None = None) -> PerfCalibration:
     """The shipped calibration, its collective model for the NCCL release `nccl_version` (None: the
-    shipped one)."""
+    shipped one) and with the NCCL settings `nccl_env` (CollectiveCalibration fields: buffer_bytes,
+    nvls_chunk_bytes, nvls_tree_max_chunk_bytes; None: NCCL's defaults)."""
     base = _shipped_calibration()
-    if nccl_version is None:
+    if nccl_version is None and not nccl_env:
         return base
-    return dataclasses.replace(base, collectives=coll.for_nccl_version(base.collectives, nccl_version))
+    collectives = base.collectives if nccl_version is None else coll.for_nccl_version(base.collectives, nccl_version)
+    if nccl_env:
+        collectives = collectives.model_copy(update=nccl_env)
+    return dataclasses.replace(base, collectives=collectives)
 
 
 def _calib(calib: PerfCalibration | None) -> PerfCalibration:

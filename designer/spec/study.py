@@ -328,6 +328,23 @@ class RobustnessSettings(Record):
     seed: int = Field(default=0, ge=0)
 
 
+class NcclEnvironment(Record):
+    """NCCL settings the cluster's jobs run with, where they differ from NCCL's defaults (a network
+    plugin may set them: aws-ofi-nccl sets all three on p5 and later). They size NCCL's chunks, and
+    with them the pipeline fill of mid-size collectives (designer.perf.collectives)."""
+
+    buffsize_bytes: int | None = Field(default=None, ge=65536, description="NCCL_BUFFSIZE (default 4 MiB)")
+    nvls_chunksize_bytes: int | None = Field(default=None, ge=4096, description="NCCL_NVLS_CHUNKSIZE (default 128 KiB)")
+    nvlstree_max_chunksize_bytes: int | None = Field(default=None, ge=4096, description=(
+        "NCCL_NVLSTREE_MAX_CHUNKSIZE (default: 64 KiB from 4 nodes, else the NVLS chunk)"))
+
+    def calibration_update(self) -> dict[str, float]:
+        """The CollectiveCalibration fields these settings replace."""
+        pairs = (("buffer_bytes", self.buffsize_bytes), ("nvls_chunk_bytes", self.nvls_chunksize_bytes),
+                 ("nvls_tree_max_chunk_bytes", self.nvlstree_max_chunksize_bytes))
+        return {k: float(v) for k, v in pairs if v is not None}
+
+
 class StudySpec(Record):
     name: str
     model: str | LLMSpec
@@ -351,6 +368,8 @@ class StudySpec(Record):
     robustness: RobustnessSettings | None = None
     # the NCCL release the collective model follows (its version rules; designer/data/collectives.yaml)
     nccl_version: str | None = Field(default=None, pattern=r"^2\.\d+$")
+    # NCCL settings that differ from its defaults (buffer and chunk sizes; None: NCCL's defaults)
+    nccl_env: NcclEnvironment | None = None
     # The study file's folder (set by load_study; None: the current folder): relative paths in the
     # study (model file, catalog.extra_files, hooks, constraints, output.dir, output.storage) are
     # resolved against it. Not part of the study's identity (spec_hash), so a moved project continues.
@@ -441,6 +460,8 @@ class StudySpec(Record):
         """The spec as JSON data without where it was read from (base_dir)."""
         data = self.model_dump(mode="json")
         data.pop("base_dir", None)
+        if data.get("nccl_env") is None:  # studies written before the field keep their identity
+            data.pop("nccl_env", None)
         if isinstance(data.get("network"), dict):
             data["network"].pop("base_dir", None)
         return data

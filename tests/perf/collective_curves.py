@@ -34,6 +34,11 @@ OPS = set(coll.OPS)
 # 35 us for p5en and p6), which are tuning values rather than times. Because the floors set
 # these, the small sizes of those three curves are not independent checks; their mid sizes are.
 EFA_PATH_LATENCY_S = {"a100_80gb": 78e-6, "h100_sxm": 30e-6, "h200_sxm": 30e-6, "b300": 18e-6}
+# What the aws-ofi-nccl plugin sets in NCCL's environment on each AWS GPU platform
+# (src/platform-aws.cpp, platform_data_map .env): NCCL_BUFFSIZE 8 MiB on p4d, p4de, p5, p5e, p5en and
+# p6; NCCL_NVLS_CHUNKSIZE and NCCL_NVLSTREE_MAX_CHUNKSIZE 512 KiB from p5 on
+_P5_ENV = {"buffer_bytes": 8388608.0, "nvls_chunk_bytes": 524288.0, "nvls_tree_max_chunk_bytes": 524288.0}
+EFA_NCCL_ENV = {"a100_80gb": {"buffer_bytes": 8388608.0}, "h100_sxm": _P5_ENV, "h200_sxm": _P5_ENV, "b300": _P5_ENV}
 
 
 @cache
@@ -118,6 +123,8 @@ def predict(curve: dict, calib) -> list[Point]:
     source states it (collectives.for_nccl_version)."""
     if curve.get("nccl_version"):
         calib = coll.for_nccl_version(calib, ".".join(str(curve["nccl_version"]).split(".")[:2]))
+    if curve["fabric"] == "efa":
+        calib = calib.model_copy(update=EFA_NCCL_ENV[curve["gpu"]])
     system = system_for(curve)
     op = curve["op"]
     p = int(curve["ranks"])

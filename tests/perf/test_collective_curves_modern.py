@@ -18,7 +18,7 @@ from tests.perf import collective_curves as cc
 # (the nccl-tests points <= 1 MiB are the EFA curves', whose floors set their path latencies,
 # collective_curves.EFA_PATH_LATENCY_S); curves designer does not model (collective_curves.UNMODELLED)
 # count under their own kind
-FLOORS = {("nccl-tests", "large"): 0.82, ("nccl-tests", "small"): 0.90, ("xla", "large"): 0.20}
+FLOORS = {("nccl-tests", "large"): 0.83, ("nccl-tests", "small"): 0.90, ("xla", "large"): 0.20}
 # curve families the model must hold at large sizes (within 10% of every point >= 1 MiB)
 HELD = ("TB-5-AR-ring-", "TB-5-AG-ring-", "TB-1-AR-ring-", "TB-2-AG-ring-", "TB-5-SR-2n",
         "TB-5-SR-4n", "SB-B2-8gpu-default", "TB-5-AR-nvls-1n", "TB-1-AR-nvls-1n", "TB-5-AR-tree-",
@@ -91,6 +91,15 @@ def test_one_node_ring_reduce_scatter_ramp_within_ten_percent(results):
     # single-process launch floor of the run (~35 us), above the Hopper host floor, and stay out.
     pts = [p for p in results["TG-H2"] if p.size_bytes >= 4 * cc.MIB]
     assert len(pts) >= 5
+    assert max(abs(p.error) for p in pts) <= 0.10, [(p.size_bytes, round(p.error, 3)) for p in pts]
+
+
+def test_efa_nvls_tree_with_the_plugins_chunks_within_ten_percent(results):
+    # AWS-1, 2 x 8 H100 (p5) over EFA: aws-ofi-nccl raises NCCL's NVLS / NVLSTree chunks to 512 KiB
+    # and its buffer to 8 MiB (collective_curves.EFA_NCCL_ENV); from 32 MiB, where NCCL runs NVLSTree,
+    # every point holds within 10% (with NCCL's default chunks they were 8-27% fast)
+    pts = [p for p in results["AWS-1"] if p.size_bytes >= 32 * cc.MIB]
+    assert len(pts) >= 8 and {p.algorithm for p in pts} == {"nvls_tree"}
     assert max(abs(p.error) for p in pts) <= 0.10, [(p.size_bytes, round(p.error, 3)) for p in pts]
 
 

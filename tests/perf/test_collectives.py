@@ -672,3 +672,38 @@ def test_network_factors_out_of_range_are_rejected(calib, field, value):
     data[field] = value if field == "p2p_hb_fraction" else {"blackwell": value}
     with pytest.raises(ValidationError, match=field):
         CollectiveCalibration.model_validate(data)
+
+
+def _fill_ratio(update, algorithm, n_gpus=16, nbytes=4 * 2**30):
+    """How much a collective's pipeline fill grows under changed NCCL settings: fill = time less the
+    time with no fill (pipeline_fill_factor 0), on 8-GPU H100 domains, the algorithm forced."""
+    from tests.perf.systems import cluster
+
+    base = load_collective_calibration()
+    sy = cluster("h100_sxm", n_gpus, hb_nvls=True)
+    shape = GroupShape(size=n_gpus, ranks_per_domain=8, domain_span=n_gpus // 8, same_rail=True)
+
+    def t(c):
+        e = collective_estimate("all_reduce", float(nbytes), shape, sy, c, algorithms=(algorithm,))
+        assert e.protocol == "Simple"
+        return e.time_s
+
+    t0 = t(base.model_copy(update={"pipeline_fill_factor": 0.0}))
+    return (t(base.model_copy(update=update)) - t0) / (t(base) - t0)
+
+
+def test_simple_fill_grows_with_the_square_root_of_the_buffer():
+    # NCCL's Simple chunk is an eighth of NCCL_BUFFSIZE; the fill 2*sqrt(phi*L*X) has phi
+    # proportional to the chunk, so doubling the buffer multiplies the fill by sqrt(2)
+    assert _fill_ratio({"buffer_bytes": 8 * 2**20}, "ring") == pytest.approx(2 ** 0.5, rel=1e-9)
+    assert _fill_ratio({"buffer_bytes": 8 * 2**20}, "tree") == pytest.approx(2 ** 0.5, rel=1e-9)
+
+
+def test_nvls_tree_chunk_follows_nccls_cap():
+    # two nodes: the chunk is the NVLS chunk (128 KiB); aws-ofi-nccl's 512 KiB for both is 4x -> fill x2
+    env = {"nvls_chunk_bytes": 524288.0, "nvls_tree_max_chunk_bytes": 524288.0}
+    assert _fill_ratio(env, "nvls_tree", n_gpus=16) == pytest.approx(2.0, rel=1e-9)
+    # from four nodes NCCL caps it at 64 KiB: a larger NVLS chunk alone changes nothing, the cap
+    # raised to 512 KiB makes it 8x -> fill x sqrt(8)
+    assert _fill_ratio({"nvls_chunk_bytes": 524288.0}, "nvls_tree", n_gpus=32) == pytest.approx(1.0, rel=1e-9)
+    assert _fill_ratio(env, "nvls_tree", n_gpus=32) == pytest.approx(8 ** 0.5, rel=1e-9)

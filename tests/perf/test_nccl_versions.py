@@ -63,6 +63,22 @@ def test_a_study_pins_the_release():
     assert "\n" not in str(e.value) and "nccl_version" in str(e.value)
 
 
+def test_a_study_states_its_nccl_environment():
+    # aws-ofi-nccl's p5 settings: the study's collective model takes them, the quickstart's spec
+    # hash (written before the field) stays, and a bad value is one line naming the field
+    spec = yaml.safe_load(open(REPO / "studies" / "quickstart" / "study.yaml"))
+    env = {"buffsize_bytes": 8388608, "nvls_chunksize_bytes": 524288, "nvlstree_max_chunksize_bytes": 524288}
+    c = make_problem(validate(StudySpec, {**spec, "nccl_env": env})).calib.collectives
+    assert (c.buffer_bytes, c.nvls_chunk_bytes, c.nvls_tree_max_chunk_bytes) == (8388608.0, 524288.0, 524288.0)
+    plain = validate(StudySpec, spec)
+    assert make_problem(plain).calib.collectives.buffer_bytes == 4194304.0
+    assert "nccl_env" not in plain.identity_data()
+    assert validate(StudySpec, {**spec, "nccl_env": env}).spec_hash() != plain.spec_hash()
+    with pytest.raises(SpecError) as e:
+        validate(StudySpec, {**spec, "nccl_env": {"buffsize_bytes": 0}})
+    assert "\n" not in str(e.value) and "buffsize_bytes" in str(e.value)
+
+
 def test_small_broadcast_and_reduce_cost_one_hop_across_nodes():
     # tuning.cc (Broadcast/Reduce, sameChannels): base + one hop whatever the rank count; LL across
     # nodes: 6.6 + 2.7 = 9.3 us on 4 nodes x 8 H100 (no host floor here), against the p-1 hops of
