@@ -189,11 +189,11 @@ class CollectiveCalibration(Record):
     collnet_gather_efficiency: float = Field(gt=0, le=1)
     pipeline_fill_factor: float = Field(ge=0)
     pipeline_fill_channel_bytes_per_s: float = Field(gt=0)
-    buffer_bytes: float = Field(default=4194304.0, gt=0, description=(
+    buffer_bytes: float = Field(gt=0, description=(
         "NCCL_BUFFSIZE: the Simple protocol's buffer per connection; ring and tree chunks are an "
         "eighth of it, so their pipeline fill scales with it"))
-    nvls_chunk_bytes: float = Field(default=131072.0, gt=0, description="NCCL_NVLS_CHUNKSIZE")
-    nvls_tree_max_chunk_bytes: float | None = Field(default=None, gt=0, description=(
+    nvls_chunk_bytes: float = Field(gt=0, description="NCCL_NVLS_CHUNKSIZE")
+    nvls_tree_max_chunk_bytes: float | None = Field(gt=0, description=(
         "NCCL_NVLSTREE_MAX_CHUNKSIZE; None: NCCL's own cap (64 KiB from 4 domains, else the NVLS chunk)"))
     ring_gather_fill_fraction_one_domain: float = Field(ge=0, le=1, description=(
         "share of the pipeline fill a ring all-gather / reduce-scatter pays inside one HB domain"))

@@ -15,6 +15,7 @@ import yaml
 from designer import units
 from designer.perf import collectives as coll
 from designer.spec.catalog import load_catalog
+from designer.spec.study import NcclEnvironment
 from designer.spec.system import ClusterSystem, HBDomain, NetworkTier
 
 DATA = Path(__file__).parent / "data" / "nccl_curves_modern.yaml"
@@ -36,9 +37,12 @@ OPS = set(coll.OPS)
 EFA_PATH_LATENCY_S = {"a100_80gb": 78e-6, "h100_sxm": 30e-6, "h200_sxm": 30e-6, "b300": 18e-6}
 # What the aws-ofi-nccl plugin sets in NCCL's environment on each AWS GPU platform
 # (src/platform-aws.cpp, platform_data_map .env): NCCL_BUFFSIZE 8 MiB on p4d, p4de, p5, p5e, p5en and
-# p6; NCCL_NVLS_CHUNKSIZE and NCCL_NVLSTREE_MAX_CHUNKSIZE 512 KiB from p5 on
-_P5_ENV = {"buffer_bytes": 8388608.0, "nvls_chunk_bytes": 524288.0, "nvls_tree_max_chunk_bytes": 524288.0}
-EFA_NCCL_ENV = {"a100_80gb": {"buffer_bytes": 8388608.0}, "h100_sxm": _P5_ENV, "h200_sxm": _P5_ENV, "b300": _P5_ENV}
+# p6; NCCL_NVLS_CHUNKSIZE and NCCL_NVLSTREE_MAX_CHUNKSIZE 512 KiB from p5 on -- the calibration
+# fields they replace, as a study's nccl_env section gives them
+_P5_ENV = NcclEnvironment(buffsize_bytes=8388608, nvls_chunksize_bytes=524288,
+                          nvlstree_max_chunksize_bytes=524288).calibration_update()
+EFA_NCCL_ENV = {"a100_80gb": NcclEnvironment(buffsize_bytes=8388608).calibration_update(),
+                "h100_sxm": _P5_ENV, "h200_sxm": _P5_ENV, "b300": _P5_ENV}
 
 
 @cache
