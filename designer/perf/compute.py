@@ -153,6 +153,7 @@ class Precisions:
     attn_fwd_eff: np.ndarray  # per kernel code, fraction of hi_peak_flops
     attn_bwd_eff: np.ndarray
     saved_input_bytes_per_element: float = ACT_BYTES  # a linear layer's input as saved for its backward
+    tp_gather_bytes_per_element: float = ACT_BYTES  # a GEMM input as a sequence-parallel all-gather moves it
     attn_seq_half: np.ndarray | None = None  # per kernel code, query length at half the ceiling (None: no ramp)
     attn_head_dim_half: np.ndarray | None = None  # per kernel code, head-dim constant (None: no dependence)
 

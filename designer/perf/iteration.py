@@ -78,6 +78,7 @@ class PerfCalibration:
     dp_bucket_bytes: float
     cast_bytes_per_element: tuple[tuple[str, float], ...] = ()  # recipe or precision -> HBM bytes per element
     saved_input_bytes_per_element: tuple[tuple[str, float], ...] = ()  # recipe or precision -> saved linear input
+    tp_gather_bytes_per_element: tuple[tuple[str, float], ...] = ()  # recipe or precision -> TP all-gather element
 
     def cast_bytes(self, precision: str, recipe: str) -> float:
         key = recipe if precision == "fp8" else precision
@@ -88,6 +89,13 @@ class PerfCalibration:
         copy the weight-gradient GEMM reads); 16-bit where the data file has no entry."""
         key = recipe if precision == "fp8" else precision
         return dict(self.saved_input_bytes_per_element).get(key, cmp.ACT_BYTES)
+
+    def tp_gather_bytes(self, precision: str, recipe: str) -> float:
+        """Bytes per element a sequence-parallel all-gather of a GEMM input moves under a low-precision
+        recipe (quantised before the gather where the framework does so); 16-bit where the data file
+        has no entry."""
+        key = recipe if precision == "fp8" else precision
+        return dict(self.tp_gather_bytes_per_element).get(key, cmp.ACT_BYTES)
 
 
 # Reason codes of infeasible strategies (vectorized path); 0 = feasible.
@@ -249,6 +257,8 @@ def precisions(system: ClusterSystem, training: TrainingSpec, calib: PerfCalibra
         hi_max_eff=ccal.gemm_ceiling(gpu.name, gpu.architecture, hi),
         cast_bytes_per_element=calib.cast_bytes(gemm_prec, training.fp8_recipe.value) if low else 0.0,
         saved_input_bytes_per_element=calib.saved_input_bytes(gemm_prec, training.fp8_recipe.value) if low
+        else cmp.ACT_BYTES,
+        tp_gather_bytes_per_element=calib.tp_gather_bytes(gemm_prec, training.fp8_recipe.value) if low
         else cmp.ACT_BYTES,
         attn_fwd_eff=fwd, attn_bwd_eff=bwd, attn_seq_half=ccal.attention_seq_half_table(gpu.architecture),
         attn_head_dim_half=ccal.attention_head_dim_half_table(gpu.architecture))
@@ -476,7 +486,11 @@ def tp_term(ctx: _Context, dense: LayerTimes) -> Term:
     n = 4.0 + 2.0 * ctx.full  # forward (+ recomputed forward) and backward
     ar = _ct("all_reduce", ctx.act_bytes, pl.tp, ctx.system, ccol, ~S.sp, graphs=ctx.S.graphs)
     rs = _ct("reduce_scatter", ctx.act_bytes, pl.tp, ctx.system, ccol, S.sp, graphs=ctx.S.graphs)
-    ag = _ct("all_gather", ctx.act_bytes, pl.tp, ctx.system, ccol, S.sp, graphs=ctx.S.graphs)
+    # the sequence-parallel all-gathers carry GEMM inputs: the layer-norm output forward, the output
+    # gradient backward, quantised first under a low-precision recipe that gathers them so; the
+    # reduce-scatters carry 16-bit GEMM outputs
+    ag = _ct("all_gather", ctx.act_bytes * (ctx.prec.tp_gather_bytes_per_element / cmp.ACT_BYTES), pl.tp,
+             ctx.system, ccol, S.sp, graphs=ctx.S.graphs)
     one = ar.time_s + rs.time_s + ag.time_s
     total = n * one
     # each pass hides its collectives behind its own GEMMs: 2 collectives behind the forward's, the

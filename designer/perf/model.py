@@ -96,9 +96,11 @@ def load_perf_calibration(compute_path: str | Path | None = None,
     lp = data["low_precision"]
     casts = tuple((str(k), float(v)) for k, v in lp["cast_bytes_per_element"].items())
     saved = tuple((str(k), float(v)) for k, v in (lp.get("saved_input_bytes_per_element") or {}).items())
+    gathered = tuple((str(k), float(v)) for k, v in (lp.get("tp_gather_bytes_per_element") or {}).items())
     return PerfCalibration(compute=compute, memory=memory,
                            collectives=coll.load_collective_calibration(collectives_path), dp_bucket_bytes=bucket,
-                           cast_bytes_per_element=casts, saved_input_bytes_per_element=saved)
+                           cast_bytes_per_element=casts, saved_input_bytes_per_element=saved,
+                           tp_gather_bytes_per_element=gathered)
 
 
 @functools.lru_cache(maxsize=1)

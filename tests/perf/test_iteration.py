@@ -54,6 +54,25 @@ def test_tp_bytes_four_ring_allreduces_per_layer():
     assert r.binding_tier == "hb"
 
 
+@pytest.mark.parametrize("gpu,precision,recipe,gather_bytes", [
+    ("h100_sxm", "bf16", "delayed", 2.0),  # 16-bit: both collectives carry 2-byte elements
+    ("h100_sxm", "fp8", "delayed", 1.0),  # Transformer Engine gathers the fp8 copy
+    ("h100_sxm", "fp8", "rowwise", 2.0),  # torchtitan's rowwise recipe gathers in 16-bit
+    ("b200", "mxfp8", "delayed", 1.0 + 1.0 / 32),  # MXFP8: one E8M0 scale per 32 elements
+])
+def test_sequence_parallel_gathers_move_the_quantised_copy(gpu, precision, recipe, gather_bytes):
+    # gpt-1.7b on one node, tp 8 with sequence parallelism, no recompute, b = 1, s = 2048, 4 microbatches:
+    # per layer and microbatch 4 reduce-scatters of n = s·h·2 bytes (16-bit outputs) and 4 all-gathers of
+    # s·h·gather_bytes (GEMM inputs); a ring sends (7/8) of each per GPU. 24 layers x 4 microbatches.
+    llm = load_model("gpt-1.7b")
+    tr = TrainingSpec(sequence_length=2048, global_batch_sequences=4, precision=precision, fp8_recipe=recipe,
+                      total_tokens=1e9)
+    r = _ev(llm, tr, Strategy(tp=8, dp=1, microbatch_size=1, zero_stage=0, sequence_parallel=True),
+            cluster(gpu, 8, nic_gbps=400))
+    elems = 2048 * 2304
+    assert r.type_bytes.tp_hb_bytes == pytest.approx(24 * 4 * 4 * 7 / 8 * elems * (2.0 + gather_bytes))
+
+
 def test_zero_volumes_on_rails():
     # tp 8 per DGX, dp 8 across 8 DGXs on one rail, m = 1: ZeRO-0 all-reduce 2·(7/8)·G,
     # ZeRO-3 3·(7/8)·G = 1.5x (collectives.md §6.1), ZeRO++ (qwZ+hpZ+qgZ) 0.25 of ZeRO-3 (§6.2).
