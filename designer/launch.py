@@ -343,6 +343,11 @@ def _precision_args(s: Strategy, training: TrainingSpec, notes: list[str]) -> li
         a += ["--fp4-format", "e2m1", "--fp4-recipe", "nvfp4"]
         if training.fp8_param_gather:
             a.append("--fp4-param-gather")  # arguments.py: must go with --fp4-format
+    if training.fp8_attention:
+        # arguments.py lists fp8_dot_product_attention among the TransformerConfig fields with no
+        # command-line option: it is set in the model config (Megatron-Bridge: fp8_dot_product_attention)
+        notes.append("fp8_attention: Megatron-LM has no command-line option for TransformerConfig."
+                     "fp8_dot_product_attention; set it to True in the model config")
     # 16-bit master gradients / Adam moments: the precision-aware optimizer (arguments.py asserts it
     # for --main-grads-dtype other than fp32 and for --optimizer-cpu-offload)
     if training.grad_accumulation_dtype == "bf16":
@@ -727,6 +732,8 @@ def torchtitan_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus:
                          ["MX training (torchao mx_formats)"]))
     elif training.precision == Precision.nvfp4:
         notes.append("nvfp4: no torchtitan converter; bf16 written")
+    if training.fp8_attention:
+        notes.append("fp8_attention: torchtitan's attention runs in 16 bits (its float8 converters quantise linear layers)")
     header += [f"note: {n}" for n in notes]
     return TorchtitanLaunch(_toml(sections, header), "llama3", flavor, None, tuple(notes))
 

@@ -499,14 +499,15 @@ def test_llama3_models_with_a_torchtitan_flavor_name_it():
 
 def test_what_megatron_lacks_is_said_in_comments_not_invented_as_flags():
     llm = load_model("llama3-70b")
-    t = _train(8192, 512, precision=Precision.fp8, fp8_recipe=Fp8Recipe.rowwise)
+    t = _train(8192, 512, precision=Precision.fp8, fp8_recipe=Fp8Recipe.rowwise, fp8_attention=True)
     s = Strategy(tp=8, pp=4, dp=8, sequence_parallel=True, schedule=Schedule.zero_bubble, zero_stage=3,
                  zeropp_quantized_weights=True, offload_weights=True, cp_load_balance=False)
     launch = megatron_launch(llm, t, s, 256, 8)
     _, _, script = split_command(launch.command())
     ns = MEGATRON_PARSER.parse_args(script)  # every written word is a real option or its value
     said = " ".join(launch.notes)
-    for what in ("ZB-H1", "ZeRO++", "weight offload", "rowwise"):
+    # (fp8 attention is a TransformerConfig field with no command-line option at the pinned commit)
+    for what in ("ZB-H1", "ZeRO++", "weight offload", "rowwise", "fp8_dot_product_attention"):
         assert what in said, what
     assert ns.fp8_recipe in MEGATRON_BY_FLAG["--fp8-recipe"]["choices"]
     assert all(n.strip() and "\n" not in n for n in launch.notes)

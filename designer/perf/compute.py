@@ -60,6 +60,14 @@ class ComputeCalibration:
     attention_seq_half: tuple[tuple[str, float], ...] = ()  # fused kernel -> query length at half its ceiling
     attention_head_dim_half: tuple[tuple[str, float], ...] = ()  # fused kernel -> head-dim constant of its speed
     gpu_clock_scales: tuple[tuple[str, float], ...] = ()  # gpu id -> sustained-clock factor on its generation's ceilings
+    # (architecture or gpu id, 8-bit format, forward, backward): cuDNN's 8-bit attention over its 16-bit speed
+    attention_low_precision_speedup: tuple[tuple[str, str, float, float], ...] = ()
+
+    def attention_speedup(self, gpu_name: str, architecture: str, fmt: str) -> tuple[float, float]:
+        """Forward and backward speed of cuDNN's fused attention in an 8-bit format over its 16-bit
+        speed on this GPU (its own entry, else its generation's); (1, 1) where no figure exists."""
+        table = {(key, f): (fw, bw) for key, f, fw, bw in self.attention_low_precision_speedup}
+        return table.get((gpu_name, fmt), table.get((architecture, fmt), (1.0, 1.0)))
 
     def clock_scale(self, gpu_name: str) -> float:
         """How much faster than its generation's ceilings a GPU sustains its tensor cores (a part
@@ -75,10 +83,13 @@ class ComputeCalibration:
                 return eff * self.clock_scale(gpu_name)
         raise KeyError(f"no GEMM ceiling for {architecture}/{precision} in compute_efficiency.yaml")
 
-    def attention_table(self, architecture: str, gpu_name: str = "") -> tuple[np.ndarray, np.ndarray]:
+    def attention_table(self, architecture: str, gpu_name: str = "",
+                        low_precision_format: str | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Forward and backward efficiency per kernel code (ATTENTION_KERNELS); nan where the kernel
         does not exist on this generation; the unfused entry is unused (it runs as GEMMs). The fused
-        kernels run on the tensor cores at the GPU's sustained clock, like its GEMMs (clock_scale)."""
+        kernels run on the tensor cores at the GPU's sustained clock, like its GEMMs (clock_scale).
+        With an 8-bit format ("fp8", "mxfp8") cuDNN's kernel runs at its 8-bit speed
+        (attention_speedup), still counted against the 16-bit peak."""
         fwd = np.full(len(ATTENTION_KERNELS), np.nan)
         bwd = np.full(len(ATTENTION_KERNELS), np.nan)
         clock = self.clock_scale(gpu_name)
@@ -86,6 +97,10 @@ class ComputeCalibration:
             if arch == architecture:
                 i = ATTENTION_KERNELS.index(kernel)
                 fwd[i], bwd[i] = f * clock, b * clock
+        if low_precision_format is not None:
+            sf, sb = self.attention_speedup(gpu_name, architecture, low_precision_format)
+            i = ATTENTION_KERNELS.index("cudnn")
+            fwd[i], bwd[i] = fwd[i] * sf, bwd[i] * sb
         fwd[KERNEL_UNFUSED] = bwd[KERNEL_UNFUSED] = 1.0
         return self._alias_flash(fwd, architecture), self._alias_flash(bwd, architecture)
 

@@ -249,7 +249,10 @@ def precisions(system: ClusterSystem, training: TrainingSpec, calib: PerfCalibra
     if gemm_prec == "fp8":
         # a recipe whose scaled GEMMs run other kernels than the per-tensor ones (rowwise scales)
         ceiling *= dict(ccal.fp8_recipe_gemm_factors).get(training.fp8_recipe.value, 1.0)
-    fwd, bwd = ccal.attention_table(gpu.architecture, gpu.name)
+    # Transformer Engine's FP8 attention runs cuDNN's 8-bit kernel: MXFP8 under the MXFP8 recipe, the
+    # per-tensor FP8 one under the others (its NVFP4 recipes included)
+    fmt = ("mxfp8" if gemm_prec == "mxfp8" else "fp8") if (low and training.fp8_attention) else None
+    fwd, bwd = ccal.attention_table(gpu.architecture, gpu.name, fmt)
     return cmp.Precisions(
         gemm_peak_flops=gpu.peak_flops[gemm_prec],
         gemm_max_eff=ceiling,

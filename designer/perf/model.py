@@ -71,6 +71,10 @@ def compute_calibration_from_dict(data: dict) -> tuple[ComputeCalibration, Memor
             attention_seq_half=tuple((str(k), float(v)) for k, v in (att.get("seq_half_tokens") or {}).items()),
             attention_head_dim_half=tuple((str(k), float(v)) for k, v in (att.get("head_dim_half") or {}).items()),
             gpu_clock_scales=tuple((str(k), float(v)) for k, v in (g.get("clock_scale_by_gpu") or {}).items()),
+            attention_low_precision_speedup=tuple(
+                (str(key), str(fmt), float(e["forward"]), float(e["backward"]))
+                for table in (att.get("low_precision_speedup") or {}, att.get("low_precision_speedup_by_gpu") or {})
+                for key, by in table.items() for fmt, e in by.items()),
             optimizer_bytes_per_param=float(data["optimizer"]["bytes_per_param"]),
             framework_per_iteration_s=float(fw.get("per_iteration_s", 0.0)),
             framework_per_layer_s=float(fw.get("per_layer_s", 0.0)),

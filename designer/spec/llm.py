@@ -150,6 +150,9 @@ class TrainingSpec(Record):
     precision: Precision = Precision.bf16
     fp8_recipe: Fp8Recipe = Fp8Recipe.delayed
     fp8_param_gather: bool = Field(default=False, description="keep an fp8 weight copy and all-gather it in fp8 (TE fp8 params, torchao fp8 all-gather)")
+    fp8_attention: bool = Field(default=False, description="run the fused attention in 8 bits (Transformer Engine's FP8 "
+                                "dot-product attention, Megatron --fp8-dot-product-attention): MXFP8 under the mxfp8 "
+                                "precision, per-tensor FP8 under fp8 and nvfp4")
     # Megatron forces fp32 main gradients for bf16 (arguments.py: accumulate_allreduce_grads_in_fp32);
     # DeepSpeed keeps 16-bit gradients.
     grad_accumulation_dtype: Literal["fp32", "bf16"] = "fp32"
@@ -210,6 +213,9 @@ class TrainingSpec(Record):
                              f"batches {list(self.global_batch_choices)}")
         if self.global_batch_tolerance and self.batch_range[1] < self.batch_range[0]:
             raise ValueError(f"global_batch_sequences: tolerance {self.global_batch_tolerance} leaves no batch")
+        if self.fp8_attention and self.precision.value not in ("fp8", "mxfp8", "nvfp4"):
+            raise ValueError(f"fp8_attention = true with precision {self.precision.value}: 8-bit attention needs "
+                             "precision fp8, mxfp8 or nvfp4")
         return self
 
     @property

@@ -462,6 +462,8 @@ class StudySpec(Record):
         data.pop("base_dir", None)
         if data.get("nccl_env") is None:  # studies written before the field keep their identity
             data.pop("nccl_env", None)
+        if isinstance(data.get("training"), dict) and not data["training"].get("fp8_attention"):
+            data["training"].pop("fp8_attention", None)  # likewise
         if isinstance(data.get("network"), dict):
             data["network"].pop("base_dir", None)
         return data

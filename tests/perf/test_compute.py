@@ -221,6 +221,33 @@ def test_cudnn_attention_matches_cudnns_own_benchmark(curve):
         assert np.max(np.abs(model_eff * ramp / measured - 1.0)) < src["within"], key
 
 
+@pytest.mark.parametrize("curve", sorted(CUDNN_BENCH["low_precision_curves"]))
+@pytest.mark.parametrize("fmt", ["fp8", "mxfp8"])
+def test_fp8_attention_runs_at_cudnns_measured_8_bit_speed(curve, fmt):
+    # cuDNN's own benchmark (tests/perf/data/cudnn_sdpa_benchmark.yaml low_precision_curves): the mean
+    # over 2k-32k of the 8-bit over 16-bit TFLOP/s is the speed-up the cuDNN kernel gets, per pass; a
+    # GPU without an entry of its own (B200) takes its generation's (GB200's).
+    data = CUDNN_BENCH["low_precision_curves"][curve]
+    gpu = load_catalog().gpu(data["gpu"]).perf()
+    base_f, base_b = CAL.attention_table(gpu.architecture, gpu.name)
+    low_f, low_b = CAL.attention_table(gpu.architecture, gpu.name, fmt)
+    i = cmp.ATTENTION_KERNELS.index("cudnn")
+    for pass_key, base, low in (("forward_tflops", base_f, low_f), ("backward_tflops", base_b, low_b)):
+        want = np.mean(np.array(data[fmt][pass_key], float) / np.array(data["bfloat16"][pass_key], float))
+        assert low[i] / base[i] == pytest.approx(want, abs=1e-3)
+        assert low[0] == low[i]  # "flash" is cuDNN on Blackwell
+    # Hopper has no measured 8-bit figure: it keeps its 16-bit speed
+    hop_f, _ = CAL.attention_table("hopper", "h100_sxm", fmt)
+    assert hop_f[i] == CAL.attention_table("hopper", "h100_sxm")[0][i]
+
+
+def test_fp8_attention_needs_an_8_bit_precision():
+    with pytest.raises(ValueError, match="fp8_attention = true with precision bf16"):
+        TrainingSpec(sequence_length=4096, global_batch_sequences=8, total_tokens=1e9, fp8_attention=True)
+    assert TrainingSpec(sequence_length=4096, global_batch_sequences=8, total_tokens=1e9, precision="mxfp8",
+                        fp8_attention=True).fp8_attention
+
+
 def test_attention_ramp_by_hand_on_a_context_parallel_rank():
     # llama3-8b, s = 32768 over cp 4: each rank runs 8192 queries per call. cuDNN on Hopper with
     # L½ = 951: ramp = 8192 / (8192 + 951) = 0.89599; the forward takes the causal work
