@@ -149,7 +149,8 @@ def training_for(row: dict) -> TrainingSpec:
                         # the framework's recipes keep FP8 weights (modern_systems.yaml), or the row says so
                         # (MLPerf v5.0 Llama: "FP8 params / FP8 param-gather", training-runs-modern.md S6)
                         fp8_param_gather=prec in ("fp8", "mxfp8") and (
-                            recipe in fw.get("fp8_param_gather_recipes", ()) or "fp8 param-gather" in (row.get("notes") or "").lower()),
+                            recipe in fw.get("fp8_param_gather_recipes", ()) or any(
+                                k in (row.get("notes") or "").lower() for k in ("fp8 param-gather", "fp8 all-gather"))),
                         grad_accumulation_dtype=fw.get("grad_accumulation_dtype", "fp32"),
                         optimizer_state_dtype="bf16" if row["framework"] == "deepseek" else "fp32",
                         moe_routing=fw.get("moe_routing", "uniform"),
