@@ -151,7 +151,7 @@ class TrainingSpec(Record):
     fp8_recipe: Fp8Recipe = Fp8Recipe.delayed
     fp8_param_gather: bool = Field(default=False, description="keep an fp8 weight copy and all-gather it in fp8 (TE fp8 params, torchao fp8 all-gather)")
     fp8_attention: bool = Field(default=False, description="run the fused attention in 8 bits (Transformer Engine's FP8 "
-                                "dot-product attention, Megatron --fp8-dot-product-attention): MXFP8 under the mxfp8 "
+                                "dot-product attention, Megatron-Core's TransformerConfig.fp8_dot_product_attention): MXFP8 under the mxfp8 "
                                 "precision, per-tensor FP8 under fp8 and nvfp4")
     # Megatron forces fp32 main gradients for bf16 (arguments.py: accumulate_allreduce_grads_in_fp32);
     # DeepSpeed keeps 16-bit gradients.

@@ -155,7 +155,7 @@ def training_for(row: dict) -> TrainingSpec:
                         optimizer_state_dtype="bf16" if row["framework"] == "deepseek" else "fp32",
                         moe_routing=fw.get("moe_routing", "uniform"),
                         fp32_sharded_params=fw.get("fp32_sharded_params", False),
-                        # the Megatron-Bridge recipe's --fp8-dot-product-attention (megatron_bridge_recipes.yaml)
+                        # the Megatron-Bridge recipe's fp8_dot_product_attention (megatron_bridge_recipes.yaml)
                         fp8_attention=prec in ("fp8", "mxfp8", "nvfp4") and recipes().get(row["id"], {}).get("fp8_attention", False))
 
 
