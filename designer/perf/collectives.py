@@ -992,6 +992,7 @@ def _ring(e: _Env, proto: int):
     (§4.2; tuning.cc). Broadcast and reduce stream the whole vector down (up) a chain, and NCCL
     charges them one hop plus the base when the channels are identical, whatever the rank count."""
     p, g, c = e.p, e.g, e.c
+    phi = e.phi * _simple_chunk_scale(c, proto)
     if e.op == "all_reduce":
         # NCCL < 2.23 counted 2·nNodes inter-node steps for AllReduce, 2·(nNodes − 1) since
         coef, nsteps = 2 * (p - 1) / p, 2 * (p - 1)
@@ -1000,12 +1001,11 @@ def _ring(e: _Env, proto: int):
         coef = np.ones(e.shape)
         net = coef / g * e.multi
         hop = np.where(e.multi, e.a_net("ring", proto, e.lat_net_ring, e.fwd_ring), e.a_hb("ring", proto))
-        return (*_pipelined(c.base_latency_s["ring"][proto], hop, coef / e.bus[proto], e.phi * _simple_chunk_scale(c, proto),
+        return (*_pipelined(c.base_latency_s["ring"][proto], hop, coef / e.bus[proto], phi,
                             e.multi * _proto_mult(proto) * e.excess_ring),
                 e.net_ok_ring & e.proto_ok[proto], coef - net + np.where(e.fwd_ring, net, 0.0), net, e.sf_ring)
     else:
         coef, nsteps, ninter = (p - 1) / p, p - 1, e.n_dom - 1
-    phi = e.phi * _simple_chunk_scale(c, proto)
     if e.op in ("all_gather", "reduce_scatter"):
         # calibrated: measured ring all-gather / reduce-scatter ramps inside one domain reach
         # the bandwidth with a fraction of the fill the all-reduce ramps show (collectives.yaml)

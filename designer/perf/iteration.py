@@ -80,22 +80,24 @@ class PerfCalibration:
     saved_input_bytes_per_element: tuple[tuple[str, float], ...] = ()  # recipe or precision -> saved linear input
     tp_gather_bytes_per_element: tuple[tuple[str, float], ...] = ()  # recipe or precision -> TP all-gather element
 
+    @staticmethod
+    def _by_recipe(table: tuple[tuple[str, float], ...], precision: str, recipe: str, default: float) -> float:
+        """A low_precision table's entry: fp8 is keyed by its recipe, the block formats by their name."""
+        return dict(table).get(recipe if precision == "fp8" else precision, default)
+
     def cast_bytes(self, precision: str, recipe: str) -> float:
-        key = recipe if precision == "fp8" else precision
-        return dict(self.cast_bytes_per_element).get(key, 0.0)
+        return self._by_recipe(self.cast_bytes_per_element, precision, recipe, 0.0)
 
     def saved_input_bytes(self, precision: str, recipe: str) -> float:
         """Bytes per element of a saved linear-layer input under a low-precision recipe (the quantised
         copy the weight-gradient GEMM reads); 16-bit where the data file has no entry."""
-        key = recipe if precision == "fp8" else precision
-        return dict(self.saved_input_bytes_per_element).get(key, cmp.ACT_BYTES)
+        return self._by_recipe(self.saved_input_bytes_per_element, precision, recipe, cmp.ACT_BYTES)
 
     def tp_gather_bytes(self, precision: str, recipe: str) -> float:
         """Bytes per element a sequence-parallel all-gather of a GEMM input moves under a low-precision
         recipe (quantised before the gather where the framework does so); 16-bit where the data file
         has no entry."""
-        key = recipe if precision == "fp8" else precision
-        return dict(self.tp_gather_bytes_per_element).get(key, cmp.ACT_BYTES)
+        return self._by_recipe(self.tp_gather_bytes_per_element, precision, recipe, cmp.ACT_BYTES)
 
 
 # Reason codes of infeasible strategies (vectorized path); 0 = feasible.
