@@ -542,8 +542,8 @@ def cp_term(ctx: _Context, dense: LayerTimes) -> Term:
     # p2p: one K,V block of s/cp tokens per ring step
     block = kv_bytes / ctx.cp
     p2p = S.cp_comm == CP_P2P
-    ring_f = _ct("send_recv", block, ctx.pl.cp, ctx.system, ccol, p2p, graphs=ctx.S.graphs)
-    ring_b = _ct("send_recv", 2 * block, ctx.pl.cp, ctx.system, ccol, p2p, graphs=ctx.S.graphs)
+    ring_f = _ct("send_recv", block, ctx.pl.cp_ring, ctx.system, ccol, p2p, graphs=ctx.S.graphs)
+    ring_b = _ct("send_recv", 2 * block, ctx.pl.cp_ring, ctx.system, ccol, p2p, graphs=ctx.S.graphs)
     steps = ctx.cp - 1
     attn_f = ctx.dense.attn_fwd_s
     attn_b = ctx.dense.attn_bwd_s

@@ -104,6 +104,7 @@ def tier_for(extent_domains, same_rail, system: ClusterSystem):
 class Placement:
     tp: GroupArrays
     cp: GroupArrays
+    cp_ring: GroupArrays  # the ring neighbours that pace ring attention's sends (ring_neighbours of cp)
     dp: GroupArrays  # pure data-parallel group (used for ZeRO-3 / hpZ shapes)
     grad: GroupArrays  # DP×CP: where dense gradients are reduced and ZeRO shards live
     pp: GroupArrays  # pipeline neighbours (a pair of consecutive stages)
@@ -126,6 +127,24 @@ def strides(tp, cp, dp, pp, order=DEFAULT_ORDER) -> dict[str, np.ndarray]:
 
 
 ORDERS = (("tp", "cp", "dp", "pp"), ("tp", "cp", "pp", "dp"))  # StrategyArrays.order codes
+
+
+def ring_neighbours(g: GroupArrays) -> GroupArrays:
+    """The pair of neighbours whose send paces a ring of point-to-point sends over group g.
+
+    Across domains that is a domain's last member sending to the next domain's first over its own
+    NIC (the hops inside the domain are faster); the wrap-around hop spans the group, so the pair
+    keeps the group's extent and tier. The pair is its own communicator: Transformer Engine's ring
+    attention sends with single isend/irecv calls (context_parallel.py flash_attn_p2p_communicate;
+    batched only for cp = 2 before Blackwell, NVTE_BATCH_MHA_P2P_COMM), and PyTorch runs a single
+    send/recv on a two-rank NCCL communicator of the pair (ProcessGroupNCCL::pointToPoint: "For
+    single P2P, preserve the old two-rank behavior"), so NCCL sizes the peer's channels for two
+    ranks, not for the whole group."""
+    multi = g.domain_span > 1
+    size = np.minimum(g.size, 2)
+    return GroupArrays(size=size, ranks_per_domain=np.where(multi, 1, size), domain_span=np.where(multi, 2, 1),
+                       same_rail=g.same_rail, extent_domains=np.where(multi, g.extent_domains, 1),
+                       tier=np.where(multi, g.tier, TIER_HB))
 
 
 def merge_groups(a: GroupArrays, b: GroupArrays, use_b) -> GroupArrays:
@@ -161,6 +180,7 @@ def place(tp, cp, dp, pp, ep, system: ClusterSystem, order=DEFAULT_ORDER, etp=1,
     return Placement(
         tp=group_shape(tp, st["tp"], system),
         cp=group_shape(cp, st["cp"], system),
+        cp_ring=ring_neighbours(group_shape(cp, st["cp"], system)),
         dp=group_shape(dp, st["dp"], system),
         grad=group_shape(cp * dp, grad_stride, system),
         pp=group_shape(np.minimum(pp, 2), st["pp"], system),

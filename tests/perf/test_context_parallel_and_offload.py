@@ -77,6 +77,24 @@ def test_ring_attention_bytes_and_hiding_by_hand():
     assert graphs["cp_s"] == pytest.approx(fast["cp_s"] * ccal.cuda_graph_host_floor_fraction, rel=1e-9)
 
 
+def test_ring_attention_across_nodes_sends_at_the_nics_two_node_rate():
+    # Llama-3 8B at 1M tokens on tp = 8, cp = 32: one CP rank per node of 8 x B200 (8 x 400G IB), so
+    # every ring step crosses the network, each GPU sending its K,V block to one peer over its own
+    # NIC. The pair is a two-rank NCCL communicator (Transformer Engine's single isend/irecv), which
+    # gets the channels of nccl-tests' two-node sendrecv: measured 43.3 GB/s busbw at 2-8 GB on that
+    # cluster (collectives-modern.md TB-5, 2 nodes), not the 14.8-15.7 GB/s of one channel per peer
+    # that the same test shows in communicators of 128+ ranks.
+    s, tp, cp = 1048576, 8, 32
+    tr = TrainingSpec(sequence_length=s, global_batch_sequences=1, total_tokens=1e9)
+    sy = cluster("b200", tp * cp)
+    st = Strategy(tp=tp, cp=cp, sequence_parallel=True, recompute="full", cp_comm="p2p", overlap_dp_comm=False)
+    r = _run(st, sy, tr)
+    block = s / cp * 2 * (8 // tp) * 128 * 2  # K and V of one KV head per TP rank, 2 B
+    steps, n_fwd, layers = cp - 1, 2, 32  # full recompute repeats the forward's sends
+    bytes_per_iteration = layers * steps * (n_fwd * block + 2 * block)
+    assert bytes_per_iteration / r["cp_s"] == pytest.approx(43.3e9, rel=0.10)
+
+
 def test_ulysses_all_to_all_is_exposed_by_hand():
     # DeepSpeed-Ulysses on cp = 8: per layer and pass, all-to-alls of each rank's Q (s/cp·32·128),
     # K and V (s/cp·2·8·128) and output (s/cp·32·128), 2 B each; forward and backward; nothing to hide
