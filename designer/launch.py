@@ -394,6 +394,10 @@ def megatron_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus: i
         a.append("--use-tp-pp-dp-mapping")  # initialize.py: order 'tp-cp-ep-pp-dp' instead of 'tp-cp-ep-dp-pp'
     a += ["--micro-batch-size", str(s.microbatch_size), "--global-batch-size", str(global_batch(s, training)),
           "--train-iters", str(train_iterations(s, training))]
+    if s.pipeline_flushes > 1 and s.pp > 1:
+        notes.append(f"pipeline_flushes {s.pipeline_flushes}: Megatron-LM runs every microbatch of an iteration in "
+                     "one pipeline schedule (schedules.py), so it fills and drains the pipeline once, not "
+                     f"{s.pipeline_flushes} times")
     notes.append("optimizer hyperparameters are not in the designer records: add --lr, --min-lr, "
                  "--lr-decay-style, --lr-warmup-iters, --weight-decay, --clip-grad")
     a += _recompute_args(s, training, notes)
@@ -617,8 +621,9 @@ def torchtitan_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus:
     dp_total = s.dp * s.cp
     # torchtitan accumulates global_batch_size / (local_batch_size * dp) micro-steps per step
     # (job_config.py Training.global_batch_size): without PP local_batch_size is the microbatch;
-    # with PP it is the rank's whole batch, cut into pipeline_parallel_microbatch_size pieces
-    local = s.microbatch_size if s.pp == 1 else gb // s.dp
+    # with PP it is one pipeline schedule's batch, cut into pipeline_parallel_microbatch_size pieces,
+    # and each accumulation step runs its own schedule (Strategy.pipeline_flushes of them)
+    local = s.microbatch_size if s.pp == 1 else gb // (s.dp * s.pipeline_flushes)
     training_fields: dict[str, Any] = {"local_batch_size": local, "global_batch_size": gb,
                                        "seq_len": training.sequence_length,
                                        "steps": train_iterations(s, training)}

@@ -82,9 +82,10 @@ CASES = [
         tp=8, pp=8, dp=12, cp=2, zero_stage=0, microbatch_size=2, attention_kernel=AttentionKernel.flash2), 1536),
     # one node, ZeRO-2, torchtitan flavor of the same shape
     Case("llama3-8b", _train(8192, 64), Strategy(dp=8, zero_stage=2, microbatch_size=2, cuda_graphs=True), 8),
-    # Llama architecture with no torchtitan flavor of its shape; optimizer offload
+    # Llama architecture with no torchtitan flavor of its shape; optimizer offload; one pipeline
+    # schedule per accumulation step, two per iteration (PyTorch pipelining)
     Case("llama2-7b", _train(4096, 256, grad_accumulation_dtype="bf16"), Strategy(
-        tp=2, pp=2, dp=4, sequence_parallel=True, zero_stage=1, offload_optimizer=True), 16),
+        tp=2, pp=2, dp=4, sequence_parallel=True, zero_stage=1, offload_optimizer=True, pipeline_flushes=2), 16),
     # MoE + MLA + MTP, DeepSeek-V3 style: EP 64, uneven stages, DeepEP, blockwise FP8, node-limited routing
     Case("deepseek-v3", _train(4096, 15360, precision=Precision.fp8, fp8_recipe=Fp8Recipe.blockwise,
                                optimizer_state_dtype="bf16"),
@@ -452,7 +453,8 @@ def test_torchtitan_degrees_and_records_round_trip(case):
     assert tr["global_batch_size"] == gb and tr["seq_len"] == t.sequence_length
     assert tr["steps"] * gb * t.sequence_length >= t.total_tokens
     if s.pp > 1:
-        assert tr["local_batch_size"] * s.dp == gb
+        # one schedule's batch per accumulation step: torchtitan accumulates pipeline_flushes of them
+        assert tr["local_batch_size"] * s.dp * s.pipeline_flushes == gb
         assert par["pipeline_parallel_microbatch_size"] == s.microbatch_size
         parts = par["module_fqns_per_model_part"]
         layers = [int(m.split(".")[1]) for part in parts for m in part if m.startswith("layers.")]
@@ -542,3 +544,9 @@ def test_pipeline_p2p_overlap_off_is_written_for_the_interleaved_schedule_only()
     plain = s.model_copy(update={"schedule": Schedule.one_f_one_b, "virtual_stages": 1})
     assert "--no-overlap-p2p-communication" not in megatron_launch(llm, tr, plain, 32, 8).script_args
     assert "--no-overlap-p2p-communication" in MEGATRON_BY_FLAG
+
+
+def test_megatron_says_it_runs_one_pipeline_schedule_per_iteration():
+    c = next(c for c in CASES if c.strategy.pipeline_flushes > 1)
+    launch = megatron_launch(c.llm, c.training, c.strategy, c.n_gpus, c.gpus_per_node)
+    assert any("pipeline_flushes 2" in n and "one pipeline schedule" in n for n in launch.notes)

@@ -43,7 +43,9 @@ Pipeline: stages may be uneven (pp need not divide the layers; Megatron's first/
 counts); the slowest stage paces the steady state and the fill/drain costs (p−1) mean stage times:
 GPipe and 1F1B (p−1)/m of the ideal time, interleaved (p−1)/(v·m), ZB-H1 (p−1)·(F + B − W) with the
 weight-gradient GEMMs W moved into the bubble (Qi et al. 2023 §3), DualPipe (p/2 − 1)·(F&B + B − 3W)
-(DeepSeek-V3 Table 2).
+(DeepSeek-V3 Table 2). A strategy with pipeline_flushes > 1 runs the iteration's microbatches as
+that many schedules (PyTorch pipelining: one per gradient-accumulation step), each with its own fill
+and drain.
 
 Also the V1 reduced model of the Rail-only paper (railonly.md §3, Eqs. 1-3).
 """
@@ -123,6 +125,7 @@ REASONS = {
     18: ("divisibility", "cp_comm a2a needs tp x cp to divide the attention heads"),
     19: ("compatibility", "weight offload needs ZeRO stage 3 (FSDP)"),
     20: ("divisibility", "the strategy's global batch is outside the training's batch tolerance or list"),
+    21: ("divisibility", "pipeline_flushes does not divide the microbatches of an iteration"),
 }
 
 
@@ -358,6 +361,9 @@ class _Context:
     calib: PerfCalibration
     shape: tuple
     m: np.ndarray  # microbatches per iteration
+    # microbatches per pipeline schedule: m over Strategy.pipeline_flushes (each schedule fills and
+    # drains the pipeline on its own)
+    m_flush: np.ndarray
     b: np.ndarray
     tp: np.ndarray
     cp: np.ndarray
@@ -401,7 +407,8 @@ def _context(llm, training, S, system, calib) -> _Context:
     logits_s, _ = cmp.logits_forward(llm, b=b, s=s, tp=tp, cp=cp, prec=prec,
                                      hbm_bytes_per_s=system.gpu.hbm_bandwidth_bytes_per_s, calib=calib.compute)
     pl = place(S.tp, S.cp, S.dp, S.pp, S.ep, system, etp=etp.astype(np.int64), order_code=S.order)
-    return _Context(llm=llm, training=training, S=S, system=system, calib=calib, shape=S.tp.shape, m=m, b=b,
+    m_flush = np.maximum(m / np.maximum(S.flushes, 1), 1.0)
+    return _Context(llm=llm, training=training, S=S, system=system, calib=calib, shape=S.tp.shape, m=m, m_flush=m_flush, b=b,
                     tp=tp, cp=cp, pp=pp, v=v, etp=etp, prec=prec, stages=stage_layout(llm, S), pl=pl,
                     dense=dense, moe=moe, logits_s=logits_s, full=full_recompute_share(llm, S),
                     rc_modules=np.where(S.recompute == mem.RECOMPUTE_SELECTIVE, S.rc_modules, 0),
@@ -655,7 +662,7 @@ def pp_term(ctx: _Context, dense: LayerTimes, moe: LayerTimes | None) -> Term:
     n_dense, n_moe = cmp.layer_kinds(ctx.llm)
     stage_compute = (n_dense * dense.compute_s + (n_moe * moe.compute_s if moe is not None else 0.0)) / ctx.pp
     interleaved = (S.schedule == mem.SCHEDULE_INTERLEAVED) & multi & S.overlap_pp
-    warm = np.clip(((ctx.v - 1) * ctx.pp + ctx.pp - 1) / np.maximum(ctx.m * ctx.v, 1.0), 0.0, 1.0)
+    warm = np.clip(((ctx.v - 1) * ctx.pp + ctx.pp - 1) / np.maximum(ctx.m_flush * ctx.v, 1.0), 0.0, 1.0)
     steady = total * (1.0 - warm)
     exposed = np.where(interleaved, total * warm + hidden_cost(steady, stage_compute, ctx), total)
     return Term(total, exposed, rows=((p2p, n, "pp"), (ag, n, "pp")))
@@ -918,12 +925,12 @@ def chunked_exposed(comm_s, pass_s, bucket, ctx: _Context):
     Under the interleaved schedule each of the v model chunks syncs on its own (Megatron-Core: one
     DDP buffer per chunk; schedules.py launches a chunk's grad sync when its last microbatch's
     backward is done and the next chunk's param sync when a chunk's forward starts), and the last
-    group of g = min(m, pp) microbatches runs chunk by chunk: chunk v-1's backward for its g
+    group of g = min(m, pp) microbatches (m of the last pipeline schedule) runs chunk by chunk: chunk v-1's backward for its g
     microbatches, then chunk v-2's, ... The first chunk to finish has (1 + (v-1)·g) chunk passes
     ahead of it to hide behind, the last one only its own pass: exposed is the larger of the last
     chunk's part and what the whole window cannot hold. With v = 1 this is one pass."""
     v = ctx.v
-    g = np.minimum(ctx.m, ctx.pp)
+    g = np.minimum(ctx.m_flush, ctx.pp)
     window = pass_s * (1.0 + (v - 1.0) * g) / v
     last = hidden_cost(comm_s / v, pass_s / v, ctx)
     return np.maximum(bucket * comm_s, np.maximum(last, hidden_cost(comm_s, window, ctx)))
@@ -1019,7 +1026,7 @@ def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams, acts) -> dict[
     def offloaded_act(n, n_moe):
         return (n - n_moe) * act_d + n_moe * act_m - stage_act(n, n_moe)
 
-    inflight = mem.in_flight_factor(S.schedule, ctx.pp, ctx.m, ctx.v)
+    inflight = mem.in_flight_factor(S.schedule, ctx.pp, ctx.m_flush, ctx.v)
     # working set of the layer being recomputed / back-propagated (Korthikanti §5: full recompute
     # rematerialises one layer at a time)
     work = np.where(ctx.full > 0, np.maximum(full_d, full_m), 0.0)
@@ -1027,7 +1034,7 @@ def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams, acts) -> dict[
     logits_act = tokens * llm.vocab_size / ctx.tp * 4.0  # fp32 logits of the vocab-parallel loss
     first_act = inflight * stage_act(st.first, st.first_moe) + work + np.where(ctx.pp < 2, logits_act, 0.0)
     last_act = stage_act(st.last, st.last_moe) + work + logits_act
-    mid_act = np.where(ctx.pp > 2, mem.in_flight_factor(S.schedule, ctx.pp - 1, ctx.m, ctx.v)
+    mid_act = np.where(ctx.pp > 2, mem.in_flight_factor(S.schedule, ctx.pp - 1, ctx.m_flush, ctx.v)
                        * stage_act(st.mid_max, st.mid_moe) + work, 0.0)
     activations = np.maximum.reduce([first_act, last_act, mid_act])
     tr = ctx.training
@@ -1105,6 +1112,8 @@ def feasibility_codes(llm: LLMSpec, training: TrainingSpec, S: StrategyArrays, s
     flag((S.qwz | S.qgz | S.hpz) & (S.zero < 3), 12)
     flag((S.shard_group > 0) & (((S.dp * S.cp) % np.maximum(S.shard_group, 1)) != 0), 14)
     m = training.global_batch_sequences // np.maximum(S.dp * S.mbs, 1)
+    flag((S.flushes > 1) & ((m % np.maximum(S.flushes, 1) != 0) | (S.flushes > m)), 21)
+    m = m // np.maximum(S.flushes, 1)  # per pipeline schedule
     flag((S.schedule == mem.SCHEDULE_DUALPIPE) & ((S.pp < 2) | (S.pp % 2 != 0) | (m % 2 != 0) | (m < S.pp)), 15)
     return code
 
@@ -1168,11 +1177,13 @@ def _iteration_arrays(llm, training, S, system, calib, summary=False):
     acts = layer_activation_bytes(ctx)
     offload_act_s = activation_offload_term(ctx, dense, moe, acts)
     stt = stage_times(ctx, dense, moe, layer_exposed, layer_exposed + ep.moe_exposed_s, pp.exposed_s + offload_act_s)
-    bubble = bubble_s(ctx, stt)
+    # every pipeline schedule of the iteration fills and drains the pipeline
+    flushes = S.flushes.astype(float)
+    bubble = flushes * bubble_s(ctx, stt)
     t_pipe = m * stt.pace_s + bubble
     # the same work split evenly over the stages (every stage at the mean): the ideal of uneven stages
     even = dataclasses.replace(stt, pace_s=stt.mean_s)
-    even_pipe = m * stt.mean_s + bubble_s(ctx, even)
+    even_pipe = m * stt.mean_s + flushes * bubble_s(ctx, even)
     sp_ = stage_params(ctx, stt)
     exp_f = tp.exposed_fwd_s + cp.exposed_fwd_s
     dp = dp_term(ctx, stt, sp_, layer_exposed_fwd_s=exp_f, layer_exposed_bwd_s=tp.exposed_s + cp.exposed_s - exp_f)

@@ -169,7 +169,10 @@ def _reason(code: int, llm: LLMSpec, training: TrainingSpec, st: Strategy, syste
         19: f"offload_weights needs zero_stage 3 (FSDP), not {st.zero_stage}",
         20: (f"global batch {B} is not allowed: the training allows "
              + (f"{list(training.global_batch_choices)}" if training.global_batch_choices else f"[{lo}, {hi}]")),
-        15: f"DualPipe needs an even pp >= 2 and an even microbatch count >= pp (pp {st.pp}, microbatches {B // (st.dp * st.microbatch_size)})",
+        15: (f"DualPipe needs an even pp >= 2 and an even microbatch count >= pp per schedule (pp {st.pp}, "
+             f"microbatches {B // (st.dp * st.microbatch_size) // st.pipeline_flushes})"),
+        21: (f"pipeline_flushes {st.pipeline_flushes} must divide the {B // (st.dp * st.microbatch_size)} "
+             f"microbatches of an iteration (global batch {B} / dp {st.dp} / microbatch {st.microbatch_size})"),
     }
     return text.get(code, REASONS[code][1])
 

@@ -150,8 +150,11 @@ def invalid_reason(s: Strategy, llm: LLMSpec, training: TrainingSpec, n_gpus: in
         return f"global batch {gb} is not a multiple of dp*microbatch = {s.dp * s.microbatch_size}"
     if s.sequence_parallel and s.tp == 1:
         return "sequence parallelism needs tp > 1"
+    n_micro = gb // (s.dp * s.microbatch_size)
+    if n_micro % s.pipeline_flushes:
+        return f"microbatches {n_micro} not divisible by pipeline_flushes {s.pipeline_flushes}"
+    n_micro //= s.pipeline_flushes  # per pipeline schedule
     if s.schedule == Schedule.interleaved:
-        n_micro = gb // (s.dp * s.microbatch_size)
         if s.virtual_stages < 2:
             return "the interleaved schedule needs virtual_stages >= 2"
         if s.pp < 2:
@@ -163,7 +166,6 @@ def invalid_reason(s: Strategy, llm: LLMSpec, training: TrainingSpec, n_gpus: in
     elif s.virtual_stages != 1:
         return f"virtual_stages {s.virtual_stages} needs the interleaved schedule"
     if s.schedule == Schedule.dualpipe:
-        n_micro = gb // (s.dp * s.microbatch_size)
         if s.pp < 2 or s.pp % 2 or n_micro % 2 or n_micro < s.pp:
             return f"DualPipe needs an even pp >= 2 and an even microbatch count >= pp (pp {s.pp}, {n_micro})"
     if (s.zeropp_quantized_weights or s.zeropp_quantized_gradients or s.zeropp_hierarchical_partition) and s.zero_stage != 3:

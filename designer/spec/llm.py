@@ -312,6 +312,7 @@ class Strategy(Record):
     microbatch_size: int = Field(default=1, ge=1)
     schedule: Schedule = Schedule.one_f_one_b
     virtual_stages: int = Field(default=1, ge=1, description="model chunks per GPU for the interleaved schedule")
+    pipeline_flushes: int = Field(default=1, ge=1, description="pipeline schedules run per iteration, each filling and draining the pipeline over its share of the microbatches: 1 runs them all in one (Megatron-Core); PyTorch pipelining (torchtitan, NeMo AutoModel) runs one per gradient-accumulation step")
     global_batch_sequences: int | None = Field(default=None, ge=1, description="the batch this strategy runs, within the training's tolerance; None: the training's target")
     pp_first_stage_layers: int | None = Field(default=None, ge=0, description="layers on the first stage (Megatron --decoder-first-pipeline-num-layers); None: even split")
     pp_last_stage_layers: int | None = Field(default=None, ge=0, description="layers on the last stage (--decoder-last-pipeline-num-layers); None: even split")

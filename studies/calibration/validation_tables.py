@@ -37,7 +37,9 @@ def assumptions(row: dict, st) -> str:
              + (f"/{row['fp8_recipe']}" if row["fp8_recipe"] else ""),
              f"tp{st.tp} pp{st.pp} cp{st.cp} dp{st.dp}" + (f" ep{st.ep}" if st.ep > 1 else "")
              + (f" v{st.virtual_stages}" if st.virtual_stages > 1 else ""),
-             f"mbs {st.microbatch_size}", f"ZeRO-{st.zero_stage}", st.schedule.value]
+             f"mbs {st.microbatch_size}", f"ZeRO-{st.zero_stage}",
+             st.schedule.value + (f" x{st.pipeline_flushes} (one schedule per accumulation step)"
+                                  if st.pipeline_flushes > 1 else "")]
     rc = st.recompute.value
     if st.recompute_modules:
         rc += "[" + ",".join(m.value for m in st.recompute_modules) + "]"

@@ -82,6 +82,7 @@ _ZERO = {"ddp": 0, "distopt": 1, "zero1": 1, "zero2": 2, "fsdp": 3, "hsdp": 3, N
 
 # Megatron's 1F1B all-to-all overlap (--overlap-moe-expert-parallel-comm: a micro-batch's EP
 # communication hidden behind another's compute), as the sources name it ("1F1B A2A overlap")
+_GA = re.compile(r"\bGA (\d+)\b")
 _EP_OVERLAP = re.compile(r"1f1b( a2a| all-to-all| ep)? overlap")
 
 
@@ -114,6 +115,11 @@ def strategy_for(row: dict) -> Strategy:
     if vp is None and fw.get("interleaved_stages_per_rank") and "interleaved" in (row.get("notes") or "").lower():
         vp = fw["interleaved_stages_per_rank"]  # the row names an interleaved schedule without its stages
     interleaved = bool(vp) and row["pp"] > 1
+    # PyTorch pipelining runs one schedule per gradient-accumulation step: the row's stated "GA n"
+    flushes = 1
+    ga = _GA.search(row.get("notes") or "")
+    if fw.get("schedule_per_accumulation_step") and row["pp"] > 1 and ga:
+        flushes = int(ga.group(1))
     schedule = Schedule.interleaved if interleaved else Schedule.one_f_one_b
     if row["framework"] == "deepseek":
         schedule = Schedule.dualpipe
@@ -126,7 +132,7 @@ def strategy_for(row: dict) -> Strategy:
         tp=row["tp"], pp=row["pp"], dp=row["dp"], cp=row["cp"], ep=row["ep"],
         expert_tp=row["etp"] or (row["tp"] if fw.get("expert_tp_default") == "tp" else 1),
         sequence_parallel=fw["sequence_parallel"] and row["tp"] > 1, microbatch_size=mbs or 1,
-        schedule=schedule, virtual_stages=vp if interleaved else 1, zero_stage=zero,
+        schedule=schedule, virtual_stages=vp if interleaved else 1, pipeline_flushes=flushes, zero_stage=zero,
         fsdp_reshard_after_forward=fw["reshard_under_pp"] or row["pp"] == 1, shard_group_size=shard_group,
         recompute=recompute, recompute_modules=modules, attention_kernel=fw["attention_kernel"],
         overlap_tp_comm=overlap_tp and row["tp"] > 1, cp_comm=fw.get("cp_comm", "p2p"),

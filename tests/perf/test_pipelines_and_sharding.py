@@ -197,11 +197,12 @@ def test_interleaved_chunks_sync_behind_the_later_chunks_backward():
 
     k = load_perf_calibration().compute.overlap_slowdown
     calib = SimpleNamespace(compute=SimpleNamespace(overlap_slowdown=k))
-    ctx = SimpleNamespace(v=np.array([4.0, 1.0]), m=np.array([8.0, 8.0]), pp=np.array([4.0, 4.0]), calib=calib)
+    # (m_flush: the microbatches of one pipeline schedule, all of them here)
+    ctx = SimpleNamespace(v=np.array([4.0, 1.0]), m_flush=np.array([8.0, 8.0]), pp=np.array([4.0, 4.0]), calib=calib)
     got = chunked_exposed(np.array([3.0, 3.0]), np.array([1.0, 1.0]), np.array([0.01, 0.01]), ctx)
     assert got == pytest.approx([max(3 * k, 0.5 + 0.25 * k), 2 + k])
     # a long reduction behind few microbatches: the window (1 + 3·2)/4 = 1.75 s binds (m 2)
-    ctx2 = SimpleNamespace(v=np.array([4.0]), m=np.array([2.0]), pp=np.array([4.0]), calib=calib)
+    ctx2 = SimpleNamespace(v=np.array([4.0]), m_flush=np.array([2.0]), pp=np.array([4.0]), calib=calib)
     assert chunked_exposed(np.array([3.0]), np.array([1.0]), np.array([0.01]), ctx2) == pytest.approx(
         [3.0 - 1.75 + k * 1.75])
     # one bucket never hides
@@ -402,3 +403,33 @@ def test_interleaved_pipeline_sends_hide_behind_the_other_chunks():
     a = evaluate_system(llm, tr, plain, sy, calib=CAL)
     b = evaluate_system(llm, tr, plain.model_copy(update={"overlap_pp_comm": False}), sy, calib=CAL)
     assert a.iteration_time_s == b.iteration_time_s
+
+
+def test_each_pipeline_flush_fills_and_drains_the_pipeline():
+    # llama3-8b on 8 even stages of 4 layers (no TP, a vocabulary of 8 so the last stage is not
+    # slower), 64 microbatches. One 1F1B schedule costs (p-1) stage times of fill and drain beside
+    # the m stage times of its steady state; PyTorch pipelining, which runs one schedule per
+    # gradient-accumulation step, pays it once per step: 4 schedules of 16 microbatches add
+    # 3 (p-1) stage times. Nothing else changes: the microbatches held in flight stay min(m, p).
+    llm = load_model("llama3-8b").model_copy(update={"vocab_size": 8})
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=64, total_tokens=1e9)
+    sy = cluster("h100_sxm", 8)
+    base = dict(tp=1, pp=8, dp=1, microbatch_size=1, zero_stage=1, recompute="full")
+    one = evaluate_system(llm, tr, Strategy(**base), sy, calib=BARE)
+    four = evaluate_system(llm, tr, Strategy(**base, pipeline_flushes=4), sy, calib=BARE)
+    assert isinstance(one, Metrics) and isinstance(four, Metrics), four
+    stage_s = (one.iteration_time_s - one.breakdown.bubble_s) / 64  # the steady state: m stage times
+    # (the end stages' embedding and 8-word output layer make the pace stage a little slower than
+    # the mean one, whose time the fill counts)
+    assert one.breakdown.bubble_s == pytest.approx(7 * stage_s, rel=0.005)
+    assert four.breakdown.bubble_s == pytest.approx(4 * one.breakdown.bubble_s, rel=1e-9)
+    assert four.iteration_time_s - one.iteration_time_s == pytest.approx(3 * one.breakdown.bubble_s, rel=1e-9)
+    assert four.memory_per_gpu_bytes == one.memory_per_gpu_bytes
+    # GPipe holds every microbatch of its schedule: a quarter of them per flush
+    gpipe = dict(base, schedule="gpipe")
+    g1 = evaluate_system(llm, tr, Strategy(**gpipe), sy, calib=BARE)
+    g4 = evaluate_system(llm, tr, Strategy(**gpipe, pipeline_flushes=4), sy, calib=BARE)
+    assert g4.memory_per_gpu_bytes < g1.memory_per_gpu_bytes
+    # flushes must divide the microbatches: one line naming both
+    bad = evaluate_system(llm, tr, Strategy(**base, pipeline_flushes=5), sy, calib=BARE)
+    assert not isinstance(bad, Metrics) and "pipeline_flushes" in bad.reason
