@@ -408,7 +408,8 @@ def _context(llm, training, S, system, calib) -> _Context:
                                      hbm_bytes_per_s=system.gpu.hbm_bandwidth_bytes_per_s, calib=calib.compute)
     pl = place(S.tp, S.cp, S.dp, S.pp, S.ep, system, etp=etp.astype(np.int64), order_code=S.order)
     m_flush = np.maximum(m / np.maximum(S.flushes, 1), 1.0)
-    return _Context(llm=llm, training=training, S=S, system=system, calib=calib, shape=S.tp.shape, m=m, m_flush=m_flush, b=b,
+    return _Context(llm=llm, training=training, S=S, system=system, calib=calib, shape=S.tp.shape, m=m,
+                    m_flush=m_flush, b=b,
                     tp=tp, cp=cp, pp=pp, v=v, etp=etp, prec=prec, stages=stage_layout(llm, S), pl=pl,
                     dense=dense, moe=moe, logits_s=logits_s, full=full_recompute_share(llm, S),
                     rc_modules=np.where(S.recompute == mem.RECOMPUTE_SELECTIVE, S.rc_modules, 0),
@@ -925,10 +926,11 @@ def chunked_exposed(comm_s, pass_s, bucket, ctx: _Context):
     Under the interleaved schedule each of the v model chunks syncs on its own (Megatron-Core: one
     DDP buffer per chunk; schedules.py launches a chunk's grad sync when its last microbatch's
     backward is done and the next chunk's param sync when a chunk's forward starts), and the last
-    group of g = min(m, pp) microbatches (m of the last pipeline schedule) runs chunk by chunk: chunk v-1's backward for its g
-    microbatches, then chunk v-2's, ... The first chunk to finish has (1 + (v-1)·g) chunk passes
-    ahead of it to hide behind, the last one only its own pass: exposed is the larger of the last
-    chunk's part and what the whole window cannot hold. With v = 1 this is one pass."""
+    group of g = min(m, pp) microbatches (m of the last pipeline schedule) runs chunk by chunk:
+    chunk v-1's backward for its g microbatches, then chunk v-2's, ... The first chunk to finish has
+    (1 + (v-1)·g) chunk passes ahead of it to hide behind, the last one only its own pass: exposed
+    is the larger of the last chunk's part and what the whole window cannot hold. With v = 1 this is
+    one pass."""
     v = ctx.v
     g = np.minimum(ctx.m_flush, ctx.pp)
     window = pass_s * (1.0 + (v - 1.0) * g) / v
