@@ -1114,8 +1114,9 @@ def feasibility_codes(llm: LLMSpec, training: TrainingSpec, S: StrategyArrays, s
     flag((S.qwz | S.qgz | S.hpz) & (S.zero < 3), 12)
     flag((S.shard_group > 0) & (((S.dp * S.cp) % np.maximum(S.shard_group, 1)) != 0), 14)
     m = training.global_batch_sequences // np.maximum(S.dp * S.mbs, 1)
-    flag((S.flushes > 1) & ((m % np.maximum(S.flushes, 1) != 0) | (S.flushes > m)), 21)
-    m = m // np.maximum(S.flushes, 1)  # per pipeline schedule
+    flushes = np.maximum(S.flushes, 1)
+    flag(m % flushes != 0, 21)
+    m = m // flushes  # per pipeline schedule
     flag((S.schedule == mem.SCHEDULE_DUALPIPE) & ((S.pp < 2) | (S.pp % 2 != 0) | (m % 2 != 0) | (m < S.pp)), 15)
     return code
 

@@ -177,10 +177,11 @@ def place(tp, cp, dp, pp, ep, system: ClusterSystem, order=DEFAULT_ORDER, etp=1,
     # gradient group is approximated by the outer of the two strides' shape.
     grad_stride = np.minimum(st["cp"], st["dp"])
     stage_ranks = tp * cp * dp
+    cp_group = group_shape(cp, st["cp"], system)
     return Placement(
         tp=group_shape(tp, st["tp"], system),
-        cp=group_shape(cp, st["cp"], system),
-        cp_ring=ring_neighbours(group_shape(cp, st["cp"], system)),
+        cp=cp_group,
+        cp_ring=ring_neighbours(cp_group),
         dp=group_shape(dp, st["dp"], system),
         grad=group_shape(cp * dp, grad_stride, system),
         pp=group_shape(np.minimum(pp, 2), st["pp"], system),

@@ -80,9 +80,10 @@ def system_for(row: dict) -> ClusterSystem:
 _ZERO = {"ddp": 0, "distopt": 1, "zero1": 1, "zero2": 2, "fsdp": 3, "hsdp": 3, None: 1}
 
 
+# a row's stated gradient-accumulation steps ("LBS 8, GA 4")
+_GA = re.compile(r"\bGA (\d+)\b")
 # Megatron's 1F1B all-to-all overlap (--overlap-moe-expert-parallel-comm: a micro-batch's EP
 # communication hidden behind another's compute), as the sources name it ("1F1B A2A overlap")
-_GA = re.compile(r"\bGA (\d+)\b")
 _EP_OVERLAP = re.compile(r"1f1b( a2a| all-to-all| ep)? overlap")
 
 
