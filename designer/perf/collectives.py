@@ -19,7 +19,9 @@ rules are data (collectives.yaml: LL128 by release and generation, version_overr
 and every call takes at least the host floor of its GPU generation (launch and enqueue).
 
 MoE dispatch with per-node deduplication and forwarding inside the node (DeepEP's normal kernels) is
-its own estimate, `moe_dispatch_estimate_vec`: its RDMA phase stays on the rails.
+its own estimate, `moe_dispatch_estimate_vec`: its RDMA phase stays on the rails. The low-latency
+kernels' dispatch, one copy per (token, expert) straight to the expert's rank, is
+`moe_per_expert_dispatch_estimate_vec`: its RDMA leaves the rails.
 
 GPU generation (`system.gpu.architecture`: ampere | hopper | blackwell) selects NCCL's
 per-generation constants (§4.3, §4.4; `ArchitectureConstants`): the usable NVLink bandwidth per
@@ -117,6 +119,7 @@ ALGORITHMS = (
     "p2p",
     "pat",  # NCCL Parallel Aggregated Trees (AG / RS at one GPU per node, NCCL >= 2.23)
     "dedup_dispatch",  # MoE dispatch/combine deduplicated per domain, forwarded inside it (DeepEP)
+    "per_expert_dispatch",  # MoE dispatch/combine, one copy per (token, expert) (low-latency kernels)
     "none",  # a group of one rank: nothing to do
 )
 _LL, _LL128, _SIMPLE = 0, 1, 2
@@ -1522,19 +1525,79 @@ def moe_dispatch_estimate_vec(token_bytes, top_k, distinct_domains, size, ranks_
     fwd = calib.moe_forwarder_bytes_per_s.get(system.gpu.architecture)
     if fwd:
         t_hb = np.where(multi, np.maximum(t_hb, hb_b / fwd), t_hb)
+    return _dispatch_estimates(system, c, rail, multi, np.maximum(t_rdma, np.where(g > 1, t_hb, 0.0)), rdma, hb_b, p,
+                               shape, "dedup_dispatch", floor_adds=False, cuda_graphs=cuda_graphs)
+
+
+def _dispatch_estimates(system: ClusterSystem, c: CollectiveCalibration, path: _Path, multi, data_s, rdma, hb_b, p,
+                        shape, algorithm: str, *, floor_adds: bool, cuda_graphs: bool) -> CollectiveEstimates:
+    """A dispatch kernel's estimate from its data time: NCCL's NVLink hop, its NET hop where the group
+    spans domains (no time where the path does not exist), the host floor as a bound or (floor_adds)
+    added; bytes split between the rail and the tier above it."""
     hop_hb = max(system.hb.latency_s, c.hop_latency_s["ring"].hb[_SIMPLE])
-    hop_net = net_hop_s(c, c.hop_latency_s["ring"].net[_SIMPLE], rail.latency_s, _SIMPLE)
-    lat = hop_hb + np.where(multi, hop_net, 0.0)
-    t = lat + np.maximum(t_rdma, np.where(g > 1, t_hb, 0.0))
-    t = np.where(multi & ~rail.exists, np.inf, t)
+    hop_net = net_hop_s(c, c.hop_latency_s["ring"].net[_SIMPLE], path.latency_s, _SIMPLE)
+    t = hop_hb + np.where(multi, hop_net, 0.0) + data_s
+    floor = host_floor_s(system, c, cuda_graphs)
+    t = t + floor if floor_adds else np.maximum(t, floor)
+    t = np.where(multi & ~path.exists, np.inf, t)
     single = p <= 1
-    t = np.where(single, 0.0, np.maximum(t, host_floor_s(system, calib, cuda_graphs)))
+    t = np.where(single, 0.0, t)
     z = np.zeros(shape)
-    rb = np.where(single, 0.0, rdma * (1.0 - rail.spine_fraction)) + z
-    sb = np.where(single, 0.0, rdma * rail.spine_fraction) + z
-    return CollectiveEstimates(time_s=t + z, algorithm_index=np.full(shape, ALGORITHMS.index("dedup_dispatch")),
+    rb = np.where(single, 0.0, rdma * (1.0 - path.spine_fraction)) + z
+    sb = np.where(single, 0.0, rdma * path.spine_fraction) + z
+    return CollectiveEstimates(time_s=t + z, algorithm_index=np.full(shape, ALGORITHMS.index(algorithm)),
                                protocol_index=np.full(shape, _SIMPLE), hb_bytes=np.where(single, 0.0, hb_b) + z,
                                rail_bytes=rb, spine_bytes=sb)
+
+
+def moe_per_expert_dispatch_estimate_vec(copy_bytes, copies, size, ranks_per_domain, domain_span,
+                                        system: ClusterSystem, calib: CollectiveCalibration, *,
+                                        concurrency=1.0, cuda_graphs: bool = False) -> CollectiveEstimates:
+    """MoE dispatch (or combine) with one copy per (token, expert) pair and no deduplication, as the
+    low-latency kernels send it (DeepEP's low_latency_dispatch / low_latency_combine, pplx-garden's
+    all-to-all, UCCL-EP's low-latency mode).
+
+    Each rank sends `copies` copies of `copy_bytes` (a token's hidden vector with its scales and
+    header: DeepEP's test_low_latency.py counts hidden + hidden/128 * 4 + 16 bytes per FP8 copy and
+    2 * hidden per BF16 combine copy), spread evenly over the p ranks' experts. The copies for the
+    g - 1 other ranks of its own domain go over the HB fabric; those for the p - g ranks of other
+    domains go straight over RDMA to the rank that holds the expert, whatever its local index, so
+    they leave the rail (no NVLink forwarding: a rail-only network without a cross-rail tier cannot
+    carry them). Per rank:
+
+        HB bytes   = copy_bytes · copies · (g − 1)/p
+        RDMA bytes = copy_bytes · copies · (p − g)/p
+        t = host floor + latency + max(RDMA bytes / B_cross, HB bytes / B_hb)
+
+    The two phases run concurrently (both kernels issue their NVLink stores and RDMA writes from
+    the same warps). Unlike the millisecond-long deduplicated kernels, whose floor only bounds
+    them, a low-latency call of a few megabytes carries a fixed part of the size of one call's host
+    side: it returns only when every peer's copies and arrival counts have landed (DeepEP's
+    kernels count arrivals per expert), so it waits on the last peer's launch. One host floor
+    (calibration host_floor_s, the fastest a call of a few bytes completes on the GPU generation)
+    stands for it; it is not fitted. All arrays broadcast."""
+    cb = np.asarray(copy_bytes, float)
+    k = np.asarray(copies, float)
+    p, g, span = (np.asarray(x, float) for x in (size, ranks_per_domain, domain_span))
+    shape = np.broadcast_shapes(cb.shape, k.shape, p.shape, g.shape, span.shape)
+    g = np.minimum(g, p)
+    n_dom = np.maximum(np.floor(p / np.maximum(g, 1.0) + 1e-9), 1.0)
+    span = np.maximum(span, n_dom)
+    c = calib
+    cross = _scaleout_path(system, c, n_dom, span, np.asarray(concurrency, float), cross=True, a2a=True,
+                           nic_bw=system.nic_bandwidth_per_gpu_bytes_per_s)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(p > 0, 1.0 / p, 0.0)
+    hb_b = cb * k * (g - 1) * share
+    rdma = cb * k * (p - g) * share
+    multi = n_dom > 1
+    eta_hb = hb_link_efficiency(system, c)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_rdma = np.where(multi, rdma / np.where(cross.exists, cross.bw, 1.0), 0.0)
+        # the HB copies reach g - 1 peers, each at the share of the domain's all-to-all bandwidth
+        t_hb = np.where(g > 1, hb_b * g / np.maximum(g - 1, 1.0) * _hb_alltoall_inverse_bw(system, g) / eta_hb, 0.0)
+    return _dispatch_estimates(system, c, cross, multi, np.maximum(t_rdma, t_hb), rdma, hb_b, p, shape,
+                               "per_expert_dispatch", floor_adds=True, cuda_graphs=cuda_graphs)
 
 
 def expected_distinct_domains(experts: int, top_k: int, domains, max_domains: int | None = None) -> np.ndarray:
@@ -1660,7 +1723,8 @@ def peers_per_rank(algorithm_index, size, ranks_per_domain, system: ClusterSyste
       scatter-allgather: ceil(lg p) + 2;
     * pairwise all-to-all: every other member; two_phase (PXN / rail-only forwarding): the domain's
       members and the same-rank GPUs of the other domains (railonly.md §4's hierarchical pattern);
-    * p2p: the one peer; pat: ceil(lg p) (its aggregated trees); none: 0.
+    * p2p: the one peer; pat: ceil(lg p) (its aggregated trees); dedup_dispatch: the domain's members
+      and the same-rank GPUs of the other domains; per_expert_dispatch: every other member; none: 0.
     Always at most p - 1."""
     a = np.asarray(algorithm_index)
     p = np.asarray(size, dtype=float)
@@ -1698,4 +1762,5 @@ def peers_per_rank(algorithm_index, size, ranks_per_domain, system: ClusterSyste
     put("p2p", np.ones(p.shape))
     put("pat", lg)
     put("dedup_dispatch", (g - 1) + (n_dom - 1))
+    put("per_expert_dispatch", p - 1)
     return np.clip(out, 0.0, np.maximum(p - 1, 0.0))

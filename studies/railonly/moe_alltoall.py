@@ -37,6 +37,9 @@ EP 64 on each network, as a uniform all-to-all of every (token, expert) copy and
 node with NVLink forwarding (DeepEP's normal kernels; collectives.moe_dispatch_estimate_vec): the
 deduplicated dispatch sends to the same local rank of each destination node, so it rides the rails
 alone and takes the same time on rail-only, the fat-tree and thin spines (moe_dispatch_networks*.csv).
+The low-latency (decode) kernels' dispatch of 128 FP8 tokens per GPU, one copy per (token, expert)
+straight to the expert's GPU (collectives.moe_per_expert_dispatch_estimate_vec), leaves the rails:
+rail-only cannot carry it (time inf) and a thin spine r:1 slows its RDMA phase.
 Findings: the search avoids cross-domain EP wherever it can (EP inside the HB domain), so best-vs-best
 overheads are ~0; with DeepSeek-V3's EP-64 layout the forwarding overhead appears in the iteration,
 diluted by compute. Thin spines: for a uniform all-to-all a thin spine buys nothing over rail-only in
@@ -128,11 +131,16 @@ def dedup_dispatch(platforms, nic_gbps, networks) -> pd.DataFrame:
     """Part C: one MoE dispatch of DeepSeek-V3 routing (256 experts, top-8, at most 4 nodes per
     token; 4,096 tokens of 7,168 BF16 per GPU) over EP 64 (4 domains on K >= 72), as a uniform all-to-all of every copy
     (Megatron's alltoall dispatcher) and deduplicated per node with NVLink forwarding (DeepEP,
-    collectives.moe_dispatch_estimate_vec), on each network."""
+    collectives.moe_dispatch_estimate_vec), on each network; and a decode step's dispatch by the
+    low-latency kernels (per_expert_decode), which rail-only cannot carry."""
     cal = _shipped_calibration().collectives
     llm = load_model("deepseek-v3-like")
     moe = llm.moe
     token_bytes = 4096 * llm.hidden_size * 2.0
+    # a decode step's dispatch by the low-latency kernels: 128 tokens per GPU, one FP8 copy per
+    # (token, expert) with its scales and header (DeepEP's test_low_latency.py byte count)
+    decode_copies = 128 * moe.top_k
+    copy_bytes = llm.hidden_size * (1.0 + 4.0 / 128) + 16.0
     rows = []
     for plat in platforms:
         k, gpu, hb, n_sys = _platform(plat)
@@ -148,7 +156,9 @@ def dedup_dispatch(platforms, nic_gbps, networks) -> pd.DataFrame:
                                  spine_oversubscription=r, gpu=gpu)
                 a2a = coll.collective_estimate("all_to_all", token_bytes * moe.top_k, shape, sy, cal)
                 dd = coll.moe_dispatch_estimate_vec(token_bytes, moe.top_k, d, ep, k, n_dom, sy, cal)
-                res[lab] = {"alltoall": (a2a.time_s, a2a.spine_bytes), "dedup": (float(dd.time_s), float(dd.spine_bytes))}
+                ll = coll.moe_per_expert_dispatch_estimate_vec(copy_bytes, decode_copies, ep, k, n_dom, sy, cal)
+                res[lab] = {"alltoall": (a2a.time_s, a2a.spine_bytes), "dedup": (float(dd.time_s), float(dd.spine_bytes)),
+                            "per_expert_decode": (float(ll.time_s), float(ll.spine_bytes))}
             for lab, v in res.items():
                 for kind, (t, spine) in v.items():
                     rows.append({"platform": plat, "hb_size": k, "ep": ep, "nic_gbps": nic_g, "network": lab,

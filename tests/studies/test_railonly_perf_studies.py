@@ -143,3 +143,13 @@ def test_moe_alltoall_published_overhead(out):
     # all-to-all's own overhead (compute dilutes it)
     assert 0 < it.loc["rail-only", "layout_overhead_vs_fat_tree"] < it.loc["rail-only", "layout_ep_overhead_vs_fat_tree"]
     assert it.loc["rail-only", "best_iteration_time_s"] >= it.loc["fat-tree", "best_iteration_time_s"] * (1 - 1e-12)
+    # one dispatch: the deduplicated kernels ride the rails (the same on every network); the
+    # low-latency kernels' per-expert copies leave them: rail-only cannot carry them
+    dd = pd.read_csv(out[0] / "moe_dispatch_networks_quick.csv")
+    for plat, d in dd.groupby(["platform", "nic_gbps"]):
+        t = d.set_index(["dispatcher", "network"]).time_s
+        assert t.loc["dedup"].nunique() == 1, plat
+        assert np.isinf(t.loc[("per_expert_decode", "rail-only")]) and np.isfinite(t.loc[("per_expert_decode", "fat-tree")])
+        for n in t.loc["per_expert_decode"].index:
+            if n.startswith("thin spine"):  # the full run's networks (the quick run has rail-only and the fat-tree)
+                assert t.loc[("per_expert_decode", n)] > t.loc[("per_expert_decode", "fat-tree")], (plat, n)
