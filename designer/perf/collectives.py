@@ -1569,8 +1569,8 @@ def moe_per_expert_dispatch_estimate_vec(copy_bytes, copies, size, ranks_per_dom
         RDMA bytes = copy_bytes · copies · (p − g)/p
         t = host floor + latency + max(RDMA bytes / B_cross, HB bytes / B_hb)
 
-    The two phases run concurrently (both kernels issue their NVLink stores and RDMA writes from
-    the same warps). Unlike the millisecond-long deduplicated kernels, whose floor only bounds
+    The two phases overlap (the NVLink copies are stored while the RDMA writes are in flight).
+    Unlike the millisecond-long deduplicated kernels, whose floor only bounds
     them, a low-latency call of a few megabytes carries a fixed part of the size of one call's host
     side: it returns only when every peer's copies and arrival counts have landed (DeepEP's
     kernels count arrivals per expert), so it waits on the last peer's launch. One host floor
