@@ -1,5 +1,6 @@
 """The deduplicated MoE dispatch (DeepEP-style) against DeepEP's published normal-kernel bandwidths,
-and its traffic on rail-only, rail-optimized and thin-spine fabrics. Run with -s for the table."""
+the per-expert dispatch against its published low-latency kernels, and the traffic on rail-only,
+rail-optimized and thin-spine fabrics. Run with -s for the table."""
 
 from __future__ import annotations
 
@@ -106,3 +107,25 @@ def test_allgather_dispatcher_by_hand():
                      + coll.collective_time_s("reduce_scatter", n, shape, sy, calib.collectives))
     m = 16 // 8
     assert float(np.asarray(out["ep_s"]).ravel()[0]) == pytest.approx(m * llm.layers * per_layer, rel=1e-9)
+
+
+LOW_LATENCY = yaml.safe_load((Path(__file__).parent / "data" / "deepep_low_latency_kernels.yaml").read_text())
+
+
+@pytest.mark.parametrize("row", LOW_LATENCY["rows"], ids=lambda r: f"ep{r['ep']}")
+def test_deepep_low_latency_kernels_within_twenty_percent(row):
+    # one copy per (token, expert): the per-expert estimate, nothing fitted to this table
+    s = LOW_LATENCY["setup"]
+    ep, g = row["ep"], s["gpus_per_node"]
+    copies = s["tokens"] * s["top_k"]
+    sy = _h800(ep)
+    out = []
+    for kind, copy_bytes in (("dispatch", s["hidden"] * FP8 + 16.0), ("combine", s["hidden"] * 2.0)):
+        t = float(coll.moe_per_expert_dispatch_estimate_vec(copy_bytes, copies, ep, min(g, ep), max(ep // g, 1), sy,
+                                                             CAL).time_s)
+        # the published bandwidth is the same bytes over the published time
+        assert copies * copy_bytes / (row[f"{kind}_us"] * 1e-6) / 1e9 == pytest.approx(row[f"{kind}_gb_per_s"], rel=0.03)
+        out.append((kind, row[f"{kind}_us"], t * 1e6))
+    print(f"\nEP {ep:>3}: " + "; ".join(f"{k} {m} us measured, {d:.0f} designer ({d / m - 1:+.0%})" for k, m, d in out))
+    for kind, measured, designer in out:
+        assert designer == pytest.approx(measured, rel=TOL), kind
