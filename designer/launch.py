@@ -235,6 +235,11 @@ def _moe_args(llm: LLMSpec, s: Strategy, gpus_per_node: int, notes: list[str]) -
          # grouped GEMM: the experts of a rank in one kernel; TransformerConfig also requires it for
          # the 'moe_act' recompute module
          "--moe-grouped-gemm"]
+    if s.expert_gemm == "grouped":
+        # Transformer Engine's GroupedTensor path: the experts' split sizes stay on the device
+        # (transformer_config.py moe_use_grouped_tensor: "CUDA split metadata so it can be captured in
+        # CUDA graphs"), where TEGroupedMLP otherwise takes them to the host (experts.py .tolist())
+        a.append("--moe-use-grouped-tensor")
     bits = moe_layer_pattern(llm)
     if not all(bits):
         a += ["--moe-layer-freq", _run_length_pattern(bits)]

@@ -95,10 +95,12 @@ CASES = [
         pp=8, dp=64, ep=32, schedule=Schedule.interleaved, virtual_stages=2, zero_stage=1,
         recompute=Recompute.selective, recompute_modules=(RecomputeModule.mla_up_proj, RecomputeModule.moe_act),
         overlap_ep_comm=True), 512),
-    # MoE in every layer, expert TP 1, EP all-to-all overlap, selective recompute of MoE parts
+    # MoE in every layer, expert TP 1, EP all-to-all overlap, selective recompute of MoE parts, the
+    # experts' split sizes kept on the device
     Case("mixtral-8x7b", _train(4096, 1024), Strategy(
         tp=2, dp=16, ep=8, expert_tp=1, sequence_parallel=True, zero_stage=1, recompute=Recompute.selective,
-        recompute_modules=(RecomputeModule.moe_act, RecomputeModule.layernorm), overlap_ep_comm=True), 32),
+        recompute_modules=(RecomputeModule.moe_act, RecomputeModule.layernorm), overlap_ep_comm=True,
+        expert_gemm="grouped"), 32),
     # MoE with a 128-token sliding window in alternate layers (GPT-OSS), HybridEP-style dispatcher
     Case("gpt-oss-20b", _train(4096, 256), Strategy(dp=8, ep=8, zero_stage=1, moe_dispatcher="deepep"), 8),
     # MoE with ZeRO-3 (Megatron-FSDP) and pipeline, allgather dispatcher
@@ -361,6 +363,8 @@ def test_megatron_moe_flags_match_the_moe_record(case):
     want = [int(i >= moe.first_dense_layers and (i - moe.first_dense_layers) % moe.moe_layer_interval == 0)
             for i in range(llm.layers)]
     assert pattern == want
+    # TEGroupedMLP takes the split sizes to the host unless its GroupedTensor path is on
+    assert bool(ns.moe_use_grouped_tensor) == (s.expert_gemm == "grouped")
     if s.moe_dispatcher == "deepep":
         assert (ns.moe_token_dispatcher_type, ns.moe_flex_dispatcher_backend) == ("flex", "deepep")
     else:

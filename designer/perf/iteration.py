@@ -484,8 +484,11 @@ def compute_term(ctx: _Context, w: cmp.LayerWork, is_moe: bool) -> LayerTimes:
         # and the grouped MLP launches its per-expert kernels from those host-side split sizes
         # (experts.py: tokens_per_expert.tolist()), so the GPU waits while they are launched.
         # Split like the launches, a third forward and two thirds backward. A strategy replaying
-        # captured CUDA graphs has static expert shapes and launches nothing from the host.
-        host = ctx.calib.compute.framework_per_expert_s * ctx.llm.moe.experts / ctx.S.ep * ctx.host_launched
+        # captured CUDA graphs has static expert shapes and launches nothing from the host, and one
+        # grouped-GEMM kernel over the local experts (Strategy.expert_gemm "grouped": torchtitan's
+        # torch._grouped_mm, AutoModel's grouped_gemm gmm) launches nothing per expert either.
+        host = (ctx.calib.compute.framework_per_expert_s * ctx.llm.moe.experts / ctx.S.ep * ctx.host_launched
+                * np.where(ctx.S.grouped_gemm, 0.0, 1.0))
         fwd = fwd + host / 3
         bwd = bwd + 2 * host / 3
     return LayerTimes(compute_s=fwd + bwd + rc, fwd_s=fwd, bwd_s=bwd + rc, w_s=w.gemm_s,

@@ -54,6 +54,8 @@ def assumptions(row: dict, st) -> str:
         routing = modern_runs.training_for(row).moe_routing
         if routing != "uniform":
             parts.append(f"{routing.replace('_', '-')} gate")
+    if modern_runs.case(row)[0].moe is not None and st.expert_gemm == "grouped":
+        parts.append("grouped expert GEMMs")
     if st.overlap_tp_comm:
         parts.append("TP overlap")
     if st.cuda_graphs:

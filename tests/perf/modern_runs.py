@@ -129,8 +129,15 @@ def strategy_for(row: dict) -> Strategy:
     overlap_tp = fw["overlap_tp"] or "asynctp" in overlap.replace(" ", "")
     if "vanilla tp" in overlap:
         overlap_tp = False
+    # the frameworks whose experts run one grouped GEMM (modern_systems.yaml expert_gemm); AutoModel
+    # adds expert biases expert by expert from host-side splits (layers.py GroupedExpertsDeepEP
+    # ._apply_bias: torch.split(..., tokens_per_expert.tolist())), so a model with biases launches
+    # per expert there
+    expert_gemm = fw.get("expert_gemm", "per_expert")
+    if expert_gemm == "grouped" and fw.get("expert_bias_per_expert") and load_model(row["model"]).linear_bias:
+        expert_gemm = "per_expert"
     return Strategy(
-        tp=row["tp"], pp=row["pp"], dp=row["dp"], cp=row["cp"], ep=row["ep"],
+        tp=row["tp"], pp=row["pp"], dp=row["dp"], cp=row["cp"], ep=row["ep"], expert_gemm=expert_gemm,
         expert_tp=row["etp"] or (row["tp"] if fw.get("expert_tp_default") == "tp" else 1),
         sequence_parallel=fw["sequence_parallel"] and row["tp"] > 1, microbatch_size=mbs or 1,
         schedule=schedule, virtual_stages=vp if interleaved else 1, pipeline_flushes=flushes, zero_stage=zero,

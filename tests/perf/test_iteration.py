@@ -187,6 +187,10 @@ def test_moe_host_time_per_local_expert_by_hand():
     graphed = StrategyArrays.from_strategies([Strategy(tp=1, pp=1, dp=8, ep=2, microbatch_size=1, cuda_graphs=True)])
     cal = dataclasses.replace(CAL, compute=dataclasses.replace(CAL.compute, framework_per_expert_s=1e-3))
     assert float(iteration_arrays(llm, tr, graphed, sy, cal)["compute_s"][0]) == pytest.approx(got[0], rel=1e-12)
+    # one grouped-GEMM kernel over the local experts, split sizes on the device: nothing launched per expert
+    grouped = StrategyArrays.from_strategies([Strategy(tp=1, pp=1, dp=8, ep=2, microbatch_size=1, expert_gemm="grouped")])
+    assert float(iteration_arrays(llm, tr, grouped, sy, cal)["compute_s"][0]) == pytest.approx(got[0], rel=1e-12)
+    assert grouped.to_strategy(0).expert_gemm == "grouped"
 
 
 def test_cuda_graphs_remove_the_per_layer_launch_floor():
