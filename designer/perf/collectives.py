@@ -1550,6 +1550,17 @@ def _dispatch_estimates(system: ClusterSystem, c: CollectiveCalibration, path: _
                                rail_bytes=rb, spine_bytes=sb)
 
 
+# FP8 dispatch: one byte per element and an fp32 scale per 128 (DeepEP, DeepSeek-V3 §3.3.2), over BF16
+FP8_DISPATCH_BYTES_PER_ELEMENT = 1.0 + 4.0 / 128
+
+
+def low_latency_copy_bytes(hidden: int, fp8: bool) -> float:
+    """One (token, expert) copy of the low-latency kernels, as DeepEP's tests/test_low_latency.py
+    counts it: hidden + hidden/128 * 4 + 16 bytes in FP8 (values, an fp32 scale per 128, a header),
+    2 * hidden in BF16."""
+    return hidden * FP8_DISPATCH_BYTES_PER_ELEMENT + 16.0 if fp8 else 2.0 * hidden
+
+
 def moe_per_expert_dispatch_estimate_vec(copy_bytes, copies, size, ranks_per_domain, domain_span,
                                         system: ClusterSystem, calib: CollectiveCalibration, *,
                                         concurrency=1.0, cuda_graphs: bool = False) -> CollectiveEstimates:
@@ -1558,8 +1569,7 @@ def moe_per_expert_dispatch_estimate_vec(copy_bytes, copies, size, ranks_per_dom
     all-to-all, UCCL-EP's low-latency mode).
 
     Each rank sends `copies` copies of `copy_bytes` (a token's hidden vector with its scales and
-    header: DeepEP's test_low_latency.py counts hidden + hidden/128 * 4 + 16 bytes per FP8 copy and
-    2 * hidden per BF16 combine copy), spread evenly over the p ranks' experts. The copies for the
+    header, low_latency_copy_bytes), spread evenly over the p ranks' experts. The copies for the
     g - 1 other ranks of its own domain go over the HB fabric; those for the p - g ranks of other
     domains go straight over RDMA to the rank that holds the expert, whatever its local index, so
     they leave the rail (no NVLink forwarding: a rail-only network without a cross-rail tier cannot

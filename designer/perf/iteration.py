@@ -382,6 +382,7 @@ class _Context:
     # 1 where the host launches the kernels one by one, 0 where the strategy replays the iteration
     # from captured CUDA graphs (no launch floor per layer, no host wait per MoE expert)
     host_launched: np.ndarray
+    experts_launched: np.ndarray  # 1 where the MoE layers launch their local experts one by one from the host
 
 
 def full_recompute_share(llm: LLMSpec, S: StrategyArrays) -> np.ndarray:
@@ -414,7 +415,8 @@ def _context(llm, training, S, system, calib) -> _Context:
                     dense=dense, moe=moe, logits_s=logits_s, full=full_recompute_share(llm, S),
                     rc_modules=np.where(S.recompute == mem.RECOMPUTE_SELECTIVE, S.rc_modules, 0),
                     act_bytes=b * (s / cp) * llm.hidden_size * cmp.ACT_BYTES,
-                    host_launched=np.where(S.graphs, 0.0, 1.0))
+                    host_launched=np.where(S.graphs, 0.0, 1.0),
+                    experts_launched=np.where(S.graphs | S.grouped_gemm, 0.0, 1.0))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -487,8 +489,7 @@ def compute_term(ctx: _Context, w: cmp.LayerWork, is_moe: bool) -> LayerTimes:
         # captured CUDA graphs has static expert shapes and launches nothing from the host, and one
         # grouped-GEMM kernel over the local experts (Strategy.expert_gemm "grouped": torchtitan's
         # torch._grouped_mm, AutoModel's grouped_gemm gmm) launches nothing per expert either.
-        host = (ctx.calib.compute.framework_per_expert_s * ctx.llm.moe.experts / ctx.S.ep * ctx.host_launched
-                * np.where(ctx.S.grouped_gemm, 0.0, 1.0))
+        host = ctx.calib.compute.framework_per_expert_s * ctx.llm.moe.experts / ctx.S.ep * ctx.experts_launched
         fwd = fwd + host / 3
         bwd = bwd + 2 * host / 3
     return LayerTimes(compute_s=fwd + bwd + rc, fwd_s=fwd, bwd_s=bwd + rc, w_s=w.gemm_s,
@@ -606,9 +607,6 @@ def _dispatch_ct(ctx: _Context, token_bytes, on) -> _Coll:
     return _Coll(*out)
 
 
-# FP8 dispatch: one byte per element and an fp32 scale per 128 (DeepEP, DeepSeek-V3 §3.3.2), over BF16
-FP8_DISPATCH_BYTES_PER_ELEMENT = 1.0 + 4.0 / 128
-
 
 def ep_term(ctx: _Context, moe: LayerTimes | None) -> Term:
     """MoE layers only, per layer per microbatch: dispatch and combine forward, their mirrors
@@ -633,7 +631,7 @@ def ep_term(ctx: _Context, moe: LayerTimes | None) -> Term:
     ag = _ct("all_gather", token_bytes * ep_n, ctx.pl.ep, ctx.system, ctx.calib.collectives, S.ag_dispatch, graphs=ctx.S.graphs)
     rs = _ct("reduce_scatter", token_bytes * ep_n, ctx.pl.ep, ctx.system, ctx.calib.collectives, S.ag_dispatch, graphs=ctx.S.graphs)
     low = ctx.training.precision.value in cmp.LOW_PRECISIONS
-    fp8_share = FP8_DISPATCH_BYTES_PER_ELEMENT / cmp.ACT_BYTES if low else 1.0
+    fp8_share = coll.FP8_DISPATCH_BYTES_PER_ELEMENT / cmp.ACT_BYTES if low else 1.0
     d16 = _dispatch_ct(ctx, token_bytes, S.dedup)
     d8 = _dispatch_ct(ctx, token_bytes * fp8_share, S.dedup) if low else d16
     redo = np.maximum(ctx.full, ((ctx.rc_modules & mem.RC_MOE) > 0).astype(float))

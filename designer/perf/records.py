@@ -359,9 +359,6 @@ class StrategyArrays:
             overlap_pp_comm=bool(self.overlap_pp[i]), global_batch_sequences=int(self.batch[i]) or None,
             pipeline_flushes=int(self.flushes[i]), expert_gemm="grouped" if bool(self.grouped_gemm[i]) else "per_expert")
 
-    def take(self, idx) -> "StrategyArrays":
-        return StrategyArrays(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
-
 
 @dataclass(frozen=True)
 class VectorMetrics:

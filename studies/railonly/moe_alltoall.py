@@ -138,9 +138,9 @@ def dedup_dispatch(platforms, nic_gbps, networks) -> pd.DataFrame:
     moe = llm.moe
     token_bytes = 4096 * llm.hidden_size * 2.0
     # a decode step's dispatch by the low-latency kernels: 128 tokens per GPU, one FP8 copy per
-    # (token, expert) with its scales and header (DeepEP's test_low_latency.py byte count)
+    # (token, expert) with its scales and header
     decode_copies = 128 * moe.top_k
-    copy_bytes = llm.hidden_size * (1.0 + 4.0 / 128) + 16.0
+    copy_bytes = coll.low_latency_copy_bytes(llm.hidden_size, fp8=True)
     rows = []
     for plat in platforms:
         k, gpu, hb, n_sys = _platform(plat)

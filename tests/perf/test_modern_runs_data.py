@@ -361,3 +361,12 @@ def test_model_zoo_a2a_overlap_row_overlaps_its_expert_communication():
     by_id = {r["id"]: r for r in ROWS}
     got = {rid: modern_runs.strategy_for(by_id[rid]).overlap_ep_comm for rid in ("MZ-1", "MZ-2", "MZ-4", "MZ-7")}
     assert got == {"MZ-1": False, "MZ-2": True, "MZ-4": False, "MZ-7": False}
+
+
+def test_automodel_experts_run_one_grouped_gemm_unless_they_carry_biases():
+    # AutoModel's DeepEP experts: grouped_gemm's gmm over the local experts, but expert biases added
+    # expert by expert (layers.py GroupedExpertsDeepEP); GPT-OSS has expert biases, Qwen3 and
+    # DeepSeek-V3 none; Megatron's rows keep TEGroupedMLP's per-expert launches
+    by_id = {r["id"]: r for r in ROWS}
+    got = {rid: modern_runs.strategy_for(by_id[rid]).expert_gemm for rid in ("AM-1", "AM-4", "AM-5", "MZ-1")}
+    assert got == {"AM-1": "grouped", "AM-4": "grouped", "AM-5": "per_expert", "MZ-1": "per_expert"}

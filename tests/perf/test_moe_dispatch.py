@@ -120,7 +120,8 @@ def test_deepep_low_latency_kernels_within_twenty_percent(row):
     copies = s["tokens"] * s["top_k"]
     sy = _h800(ep)
     out = []
-    for kind, copy_bytes in (("dispatch", s["hidden"] * FP8 + 16.0), ("combine", s["hidden"] * 2.0)):
+    for kind, copy_bytes in (("dispatch", coll.low_latency_copy_bytes(s["hidden"], fp8=True)),
+                             ("combine", coll.low_latency_copy_bytes(s["hidden"], fp8=False))):
         t = float(coll.moe_per_expert_dispatch_estimate_vec(copy_bytes, copies, ep, min(g, ep), max(ep // g, 1), sy,
                                                              CAL).time_s)
         # the published bandwidth is the same bytes over the published time

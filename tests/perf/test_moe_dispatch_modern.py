@@ -168,21 +168,14 @@ def _dtype_bytes(e: dict) -> float:
     return FP8 if e.get("dispatch_dtype") == "fp8" else BF16
 
 
-def _per_expert_copy_bytes(e: dict, hidden: int) -> float:
-    """One (token, expert) copy as DeepEP's test_low_latency.py counts it: hidden + hidden/128 * 4 + 16
-    bytes dispatched in FP8 (the values, an fp32 scale per 128, a header), 2 * hidden combined in BF16."""
-    if e["op"] == "moe_dispatch" and (e.get("dispatch_dtype") or DECODE_WORKLOAD["dispatch_dtype"]) == "fp8":
-        return hidden * FP8 + 16.0
-    return hidden * BF16
-
-
 def _price_per_expert(name: str, e: dict) -> tuple[float, float]:
     """A low-latency (decode) kernel's entry: (model time s, one copy's bytes x copies per rank)."""
     w = {k: e.get(k) or DECODE_WORKLOAD[k] for k in ("tokens", "hidden", "topk")}
     gpu = e["gpu"] or next(v for k, v in ASSUMED_GPU.items() if name.startswith(k))
     p, g = int(e["ep_size"]), int(e["gpus_per_node"])
     sy = _system({**e, "gpu": gpu})
-    cb = _per_expert_copy_bytes(e, w["hidden"])
+    fp8 = e["op"] == "moe_dispatch" and (e.get("dispatch_dtype") or DECODE_WORKLOAD["dispatch_dtype"]) == "fp8"
+    cb = coll.low_latency_copy_bytes(w["hidden"], fp8)
     est = coll.moe_per_expert_dispatch_estimate_vec(cb, w["tokens"] * w["topk"], p, min(g, p), max(p // g, 1), sy, CAL)
     return float(est.time_s), w["tokens"] * w["topk"] * cb
 
@@ -308,6 +301,8 @@ def test_per_expert_dispatch_by_hand():
     e = {"gpu": "h100_sxm", "gpus_per_node": 8, "ep_size": 16, "fabric": "infiniband"}
     sy = _system(e)
     cb = 7168 + 7168 / 128 * 4 + 16
+    assert coll.low_latency_copy_bytes(7168, fp8=True) == pytest.approx(cb)
+    assert coll.low_latency_copy_bytes(7168, fp8=False) == 2 * 7168
     rdma = cb * 1024 * 8 / 16
     nvlink = cb * 1024 * 7 / 16
     fixed = 30.3e-6 + 3.4e-6 + 14.0e-6
