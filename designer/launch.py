@@ -362,6 +362,22 @@ def _precision_args(s: Strategy, training: TrainingSpec, notes: list[str]) -> li
     return a
 
 
+def _gradient_wire_note(training: TrainingSpec, notes: list[str]) -> None:
+    """Megatron-LM reduces the data-parallel gradients in the main gradients' dtype: fp32 for a bf16
+    model with fp32 main gradients (arguments.py: accumulate_allreduce_grads_in_fp32, unless
+    --grad-reduce-in-bf16, which also accumulates in bf16), 16 bits otherwise. Say so where designer
+    priced the other width (TrainingSpec.grad_reduce_dtype); no flag is written, since reducing in bf16
+    would also change how the gradients accumulate."""
+    megatron_fp32 = training.precision != Precision.fp16 and training.grad_accumulation_dtype == "fp32"
+    if megatron_fp32 and training.grad_reduce_dtype == "bf16":
+        notes.append("gradient reduction: designer priced 16-bit gradients (grad_reduce_dtype bf16); Megatron-LM "
+                     "reduces fp32 main gradients in fp32, twice the bytes; --grad-reduce-in-bf16 reduces and "
+                     "accumulates them in bf16, or price grad_reduce_dtype: fp32")
+    elif not megatron_fp32 and training.grad_reduce_dtype == "fp32":
+        notes.append("gradient reduction: designer priced fp32 gradients (grad_reduce_dtype fp32); Megatron-LM "
+                     "reduces them in the 16-bit main-gradient dtype here, half the bytes")
+
+
 def megatron_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus: int, gpus_per_node: int,
                     *, script: str = MEGATRON_SCRIPT) -> MegatronLaunch:
     """The full Megatron-LM launch of one strategy (Megatron-LM commit MEGATRON_COMMIT)."""
@@ -463,6 +479,7 @@ def megatron_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus: i
         # arguments.py: --cpu-offloading-num-layers > 0 sets cpu_offloading itself
         a += ["--cpu-offloading-num-layers", str(s.offload_activation_layers)]
     a += _precision_args(s, training, notes)
+    _gradient_wire_note(training, notes)
     env: list[tuple[str, str]] = []
     if (s.tp > 1 or s.cp > 1) and not fsdp and not ep_overlap:
         # arguments.py asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with tp or cp > 1 before Blackwell (one
@@ -637,6 +654,11 @@ def torchtitan_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus:
     if training.precision == Precision.fp16:
         notes.append("fp16: torchtitan mixes in bfloat16 or float32 only; bfloat16 written")
     training_fields["mixed_precision_param"] = "bfloat16"
+    # job_config.py at TORCHTITAN_COMMIT: mixed_precision_reduce is Literal['float32']
+    training_fields["mixed_precision_reduce"] = "float32"
+    if training.grad_reduce_dtype == "bf16":
+        notes.append(f"gradient reduction: designer priced 16-bit gradients (grad_reduce_dtype bf16); torchtitan "
+                     f"{TORCHTITAN_COMMIT[:7]} reduces in float32 only, twice the bytes; price grad_reduce_dtype: fp32")
     if s.offload_weights:
         # FSDP2 CPUOffloadPolicy: parameters, gradients and optimizer state on the host
         training_fields["enable_cpu_offload"] = True

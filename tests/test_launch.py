@@ -554,3 +554,28 @@ def test_megatron_says_it_runs_one_pipeline_schedule_per_iteration():
     c = next(c for c in CASES if c.strategy.pipeline_flushes > 1)
     launch = megatron_launch(c.llm, c.training, c.strategy, c.n_gpus, c.gpus_per_node)
     assert any("pipeline_flushes 2" in n and "one pipeline schedule" in n for n in launch.notes)
+
+
+def test_the_gradient_wire_designer_priced_is_said_where_the_framework_reduces_another():
+    # Megatron-LM reduces a bf16 model's fp32 main gradients in fp32 (arguments.py:
+    # accumulate_allreduce_grads_in_fp32), 16-bit main gradients and fp16 models in 16 bits; torchtitan
+    # reduces in float32 only (job_config.py mixed_precision_reduce: Literal['float32'])
+    llm = load_model("llama3-8b")
+    s = Strategy(dp=8, zero_stage=1)
+
+    def wire_notes(launch):
+        return [n for n in launch.notes if n.startswith("gradient reduction")]
+
+    default = _train(8192, 64)  # fp32 main gradients, 16-bit wire priced
+    assert any("fp32, twice the bytes" in n for n in wire_notes(megatron_launch(llm, default, s, 8, 8)))
+    fp32_wire = _train(8192, 64, grad_reduce_dtype="fp32")
+    assert wire_notes(megatron_launch(llm, fp32_wire, s, 8, 8)) == []
+    bf16_main = _train(8192, 64, grad_accumulation_dtype="bf16")
+    assert wire_notes(megatron_launch(llm, bf16_main, s, 8, 8)) == []
+    fp16_fp32_wire = _train(8192, 64, precision=Precision.fp16, grad_reduce_dtype="fp32")
+    assert any("half the bytes" in n for n in wire_notes(megatron_launch(llm, fp16_fp32_wire, s, 8, 8)))
+    tt = torchtitan_launch(llm, default, s, 8, 8)
+    assert tomllib.loads(tt.toml)["training"]["mixed_precision_reduce"] == "float32"
+    assert SCHEMA["sections"]["training"]["mixed_precision_reduce"]["choices"] == ["float32"]
+    assert any("float32 only" in n for n in wire_notes(tt))
+    assert wire_notes(torchtitan_launch(llm, fp32_wire, s, 8, 8)) == []

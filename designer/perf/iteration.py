@@ -796,6 +796,11 @@ def stage_params(ctx: _Context, stt: StageTimes) -> StageParams:
                        all_local=np.maximum.reduce([first_d + first_e, mid_d + mid_e, last_d + last_e]))
 
 
+def reduce_bytes_per_gradient(training: TrainingSpec) -> float:
+    """Bytes per gradient element on the data-parallel wire (TrainingSpec.grad_reduce_dtype)."""
+    return 4.0 if training.grad_reduce_dtype == "fp32" else mem.GRAD_BYTES
+
+
 def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, layer_exposed_fwd_s=0.0, layer_exposed_bwd_s=0.0) -> Term:
     """Per iteration: gradient reduction and weight gathers of the pace stage (module docstring).
     DP traffic (on the NICs, or its own NVLink phase) hides behind the wall time of the passes:
@@ -808,6 +813,7 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, layer_exposed_fwd_
     bucket_b = np.where(S.bucket_bytes > 0, S.bucket_bytes, ctx.calib.dp_bucket_bytes)
     low = ctx.training.fp8_param_gather and ctx.training.precision.value in cmp.LOW_PRECISIONS
     gather_bytes = 1.0 if low else mem.WEIGHT_BYTES
+    grad_b = reduce_bytes_per_gradient(ctx.training)
     n_layers = stt.dense_layers + stt.moe_layers
     # wall time of the passes (a host-bound stage lasts its launches: a third forward, two backward)
     host = n_layers * ctx.calib.compute.framework_per_layer_s * ctx.host_launched
@@ -855,7 +861,7 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, layer_exposed_fwd_
             layer_p = params / np.maximum(n_l, 1)
             shard_n, g_shard, g_rep = g_full.size, g_full, _single(shape)
         hsdp = shard_n < g_full.size
-        G = params * mem.GRAD_BYTES
+        G = params * grad_b
         bucket = np.minimum(1.0, bucket_b / np.maximum(G, 1.0))
         # ZeRO 0: all-reduce; 1-2: reduce-scatter + all-gather over the shard group; HSDP all-reduces
         # the reduced shard across the replicas
@@ -883,19 +889,19 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, layer_exposed_fwd_
                            extent_domains=np.ones_like(g_shard.size), tier=np.full(shape, TIER_HB))
         agb_node = _ct("all_gather", layer_p * gather_bytes, node, system, ccol, z3 & S.reshard & S.hpz, graphs=ctx.S.graphs)
         agb_flat = _ct("all_gather", layer_p * gather_bytes, g_shard, system, ccol, z3 & S.reshard & ~S.hpz, graphs=ctx.S.graphs)
-        rs3 = _ct("reduce_scatter", np.where(S.qgz, 0.25, 1.0) * layer_p * mem.GRAD_BYTES, g_shard, system, ccol, z3, graphs=ctx.S.graphs)
+        rs3 = _ct("reduce_scatter", np.where(S.qgz, 0.25, 1.0) * layer_p * grad_b, g_shard, system, ccol, z3, graphs=ctx.S.graphs)
         # HSDP: each layer's reduced shard is all-reduced across the replicas right after its
         # reduce-scatter, on the same post-backward stream (PyTorch FSDP HYBRID_SHARD
         # _post_backward_hook; FSDP2 foreach_reduce on a 2-D mesh), so it hides behind the backward
         # of the layers still to come like the reduce-scatter does
-        rep3 = _ct("all_reduce", layer_p * mem.GRAD_BYTES / np.maximum(shard_n, 1), g_rep, system, ccol, z3 & hsdp,
+        rep3 = _ct("all_reduce", layer_p * grad_b / np.maximum(shard_n, 1), g_rep, system, ccol, z3 & hsdp,
                    graphs=ctx.S.graphs)
         agb = agb_node.time_s + agb_flat.time_s
         # weight offload: each gather waits for its shard to come up from host memory and each
         # reduced gradient shard goes down; the copies pipeline with the collectives layer by layer
         link = max(system.gpu.host_link_bytes_per_s, 1.0)
         up = np.where(S.offload_w, layer_p * gather_bytes / np.maximum(shard_n, 1) / link, 0.0)
-        down = np.where(S.offload_w, layer_p * mem.GRAD_BYTES / np.maximum(shard_n, 1) / link, 0.0)
+        down = np.where(S.offload_w, layer_p * grad_b / np.maximum(shard_n, 1) / link, 0.0)
         # per-layer seconds summed over the stage's layers (dense and expert gathers share the layers'
         # compute as their hiding budget, so they are priced together below)
         z3_f = z3_f + np.where(z3, n_l * np.maximum(agf.time_s, up), 0.0)

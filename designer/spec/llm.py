@@ -156,6 +156,14 @@ class TrainingSpec(Record):
     # Megatron forces fp32 main gradients for bf16 (arguments.py: accumulate_allreduce_grads_in_fp32);
     # DeepSpeed keeps 16-bit gradients.
     grad_accumulation_dtype: Literal["fp32", "bf16"] = "fp32"
+    # The gradients as the data-parallel reduction sends them. 16 bits is what the performance recipes
+    # the model is calibrated on send (Megatron-Bridge / NeMo set grad_reduce_in_fp32 False, DeepSpeed
+    # reduces in the model's dtype, llm-foundry's benchmarks run FSDP 'PURE'); Megatron-LM reduces fp32
+    # main gradients in fp32 unless --grad-reduce-in-bf16 (arguments.py), and torchtitan's FSDP2
+    # reduces in float32 (job_config.py mixed_precision_reduce).
+    grad_reduce_dtype: Literal["bf16", "fp32"] = Field(
+        default="bf16", description="gradients on the data-parallel wire: bf16 (16-bit, the performance recipes) or fp32 "
+                                    "(Megatron-LM's default with fp32 main gradients, torchtitan): twice the bytes")
     # Adam moments: fp32 by default; DeepSeek-V3 keeps them in bf16 (§3.3.3)
     optimizer_state_dtype: Literal["fp32", "bf16"] = "fp32"
     total_tokens: float = Field(gt=0, description="tokens to train on; gives time-to-train")

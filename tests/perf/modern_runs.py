@@ -166,6 +166,7 @@ def training_for(row: dict) -> TrainingSpec:
                             recipe in fw.get("fp8_param_gather_recipes", ()) or any(
                                 k in (row.get("notes") or "").lower() for k in ("fp8 param-gather", "fp8 all-gather"))),
                         grad_accumulation_dtype=fw.get("grad_accumulation_dtype", "fp32"),
+                        grad_reduce_dtype=fw.get("grad_reduce_dtype", "bf16"),
                         optimizer_state_dtype="bf16" if row["framework"] == "deepseek" else "fp32",
                         moe_routing=fw.get("moe_routing", "uniform"),
                         fp32_sharded_params=fw.get("fp32_sharded_params", False),

@@ -208,3 +208,22 @@ def test_cuda_graphs_remove_the_per_layer_launch_floor():
     assert llm.layers == 24
     assert host >= 24 * 4 * 1.0
     assert graphed <= free + 1e-9 and graphed < 0.05 * host
+
+
+def test_fp32_gradients_on_the_wire_double_the_data_parallel_bytes():
+    # the ZeRO-0 all-reduce of test_zero_volumes_on_rails, 2·(7/8)·G, with G of 4-byte gradients
+    # (TrainingSpec.grad_reduce_dtype fp32: Megatron-LM's fp32 main gradients, torchtitan's FSDP2);
+    # ZeRO-3's reduce-scatter doubles too, its two 16-bit weight gathers (forward, backward) do not:
+    # (2 + 2 + 4) / (2 + 2 + 2) = 4/3
+    from designer.perf.compute import dense_layer_params
+
+    llm = load_model("gpt-1.7b")
+    sy = cluster("a100_80gb", 64, nic_gbps=200)
+    G4 = 4 * (24 * dense_layer_params(llm) + 51200 * 2304) / 8
+    for zero, ratio in ((0, 2.0), (3, 4 / 3)):
+        b = {w: _ev(llm, TrainingSpec(sequence_length=2048, global_batch_sequences=8, precision="bf16",
+                                      total_tokens=1e9, grad_reduce_dtype=w),
+                    Strategy(tp=8, dp=8, zero_stage=zero), sy).tier_bytes.rail_bytes for w in ("bf16", "fp32")}
+        assert b["fp32"] / b["bf16"] == pytest.approx(ratio)
+        if zero == 0:
+            assert b["fp32"] == pytest.approx(2 * 7 / 8 * G4)

@@ -295,6 +295,15 @@ def test_pytorch_fsdp_rows_keep_fp32_sharded_params():
     assert got == {"TT-1": True, "MPT-21": True, "FMS-5": True, "AM-4": True, "MB2509-02": False}
 
 
+def test_torchtitan_rows_reduce_gradients_in_fp32():
+    # torchtitan's FSDP2 reduces in float32 (job_config.py mixed_precision_reduce: Literal['float32']);
+    # the other frameworks' rows send 16-bit gradients (modern_systems.yaml, TrainingSpec.grad_reduce_dtype)
+    by_id = {r["id"]: r for r in modern_runs.rows()}
+    got = {rid: modern_runs.training_for(by_id[rid]).grad_reduce_dtype
+           for rid in ("TT-1", "TT-31", "MPT-21", "MB2509-02", "MC-4")}
+    assert got == {"TT-1": "fp32", "TT-31": "fp32", "MPT-21": "bf16", "MB2509-02": "bf16", "MC-4": "bf16"}
+
+
 RECIPES = yaml.safe_load((Path(__file__).parent / "data" / "megatron_bridge_recipes.yaml").read_text(encoding="utf-8"))["rows"]
 DISPATCHERS = {"alltoall", "deepep", "hybridep"}
 GRAPH_IMPLS = {"none", "local", "transformer_engine", "full_iteration", "per_layer"}
