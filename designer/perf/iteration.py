@@ -607,7 +607,6 @@ def _dispatch_ct(ctx: _Context, token_bytes, on) -> _Coll:
     return _Coll(*out)
 
 
-
 def ep_term(ctx: _Context, moe: LayerTimes | None) -> Term:
     """MoE layers only, per layer per microbatch: dispatch and combine forward, their mirrors
     backward, and the forward's again when the MoE block is recomputed. Megatron's alltoall
@@ -796,11 +795,6 @@ def stage_params(ctx: _Context, stt: StageTimes) -> StageParams:
                        all_local=np.maximum.reduce([first_d + first_e, mid_d + mid_e, last_d + last_e]))
 
 
-def reduce_bytes_per_gradient(training: TrainingSpec) -> float:
-    """Bytes per gradient element on the data-parallel wire (TrainingSpec.grad_reduce_dtype)."""
-    return 4.0 if training.grad_reduce_dtype == "fp32" else mem.GRAD_BYTES
-
-
 def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, layer_exposed_fwd_s=0.0, layer_exposed_bwd_s=0.0) -> Term:
     """Per iteration: gradient reduction and weight gathers of the pace stage (module docstring).
     DP traffic (on the NICs, or its own NVLink phase) hides behind the wall time of the passes:
@@ -813,7 +807,7 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, layer_exposed_fwd_
     bucket_b = np.where(S.bucket_bytes > 0, S.bucket_bytes, ctx.calib.dp_bucket_bytes)
     low = ctx.training.fp8_param_gather and ctx.training.precision.value in cmp.LOW_PRECISIONS
     gather_bytes = 1.0 if low else mem.WEIGHT_BYTES
-    grad_b = reduce_bytes_per_gradient(ctx.training)
+    grad_b = mem.gradient_bytes(ctx.training.grad_reduce_dtype)
     n_layers = stt.dense_layers + stt.moe_layers
     # wall time of the passes (a host-bound stage lasts its launches: a third forward, two backward)
     host = n_layers * ctx.calib.compute.framework_per_layer_s * ctx.host_launched
@@ -1060,7 +1054,7 @@ def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams, acts) -> dict[
     dual = np.where(S.schedule == mem.SCHEDULE_DUALPIPE, 2.0, 1.0)  # DualPipe holds two copies
     w_b, g_b, o_b = mem.model_state_bytes(
         sp_.peak_dense * dual, sp_.peak_expert * dual, dp_shard=sg, expert_dp_shard=edp, zero_stage=S.zero,
-        hpz=S.hpz, ranks_per_node_dp=rpn_dp, grad_bytes=4.0 if tr.grad_accumulation_dtype == "fp32" else 2.0,
+        hpz=S.hpz, ranks_per_node_dp=rpn_dp, grad_bytes=mem.gradient_bytes(tr.grad_accumulation_dtype),
         optimizer_bytes=4.0 + (8.0 if tr.optimizer_state_dtype == "fp32" else 4.0),
         extra_weight_bytes=0.0 if (low and tr.fp8_param_gather) else fp8_copy, weight_bytes=weight_bytes)
     # ZeRO-3: the gathered 16-bit weights of the layer in use and of the prefetched ones; without

@@ -30,6 +30,13 @@ from designer.spec.llm import LLMSpec
 
 WEIGHT_BYTES = 2.0  # 16-bit weights (ZeRO §3.1)
 GRAD_BYTES = 2.0  # 16-bit gradients as communicated (ZeRO §3.1)
+
+
+def gradient_bytes(dtype: str) -> float:
+    """Bytes per gradient element held or sent in `dtype` ("fp32", else 16-bit): TrainingSpec's
+    grad_accumulation_dtype (memory) and grad_reduce_dtype (the data-parallel wire)."""
+    return 4.0 if dtype == "fp32" else GRAD_BYTES
+
 OPTIMIZER_BYTES = 12.0  # fp32 master weights + Adam m + v (ZeRO §3.1)
 
 SCHEDULE_GPIPE, SCHEDULE_1F1B, SCHEDULE_INTERLEAVED, SCHEDULE_ZERO_BUBBLE, SCHEDULE_DUALPIPE = 0, 1, 2, 3, 4
