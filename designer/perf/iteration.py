@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from designer.perf import collectives as coll
 from designer.perf import compute as cmp
@@ -204,19 +205,17 @@ def _ct(op: str, nbytes, g: GroupArrays, system: ClusterSystem, ccal, on=True, g
     if idx.size == 0:
         z = np.zeros(shape)
         return _Coll(z, z, z, z, z, live=False)
-    out = [np.zeros(shape) for _ in range(5)]
     nb = nbytes.ravel()[idx]
-    # one integer key per group shape (each field < 2**20), then one per (bytes, shape) pair
     gr = np.broadcast_to(np.asarray(graphs, bool), shape).ravel()[idx]
-    skey = (g.size.ravel()[idx] + (g.ranks_per_domain.ravel()[idx] << 20) + (g.extent_domains.ravel()[idx] << 40)
-            + (g.same_rail.ravel()[idx].astype(np.int64) << 60) + (gr.astype(np.int64) << 61))
-    ub, inv_b = np.unique(nb, return_inverse=True)
-    us, inv_s = np.unique(skey, return_inverse=True)
-    pair = inv_b.astype(np.int64).reshape(-1) * len(us) + inv_s.reshape(-1)
-    n_pairs = len(ub) * len(us)
+    # one code per (group shape, CUDA graphs), then one per (bytes, that code) pair
+    shape_code, n_shapes = g.shape_code
+    skey = shape_code.ravel()[idx] * 2 + gr
+    inv_b, ub = pd.factorize(nb)  # hash-based: linear time, where np.unique sorts
+    pair = inv_b.astype(np.int64) * (2 * n_shapes) + skey
+    n_pairs = len(ub) * 2 * n_shapes
     if n_pairs <= 4 * len(pair):
         # few (bytes, shape) combinations, the usual case: a table over all of them finds the distinct
-        # pairs in the order a sort would, without the sort; any strategy of a pair represents it
+        # pairs without a sort; any strategy of a pair represents it
         # (the pair fixes every input of the estimate)
         present = np.zeros(n_pairs, bool)
         present[pair] = True
@@ -232,8 +231,12 @@ def _ct(op: str, nbytes, g: GroupArrays, system: ClusterSystem, ccal, on=True, g
                                      g.extent_domains.ravel()[rep], g.same_rail.ravel()[rep], system, ccal,
                                      cuda_graphs=gr[first])
     peers = coll.peers_per_rank(e.algorithm_index, g.size.ravel()[rep], g.ranks_per_domain.ravel()[rep], system)
-    for o, x in zip(out, (e.time_s, e.hb_bytes, e.rail_bytes, e.spine_bytes, peers)):
-        o.ravel()[idx] = np.asarray(x)[inv.ravel()]
+    fields = (e.time_s, e.hb_bytes, e.rail_bytes, e.spine_bytes, peers)
+    if idx.size == live.size:  # every strategy runs it: gather straight into the result
+        return _Coll(*(np.asarray(x, float)[inv].reshape(shape) for x in fields))
+    out = [np.zeros(shape) for _ in range(5)]
+    for o, x in zip(out, fields):
+        o.ravel()[idx] = np.asarray(x)[inv]
     return _Coll(*out)
 
 

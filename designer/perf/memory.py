@@ -91,12 +91,10 @@ def activation_bytes_per_layer(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, s
         latents = tokens * (((m.q_lora_rank or 0) + m.kv_lora_rank) * lin + m.qk_rope_head_dim * ACT_BYTES)
         up = tokens * a / tp * (2 * qk + m.v_head_dim) * ACT_BYTES
         attn_split = latents + np.where(drops(RC_MLA_UP), 0.0, up) + tokens * a / tp * m.v_head_dim * lin
-        dv = m.v_head_dim
     else:
         kv_local = np.maximum(kv / tp, 1.0)
         # Q, K, V (inputs of the core) and the attention output (input of the output projection)
         attn_split = tokens * dh * (a / tp * (ACT_BYTES + lin) + kv_local * ACT_BYTES * 2)
-        dv = dh
     gate = 2.0 if llm.gated_mlp else 1.0
     if moe_layer and llm.moe is not None:
         moe = llm.moe
@@ -117,7 +115,6 @@ def activation_bytes_per_layer(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, s
     scores = np.asarray(b, float) * a / tp * (s / np.asarray(cp, float)) * s
     core = np.where(flash, tokens * a / tp * 4.0, scores * (ACT_BYTES + (ACT_BYTES + mask if llm.dropout else 0.0)))
     core = np.where(drops(RC_CORE_ATTN), 0.0, core)
-    _ = dv
     rep = np.where(sp, replicated / tp, replicated)
     kept = rep + attn_split + mlp_split + core
     layer_input = np.where(sp, tokens * h * ACT_BYTES / tp, tokens * h * ACT_BYTES)

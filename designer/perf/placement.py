@@ -24,9 +24,11 @@ rail-optimized fat-tree (railonly.md §1, §3).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from designer.spec.system import ClusterSystem
 
@@ -51,6 +53,18 @@ class GroupArrays:
     same_rail: np.ndarray
     extent_domains: np.ndarray
     tier: np.ndarray
+
+    @functools.cached_property
+    def shape_code(self) -> tuple[np.ndarray, int]:
+        """(a code per strategy, the number of codes): strategies share a code exactly where every field a
+        collective's price depends on (size, ranks per domain, extent, same rail) is equal. Computed
+        once per group, as every collective on the group groups its strategies by it."""
+        # one bit for same_rail, 21 for the size and the ranks per domain, 20 for the extent: exact for
+        # groups of up to 2 million ranks over up to a million domains
+        key = (self.same_rail.astype(np.int64) + (self.size.astype(np.int64) << 1)
+               + (self.ranks_per_domain.astype(np.int64) << 22) + (self.extent_domains.astype(np.int64) << 43))
+        code, distinct = pd.factorize(key.ravel())
+        return code.reshape(key.shape), len(distinct)
 
 
 def group_shape(size, stride, system: ClusterSystem) -> GroupArrays:

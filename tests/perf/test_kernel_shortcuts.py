@@ -80,19 +80,24 @@ def test_group_shape_is_each_groups_own_shape(run):
         assert getattr(got, f).shape == size.shape
 
 
+@pytest.mark.parametrize("everyone", [False, True])  # some strategies run no collective, or all run one
 @pytest.mark.parametrize("distinct_bytes", [3, 5000])  # few pairs (the pair table), many (a sort)
-def test_collectives_priced_once_per_pair_are_priced_per_strategy(distinct_bytes):
+def test_collectives_priced_once_per_pair_are_priced_per_strategy(distinct_bytes, everyone):
     rng = np.random.default_rng(distinct_bytes)
     system = cluster("h100_sxm", 1024)
     size, stride = _groups(rng, 200, 30)
+    if everyone:
+        size = np.maximum(size, 2)
     g = group_shape(size, stride, system)
     nbytes = rng.choice(np.geomspace(1e3, 1e10, distinct_bytes), len(size))
-    nbytes[::11] = 0.0  # no bytes: no collective
-    on = rng.random(len(size)) < 0.8
+    on = np.ones(len(size), bool)
+    if not everyone:
+        nbytes[::11] = 0.0  # no bytes: no collective
+        on = rng.random(len(size)) < 0.8
     graphs = rng.random(len(size)) < 0.5
     c = _ct("all_reduce", nbytes, g, system, CAL.collectives, on, graphs=graphs)
     live = np.flatnonzero((size > 1) & (nbytes > 0) & on)
-    assert 0 < len(live) < len(size)
+    assert 0 < len(live) <= len(size) and (len(live) == len(size)) == everyone
     # the collectives model on every live strategy, none shared
     e = coll.collective_estimate_vec("all_reduce", nbytes[live], size[live], g.ranks_per_domain[live],
                                      g.extent_domains[live], g.same_rail[live], system, CAL.collectives,
