@@ -210,7 +210,7 @@ def _ct(op: str, nbytes, g: GroupArrays, system: ClusterSystem, ccal, on=True, g
     # one code per (group shape, CUDA graphs), then one per (bytes, that code) pair
     shape_code, n_shapes = g.shape_code
     skey = shape_code.ravel()[idx] * 2 + gr
-    inv_b, ub = pd.factorize(nb)  # hash-based: linear time, where np.unique sorts
+    inv_b, ub = pd.factorize(nb, use_na_sentinel=False)  # hash-based: linear time, where np.unique sorts
     pair = inv_b.astype(np.int64) * (2 * n_shapes) + skey
     n_pairs = len(ub) * 2 * n_shapes
     if n_pairs <= 4 * len(pair):
