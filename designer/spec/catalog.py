@@ -18,7 +18,9 @@ applies them: a passive DAC is never eligible above DAC_MAX_LANE_GBPS (no passiv
 
 from __future__ import annotations
 
+import copy
 import difflib
+import functools
 import math
 from enum import Enum
 from pathlib import Path
@@ -511,10 +513,24 @@ def apply_price_multipliers(data: dict[str, Any], price_multipliers: dict[str, f
     return out
 
 
+@functools.lru_cache(maxsize=1)
+def _shipped_catalog_data() -> dict[str, Any]:
+    """The shipped catalog file, parsed once per process (it is package data; parsing it with line
+    numbers is the slow part of loading a catalog). Callers copy it before changing it."""
+    return read_yaml(DEFAULT_CATALOG)
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped_catalog() -> Catalog:
+    return validate(Catalog, copy.deepcopy(_shipped_catalog_data()), where="catalog")
+
+
 def load_catalog(extra_files: tuple[str | Path, ...] = (), price_multipliers: dict[str, float] | None = None) -> Catalog:
     """The shipped catalog, updated by the user's files, with optional price multipliers for everything
     ({"all": 0.9}), per section ({"switches": 0.7}) or per entry id ({"gb200_nvl72": 1.2})."""
-    data = read_yaml(DEFAULT_CATALOG)
+    if not extra_files and not price_multipliers:
+        return _shipped_catalog()  # an immutable record: one instance serves every caller
+    data = copy.deepcopy(_shipped_catalog_data())
     for f in extra_files:
         extra = read_yaml(f) or {}
         if not isinstance(extra, dict):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from designer.errors import SpecError
@@ -19,9 +20,22 @@ def load_model(name_or_path: str | Path, models_dir: Path = MODELS_DIR) -> LLMSp
     SpecError that lists the available names."""
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml") and p.is_file():
-        return load_yaml(p, LLMSpec)
+        return _read_model(p)
     candidate = Path(models_dir) / f"{name_or_path}.yaml"
     if candidate.is_file():
-        return load_yaml(candidate, LLMSpec)
+        return _read_model(candidate)
     names = ", ".join(available_models(models_dir))
     raise SpecError(f"model '{name_or_path}' is not a file or a known model; available: {names}")
+
+
+def _read_model(path: Path) -> LLMSpec:
+    st = path.stat()
+    return _parse_model(str(path), str(path.resolve()), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_model(path: str, resolved: str, mtime_ns: int, size: int) -> LLMSpec:
+    """One parse per file version (the file with its modification time and size): an LLMSpec is
+    immutable, so every caller of the same unchanged file shares it. `path` as given, for messages."""
+    del resolved, mtime_ns, size  # part of the cache key only
+    return load_yaml(Path(path), LLMSpec)

@@ -47,10 +47,16 @@ def test_user_file_overrides_and_adds(tmp_path):
         "nics:\n"
         "  - {id: my_nic, gbps: 1600, power_w: 30, price_usd: 4000, source: quote 2026-11}\n"
     )
+    shipped_price = load_catalog().switch("qm9790").price_usd
     cat = load_catalog(extra_files=(extra,))
     assert cat.switch("qm9790").price_usd == 20000
     assert cat.switch("qm9790").modes[0].radix == 64  # untouched fields stay
     assert cat.nic("my_nic").gbps == 1600
+    # the shipped catalog is parsed once and shared: a user's file never changes what others load
+    assert shipped_price != 20000
+    assert load_catalog().switch("qm9790").price_usd == shipped_price
+    with pytest.raises(SpecError):
+        load_catalog().nic("my_nic")
 
 
 def test_price_multiplier():
