@@ -310,6 +310,12 @@ def _recompute_args(s: Strategy, training: TrainingSpec, notes: list[str]) -> li
                 and {"moe_act", "layernorm"} & set(modules)):
             notes.append("Megatron-LM refuses moe_act/layernorm recompute with delayed fp8 scaling "
                          "(TransformerConfig.__post_init__): use --fp8-recipe tensorwise")
+        if "attn_out_proj" in modules:
+            # MaxText's remat vocabulary, not a Megatron-LM --recompute-modules choice
+            modules = [m for m in modules if m != "attn_out_proj"] or ["core_attn"]
+            notes.append("Megatron-LM has no recompute module for the attention output projection "
+                         "(priced: attn_out_proj recomputed): it keeps that projection's input, "
+                         "more memory and less recomputation than priced")
         return ["--recompute-granularity", "selective", "--recompute-modules", *modules]
     if s.recompute == Recompute.full and s.recompute_num_layers:
         # only the first N layers of each stage's model chunk recomputed, the rest keep their activations

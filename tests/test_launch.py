@@ -101,6 +101,9 @@ CASES = [
         tp=2, dp=16, ep=8, expert_tp=1, sequence_parallel=True, zero_stage=1, recompute=Recompute.selective,
         recompute_modules=(RecomputeModule.moe_act, RecomputeModule.layernorm), overlap_ep_comm=True,
         expert_gemm="grouped"), 32),
+    # MaxText's save_qkv_proj remat (attn_out_proj has no Megatron-LM module: said in a note)
+    Case("llama3-8b", _train(8192, 64), Strategy(dp=16, zero_stage=3, recompute=Recompute.selective, recompute_modules=(
+        RecomputeModule.core_attn, RecomputeModule.layernorm, RecomputeModule.mlp, RecomputeModule.attn_out_proj)), 16),
     # MoE with a 128-token sliding window in alternate layers (GPT-OSS), HybridEP-style dispatcher
     Case("gpt-oss-20b", _train(4096, 256), Strategy(dp=8, ep=8, zero_stage=1, moe_dispatcher="deepep"), 8),
     # MoE with ZeRO-3 (Megatron-FSDP) and pipeline, allgather dispatcher
@@ -289,7 +292,9 @@ def test_megatron_values_round_trip_to_the_records(case):
     else:
         assert ns.recompute_granularity == s.recompute.value
     if s.recompute == Recompute.selective:
-        assert ns.recompute_modules == ([m.value for m in s.recompute_modules] or ["core_attn"])
+        # attn_out_proj is MaxText's vocabulary: Megatron-LM keeps that projection's input
+        assert ns.recompute_modules == ([m.value for m in s.recompute_modules if m.value != "attn_out_proj"]
+                                        or ["core_attn"])
     if s.recompute == Recompute.full:
         assert ns.recompute_method is not None and ns.recompute_num_layers >= 1
     # precision
@@ -579,3 +584,14 @@ def test_the_gradient_wire_designer_priced_is_said_where_the_framework_reduces_a
     assert SCHEMA["sections"]["training"]["mixed_precision_reduce"]["choices"] == ["float32"]
     assert any("float32 only" in n for n in wire_notes(tt))
     assert wire_notes(torchtitan_launch(llm, fp32_wire, s, 8, 8)) == []
+
+
+def test_a_recompute_module_megatron_lacks_is_left_out_of_its_flags_and_said():
+    # attn_out_proj (MaxText's save_qkv_proj vocabulary) is not one of Megatron-LM's --recompute-modules
+    llm = load_model("llama3-8b")
+    s = Strategy(dp=8, zero_stage=1, recompute=Recompute.selective, recompute_modules=(
+        RecomputeModule.core_attn, RecomputeModule.mlp, RecomputeModule.attn_out_proj))
+    launch = megatron_launch(llm, _train(8192, 64), s, 8, 8)
+    ns = MEGATRON_PARSER.parse_args(launch.script_args)
+    assert ns.recompute_modules == ["core_attn", "mlp"]
+    assert any("attn_out_proj" in n and "no recompute module" in n for n in launch.notes)

@@ -179,7 +179,7 @@ class LayerWork:
     the backward pass, recomputation and overlap can be priced from them.
 
     *_gemm_s: linear-layer GEMM seconds (attn_gemm_s: QKV and output projections, mla_up_s: the MLA
-    up-projections inside it; mlp_gemm_s: dense MLP or router + experts + shared experts);
+    up-projections and out_proj_s: the output projection inside it; mlp_gemm_s: dense MLP or router + experts + shared experts);
     attn_fwd_s / attn_bwd_s: the attention core, forward and backward; norm_s, residual_s, mlp_mem_s
     (act_fn_s: its activation-function part), attn_mem_s: element-wise seconds; cast_s: low-precision
     quantisation of the GEMM inputs (forward; backward casts the gradients, the same amount).
@@ -188,6 +188,7 @@ class LayerWork:
 
     attn_gemm_s: np.ndarray
     mla_up_s: np.ndarray
+    out_proj_s: np.ndarray
     mlp_gemm_s: np.ndarray
     attn_fwd_s: np.ndarray
     attn_bwd_s: np.ndarray
@@ -307,7 +308,7 @@ def layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kernel
                                                       gemm_max_eff=prec.hi_max_eff, cast_bytes_per_element=0.0), **kw)
     use_low = low.gemm_s + low.cast_s <= hi.gemm_s
     pick = {f: np.where(use_low, getattr(low, f), getattr(hi, f))
-            for f in ("attn_gemm_s", "mla_up_s", "mlp_gemm_s", "cast_s")}
+            for f in ("attn_gemm_s", "mla_up_s", "out_proj_s", "mlp_gemm_s", "cast_s")}
     return dataclasses.replace(low, **pick)
 
 
@@ -437,7 +438,7 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
     dense_flops = f_attn_lin + f_mlp
     _ = out_elems, qkv_out_elems  # backward casts are taken equal to the forward ones (LayerWork)
     return LayerWork(
-        attn_gemm_s=t_qkv + t_out, mla_up_s=t_up, mlp_gemm_s=t_mlp,
+        attn_gemm_s=t_qkv + t_out, mla_up_s=t_up, out_proj_s=t_out, mlp_gemm_s=t_mlp,
         attn_fwd_s=t_attn_f, attn_bwd_s=t_attn_b,
         norm_s=norm_bytes / hbm, residual_s=residual_bytes / hbm, mlp_mem_s=mlp_mem_bytes / hbm,
         act_fn_s=act_bytes / hbm, attn_mem_s=attn_mem_bytes / hbm, cast_s=cast_bytes / hbm,

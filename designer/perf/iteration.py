@@ -474,6 +474,8 @@ def _recompute_s(ctx: _Context, w: cmp.LayerWork, is_moe: bool):
     if is_moe:
         sel = sel + w.act_fn_s * (((rc & mem.RC_MOE_ACT) > 0) & ((rc & mem.RC_MOE) == 0))
     sel = sel + w.mla_up_s * ((rc & mem.RC_MLA_UP) > 0)
+    # the output projection and the residual add after it (one of the layer's two)
+    sel = sel + (w.out_proj_s + 0.5 * w.residual_s) * ((rc & mem.RC_ATTN_OUT) > 0)
     return ctx.full * w.forward_s + (1.0 - ctx.full) * sel
 
 
@@ -1308,6 +1310,7 @@ def flop_counts(llm: LLMSpec, training: TrainingSpec, recompute, rc_modules, fus
     a_d, mlp_d, core_d = layer_flops_per_token(llm, False, s)
     a_m, mlp_m, core_m = layer_flops_per_token(llm, True, s) if n_moe else (0.0, 0.0, 0.0)
     mlp_dense, mlp_moe = n_dense * mlp_d, n_moe * mlp_m
+    out_proj = (n_dense + n_moe) * float(np.ravel(cmp.attention_projection_flops_per_token(llm, np.ones(1))[2])[0])
     lin = n_dense * a_d + n_moe * a_m + mlp_dense + mlp_moe
     core = n_dense * core_d + n_moe * core_m
     # DeepSeek-V3 MTP modules (§2.2): a layer of the last kind, the 2h -> h projection and the
@@ -1323,7 +1326,7 @@ def flop_counts(llm: LLMSpec, training: TrainingSpec, recompute, rc_modules, fus
     base = 3.0 * tokens * (lin + logits + exec_core)
     rc = np.asarray(rc_modules)
     sel = tokens * (exec_core * ((rc & mem.RC_CORE_ATTN) > 0) + mlp_dense * ((rc & mem.RC_MLP) > 0)
-                    + mlp_moe * ((rc & mem.RC_MOE) > 0))
+                    + mlp_moe * ((rc & mem.RC_MOE) > 0) + out_proj * ((rc & mem.RC_ATTN_OUT) > 0))
     extra = np.where(np.asarray(recompute) == mem.RECOMPUTE_FULL, full_share * tokens * (lin + exec_core),
                      np.where(np.asarray(recompute) == mem.RECOMPUTE_SELECTIVE, sel, 0.0))
     return dict(model=model, model_causal=model_causal, hardware=base + extra + np.zeros(shape))

@@ -42,7 +42,7 @@ OPTIMIZER_BYTES = 12.0  # fp32 master weights + Adam m + v (ZeRO §3.1)
 SCHEDULE_GPIPE, SCHEDULE_1F1B, SCHEDULE_INTERLEAVED, SCHEDULE_ZERO_BUBBLE, SCHEDULE_DUALPIPE = 0, 1, 2, 3, 4
 RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL = 0, 1, 2
 # selective-recompute module bits (records._RECOMPUTE_MODULES)
-RC_CORE_ATTN, RC_LAYERNORM, RC_MLP, RC_MOE, RC_MOE_ACT, RC_MLA_UP = 1, 2, 4, 8, 16, 32
+RC_CORE_ATTN, RC_LAYERNORM, RC_MLP, RC_MOE, RC_MOE_ACT, RC_MLA_UP, RC_ATTN_OUT = 1, 2, 4, 8, 16, 32, 64
 
 
 @dataclass(frozen=True)
@@ -82,19 +82,26 @@ def activation_bytes_per_layer(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, s
     # where the model has dropout: 4·2 + 2·1 = 10·s·b·h for GPT in 16-bit (Korthikanti).
     lin = linear_input_bytes
     norm_out = tokens * h * 2 * lin
-    replicated = tokens * h * (2 * ACT_BYTES + 2 * mask) + np.where(drops(RC_LAYERNORM), 0.0, norm_out)
+    # recomputing the attention core and its output projection drops the attention output (the
+    # projection's input) and the second norm's input (the residual after it): MaxText's
+    # save_qkv_proj keeps only the layer input and Q, K, V
+    out_dropped = drops(RC_CORE_ATTN) & drops(RC_ATTN_OUT)
+    norm_in = tokens * h * np.where(out_dropped, 1.0, 2.0) * ACT_BYTES
+    replicated = norm_in + tokens * h * 2 * mask + np.where(drops(RC_LAYERNORM), 0.0, norm_out)
     if llm.mla is not None:
         m = llm.mla
         qk = m.qk_nope_head_dim + m.qk_rope_head_dim
         # latents (compressed q, kv and the shared rope key) are kept; the up-projected Q, K, V are
-        # dropped by mla_up_proj recomputation; the output projection's input is always kept
+        # dropped by mla_up_proj recomputation; the output projection's input is kept unless
+        # attn_out_proj recomputes it with the core
         latents = tokens * (((m.q_lora_rank or 0) + m.kv_lora_rank) * lin + m.qk_rope_head_dim * ACT_BYTES)
         up = tokens * a / tp * (2 * qk + m.v_head_dim) * ACT_BYTES
-        attn_split = latents + np.where(drops(RC_MLA_UP), 0.0, up) + tokens * a / tp * m.v_head_dim * lin
+        attn_split = (latents + np.where(drops(RC_MLA_UP), 0.0, up)
+                      + np.where(out_dropped, 0.0, tokens * a / tp * m.v_head_dim * lin))
     else:
         kv_local = np.maximum(kv / tp, 1.0)
         # Q, K, V (inputs of the core) and the attention output (input of the output projection)
-        attn_split = tokens * dh * (a / tp * (ACT_BYTES + lin) + kv_local * ACT_BYTES * 2)
+        attn_split = tokens * dh * (a / tp * (ACT_BYTES + np.where(out_dropped, 0.0, lin)) + kv_local * ACT_BYTES * 2)
     gate = 2.0 if llm.gated_mlp else 1.0
     if moe_layer and llm.moe is not None:
         moe = llm.moe

@@ -285,6 +285,11 @@ class RecomputeModule(str, Enum):
     moe = "moe"  # the whole MoE block (router, dispatch, experts, combine)
     moe_act = "moe_act"  # the activation function inside the experts
     mla_up_proj = "mla_up_proj"  # MLA's up projections of the compressed Q and KV
+    # the attention output projection and the residual add after it (with core_attn: neither the
+    # attention output nor the second norm's input is kept). Not a Megatron-LM module: MaxText's
+    # remat policies name the projections they save (save_qkv_proj keeps only the QKV outputs, i.e.
+    # core_attn + layernorm + mlp + attn_out_proj here; MaxText layers/models.py, configs/base.yml)
+    attn_out_proj = "attn_out_proj"
 
 
 class AttentionKernel(str, Enum):

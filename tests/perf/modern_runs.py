@@ -40,8 +40,13 @@ def systems() -> dict:
 @functools.lru_cache(maxsize=1)
 def recipes() -> dict:
     """Per Megatron-Bridge row, the performance recipe's CUDA-graph, dispatcher and EP-overlap
-    settings (data/megatron_bridge_recipes.yaml, read from the release's scripts/performance/)."""
-    return yaml.safe_load((DATA / "megatron_bridge_recipes.yaml").read_text())["rows"]
+    settings (data/megatron_bridge_recipes.yaml, read from the release's scripts/performance/); per
+    NeMo row whose recipe states more than the row, its recompute, offload and shard group
+    (data/nemo_recipes.yaml)."""
+    bridge = yaml.safe_load((DATA / "megatron_bridge_recipes.yaml").read_text())["rows"]
+    nemo = yaml.safe_load((DATA / "nemo_recipes.yaml").read_text())["rows"]
+    assert not set(bridge) & set(nemo)
+    return {**bridge, **nemo}
 
 
 def captures_whole_iteration(recipe: dict) -> bool:
@@ -106,7 +111,8 @@ def strategy_for(row: dict) -> Strategy:
         recompute = Recompute(rc)
     sharding = row["sharding"]
     zero = _ZERO[sharding]
-    shard_group = row["shard_group"] if sharding == "hsdp" and row["shard_group"] else None
+    recipe = recipes().get(row["id"], {})
+    shard_group = row["shard_group"] if sharding == "hsdp" and row["shard_group"] else recipe.get("shard_group")
     if shard_group and shard_group >= row["dp"] * row["cp"]:
         shard_group = None
     mbs = row["mbs"]
@@ -125,7 +131,6 @@ def strategy_for(row: dict) -> Strategy:
     if row["framework"] == "deepseek":
         schedule = Schedule.dualpipe
     overlap = (row.get("overlap") or "").lower()
-    recipe = recipes().get(row["id"], {})
     overlap_tp = fw["overlap_tp"] or "asynctp" in overlap.replace(" ", "")
     if "vanilla tp" in overlap:
         overlap_tp = False

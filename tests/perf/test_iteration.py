@@ -8,7 +8,7 @@ import pytest
 
 from designer.perf.model import evaluate_system, load_perf_calibration
 from designer.perf.records import Infeasible, Metrics
-from designer.spec.llm import Recompute, Schedule, Strategy, TrainingSpec
+from designer.spec.llm import Recompute, RecomputeModule, Schedule, Strategy, TrainingSpec
 from designer.spec.models import load_model
 from tests.perf.systems import cluster
 
@@ -227,3 +227,42 @@ def test_fp32_gradients_on_the_wire_double_the_data_parallel_bytes():
         assert b["fp32"] / b["bf16"] == pytest.approx(ratio)
         if zero == 0:
             assert b["fp32"] == pytest.approx(2 * 7 / 8 * G4)
+
+
+# MaxText's save_qkv_proj (only Q, K, V saved besides the layer input): selective recompute of the
+# core, the norms, the MLP and the attention output projection
+SAVE_QKV_PROJ = (RecomputeModule.core_attn, RecomputeModule.layernorm, RecomputeModule.mlp,
+                 RecomputeModule.attn_out_proj)
+
+
+def test_save_qkv_proj_keeps_the_layer_input_and_q_k_v_only():
+    from designer.perf import memory as mem
+    from designer.perf.records import recompute_module_mask
+
+    llm = load_model("llama3-70b")  # h 8192, 64 heads / 8 KV heads of 128, no dropout
+    kept = mem.activation_bytes_per_layer(llm, moe_layer=False, b=2, s=8192, tp=1, cp=1, sp=False,
+                                          recompute=mem.RECOMPUTE_SELECTIVE, flash=True,
+                                          rc_modules=recompute_module_mask(SAVE_QKV_PROJ))
+    tokens = 2 * 8192
+    # by hand, 16-bit: the layer input (h) and Q, K, V ((64 + 2 * 8) * 128)
+    assert float(kept) == pytest.approx(tokens * 2 * (8192 + (64 + 2 * 8) * 128))
+    # without attn_out_proj the attention output (64 * 128) and the second norm's input (h) stay
+    without = mem.activation_bytes_per_layer(llm, moe_layer=False, b=2, s=8192, tp=1, cp=1, sp=False,
+                                             recompute=mem.RECOMPUTE_SELECTIVE, flash=True,
+                                             rc_modules=recompute_module_mask(SAVE_QKV_PROJ[:3]))
+    assert float(without - kept) == pytest.approx(tokens * 2 * (64 * 128 + 8192))
+
+
+def test_recomputing_the_output_projection_adds_its_forward_and_no_more():
+    llm = load_model("llama3-8b")  # 32 layers, h 4096, 32 heads of 128
+    tr = TrainingSpec(sequence_length=8192, global_batch_sequences=64, total_tokens=1e12)
+    sy = cluster("h100_sxm", 64)
+    base = dict(dp=64, microbatch_size=1, zero_stage=3, recompute=Recompute.selective)
+    three = _ev(llm, tr, Strategy(**base, recompute_modules=SAVE_QKV_PROJ[:3]), sy)
+    four = _ev(llm, tr, Strategy(**base, recompute_modules=SAVE_QKV_PROJ), sy)
+    full = _ev(llm, tr, Strategy(**dict(base, recompute=Recompute.full)), sy)
+    # the output projection's forward, 2 * h * (heads * head_dim) FLOPs per token per layer
+    assert (four.hardware_flops_per_iteration - three.hardware_flops_per_iteration
+            == pytest.approx(64 * 8192 * 32 * 2 * 4096 * 4096))
+    assert three.breakdown.compute_s < four.breakdown.compute_s < full.breakdown.compute_s
+    assert four.memory_per_gpu_bytes < three.memory_per_gpu_bytes

@@ -36,7 +36,7 @@ FRAMEWORKS = {"megatron", "nemo", "megatron-bridge", "torchtitan", "llm-foundry"
 PRECISIONS = {"bf16", "fp8", "mxfp8", "nvfp4"}
 FP8_RECIPES = {"delayed", "current", "blockwise", "rowwise"}
 SHARDING = {"ddp", "distopt", "zero1", "zero2", "fsdp", "hsdp"}
-RECOMPUTE_MODULES = {"core_attn", "mlp", "moe", "moe_act", "layernorm", "mla_up_proj", "shared_experts"}
+RECOMPUTE_MODULES = {"core_attn", "mlp", "moe", "moe_act", "layernorm", "mla_up_proj", "shared_experts", "attn_out_proj"}
 # Dense bf16 peak per GPU in TFLOP/s, only for the sources whose MFU is checked against TFLOP/s below.
 BF16_PEAK = {"h100_sxm": 989, "a100_80gb": 312, "a100_40gb": 312}
 
@@ -379,3 +379,37 @@ def test_automodel_experts_run_one_grouped_gemm_unless_they_carry_biases():
     by_id = {r["id"]: r for r in ROWS}
     got = {rid: modern_runs.strategy_for(by_id[rid]).expert_gemm for rid in ("AM-1", "AM-4", "AM-5", "MZ-1")}
     assert got == {"AM-1": "grouped", "AM-4": "grouped", "AM-5": "per_expert", "MZ-1": "per_expert"}
+
+
+def test_automodel_rows_run_their_configurations_recompute_and_expert_parallelism():
+    # The configurations of the performance summary's commit (Automodel 89e3a9fd
+    # examples/benchmark/configs) set activation_checkpointing: true, a checkpoint wrapper around
+    # every block, and GPT-OSS 20B's sets ep_size: 8 (its table says '-', its row says DeepEP)
+    by_id = {r["id"]: r for r in ROWS}
+    for rid in ("AM-1", "AM-2", "AM-4", "AM-5"):
+        st = modern_runs.strategy_for(by_id[rid])
+        assert (st.recompute.value, modern_runs.stated_recompute(by_id[rid])) == ("full", "full")
+    assert modern_runs.strategy_for(by_id["AM-5"]).ep == 8
+
+
+NEMO_RECIPES = yaml.safe_load((Path(__file__).parent / "data" / "nemo_recipes.yaml").read_text(encoding="utf-8"))["rows"]
+
+
+@pytest.mark.parametrize("rid", sorted(NEMO_RECIPES))
+def test_nemo_recipe_rows_name_published_rows_and_their_source(rid):
+    rec = NEMO_RECIPES[rid]
+    by_id = {r["id"]: r for r in ROWS}
+    assert rid in by_id and by_id[rid]["framework"] == "nemo" and rid not in RECIPES
+    assert rec["source"] and rec["recipe"] and (rec["matches_row"] or rec["mismatches"])
+    if rec.get("activation_offload_layers"):
+        assert rec["activation_offload_source"] and rec["recompute"] == "none"
+    if rec.get("shard_group"):
+        assert rec["shard_group_source"] and by_id[rid]["dp"] % rec["shard_group"] == 0
+
+
+def test_nemo_405b_fsdp_row_offloads_95_layers_in_two_shard_groups():
+    # NeMo 25.07 (v2.4.0) model_configs_gb200.csv: Llama 3.1 405B FP8 on 128 GB200, Megatron-FSDP,
+    # activation_offload_layers 95, no recompute; pretrain_llama31_405b.py: (32 trays * 4) / 64 = 2
+    # distributed-optimizer instances over the 64 data-parallel ranks
+    st = modern_runs.strategy_for({r["id"]: r for r in ROWS}["NB-20"])
+    assert (st.recompute.value, st.offload_activation_layers, st.shard_group_size, st.zero_stage) == ("none", 95, 32, 3)
