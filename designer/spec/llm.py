@@ -158,9 +158,10 @@ class TrainingSpec(Record):
     grad_accumulation_dtype: Literal["fp32", "bf16"] = "fp32"
     # The gradients as the data-parallel reduction sends them. 16 bits is what the performance recipes
     # the model is calibrated on send (Megatron-Bridge / NeMo set grad_reduce_in_fp32 False, DeepSpeed
-    # reduces in the model's dtype, llm-foundry's benchmarks run FSDP 'PURE'); Megatron-LM reduces fp32
+    # reduces in the model's dtype, Composer's FSDP 'PURE'); Megatron-LM reduces fp32
     # main gradients in fp32 unless --grad-reduce-in-bf16 (arguments.py), and torchtitan's FSDP2
-    # reduces in float32 (job_config.py mixed_precision_reduce).
+    # reduces in float32 (job_config.py mixed_precision_reduce), as does Composer's FSDP 'DEFAULT'
+    # (llm-foundry).
     grad_reduce_dtype: Literal["bf16", "fp32"] = Field(
         default="bf16", description="gradients on the data-parallel wire: bf16 (16-bit, the performance recipes) or fp32 "
                                     "(Megatron-LM's default with fp32 main gradients, torchtitan): twice the bytes")

@@ -159,6 +159,21 @@ def strategy_for(row: dict) -> Strategy:
         offload_activation_layers=int(recipe.get("activation_offload_layers", 0)))
 
 
+# Composer's FSDP mixed_precision as llm-foundry's rows state it ("precision amp_bf16 / DEFAULT")
+_FSDP_MIXED_PRECISION = re.compile(r"precision \w+ / (\w+)")
+
+
+def grad_reduce_dtype(row: dict) -> str:
+    """The gradients' dtype on the data-parallel wire: the framework's, or, where the framework's
+    FSDP mixed-precision mode decides it, the mode the row states (modern_systems.yaml)."""
+    fw = systems()["frameworks"][row["framework"]]
+    by_mode = fw.get("grad_reduce_dtype_by_mixed_precision")
+    mode = _FSDP_MIXED_PRECISION.search(row.get("notes") or "")
+    if by_mode and mode:
+        return by_mode[mode.group(1)]
+    return fw.get("grad_reduce_dtype", "bf16")
+
+
 def training_for(row: dict) -> TrainingSpec:
     prec = row["precision"]
     fw = systems()["frameworks"][row["framework"]]
@@ -171,7 +186,7 @@ def training_for(row: dict) -> TrainingSpec:
                             recipe in fw.get("fp8_param_gather_recipes", ()) or any(
                                 k in (row.get("notes") or "").lower() for k in ("fp8 param-gather", "fp8 all-gather"))),
                         grad_accumulation_dtype=fw.get("grad_accumulation_dtype", "fp32"),
-                        grad_reduce_dtype=fw.get("grad_reduce_dtype", "bf16"),
+                        grad_reduce_dtype=grad_reduce_dtype(row),
                         optimizer_state_dtype="bf16" if row["framework"] == "deepseek" else "fp32",
                         moe_routing=fw.get("moe_routing", "uniform"),
                         fp32_sharded_params=fw.get("fp32_sharded_params", False),

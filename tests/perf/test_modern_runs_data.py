@@ -297,11 +297,10 @@ def test_pytorch_fsdp_rows_keep_fp32_sharded_params():
 
 def test_torchtitan_rows_reduce_gradients_in_fp32():
     # torchtitan's FSDP2 reduces in float32 (job_config.py mixed_precision_reduce: Literal['float32']);
-    # the other frameworks' rows send 16-bit gradients (modern_systems.yaml, TrainingSpec.grad_reduce_dtype)
+    # the performance recipes' rows send 16-bit gradients (modern_systems.yaml, TrainingSpec.grad_reduce_dtype)
     by_id = {r["id"]: r for r in modern_runs.rows()}
-    got = {rid: modern_runs.training_for(by_id[rid]).grad_reduce_dtype
-           for rid in ("TT-1", "TT-31", "MPT-21", "MB2509-02", "MC-4")}
-    assert got == {"TT-1": "fp32", "TT-31": "fp32", "MPT-21": "bf16", "MB2509-02": "bf16", "MC-4": "bf16"}
+    got = {rid: modern_runs.training_for(by_id[rid]).grad_reduce_dtype for rid in ("TT-1", "TT-31", "MB2509-02", "MC-4")}
+    assert got == {"TT-1": "fp32", "TT-31": "fp32", "MB2509-02": "bf16", "MC-4": "bf16"}
 
 
 RECIPES = yaml.safe_load((Path(__file__).parent / "data" / "megatron_bridge_recipes.yaml").read_text(encoding="utf-8"))["rows"]
@@ -413,3 +412,16 @@ def test_nemo_405b_fsdp_row_offloads_95_layers_in_two_shard_groups():
     # distributed-optimizer instances over the 64 data-parallel ranks
     st = modern_runs.strategy_for({r["id"]: r for r in ROWS}["NB-20"])
     assert (st.recompute.value, st.offload_activation_layers, st.shard_group_size, st.zero_stage) == ("none", 95, 32, 3)
+
+
+def test_llm_foundry_rows_reduce_gradients_as_their_fsdp_mixed_precision_says():
+    # Composer's FSDP mixed_precision, per row ("MP Mode"): DEFAULT reduces in float32 (v0.16.4+,
+    # the versions llm-foundry pinned when it published those tables), PURE in bf16
+    by_id = {r["id"]: r for r in ROWS}
+    modes = {rid: re.search(r"precision \w+ / (\w+)", by_id[rid]["notes"]).group(1) for rid in ("MPT-2", "MPT-71", "MPT-94")}
+    assert modes == {"MPT-2": "DEFAULT", "MPT-71": "DEFAULT", "MPT-94": "PURE"}
+    got = {rid: modern_runs.training_for(by_id[rid]).grad_reduce_dtype for rid in modes}
+    assert got == {"MPT-2": "fp32", "MPT-71": "fp32", "MPT-94": "bf16"}
+    # every llm-foundry row states its mode
+    foundry = [r for r in ROWS if r["framework"] == "llm-foundry"]
+    assert foundry and all(("/ DEFAULT" in r["notes"]) != ("/ PURE" in r["notes"]) for r in foundry)
