@@ -341,13 +341,11 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
                 + gemm_time_s(tokens, a_local * (mla.qk_nope_head_dim + dv), mla.kv_lora_rank, 1, gp, ge, calib))
         t_qkv = t_down + t_up
         qkv_in_elems = tokens * (h + q_in + mla.kv_lora_rank)
-        qkv_out_elems = tokens * (down_w + a_local * (dqk + mla.qk_nope_head_dim + dv))
     else:
         kv_local = np.maximum(kv / tp, 1.0)
         t_qkv = gemm_time_s(tokens, (a_local + 2 * kv_local) * dh, h, 1, gp, ge, calib)
         t_up = np.zeros_like(tokens)
         qkv_in_elems = tokens * h
-        qkv_out_elems = tokens * (a_local + 2 * kv_local) * dh
     t_out = gemm_time_s(tokens, h, a_local * dv, 1, gp, ge, calib)
     f_attn_lin = tokens * (f_qkv_tok + f_out_tok)
     gate = 2.0 if llm.gated_mlp else 1.0
@@ -369,7 +367,6 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
         act_bytes = routed * (gate + 1) * fe / etp * ACT_BYTES
         mlp_mem_bytes = act_bytes + 2 * 2 * routed * h * ACT_BYTES
         in_elems = tokens * h + routed * (h + fe / etp)
-        out_elems = routed * ((gate * fe) / etp + h)
         if moe.shared_experts:
             fs = moe.shared_experts * moe.shared_ffn_size
             t_mlp = t_mlp + (gemm_time_s(tokens, gate * fs / tp, h, 1, gp, ge, calib)
@@ -379,7 +376,6 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
             act_bytes = act_bytes + shared_act
             mlp_mem_bytes = mlp_mem_bytes + shared_act
             in_elems = in_elems + tokens * fs / tp
-            out_elems = out_elems + tokens * (gate * fs / tp + h)
     else:
         f = llm.ffn_size
         t_mlp = (gemm_time_s(tokens, gate * f / tp, h, 1, gp, ge, calib)
@@ -389,7 +385,6 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
         act_bytes = tokens * (gate + 1) * f / tp * ACT_BYTES
         mlp_mem_bytes = act_bytes
         in_elems = tokens * (h + f / tp)
-        out_elems = tokens * (gate * f / tp + h)
 
     # Attention core: QKᵀ and AV, batched over b·a/tp heads; with CP each rank holds s/cp queries
     # against all s keys (ring attention). Non-causal FLOPs = 2·b·(s/cp)·s·a/tp·(d_qk + d_v).
@@ -431,12 +426,12 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
     residual_bytes = 2 * tokens * h_local * (3 * ACT_BYTES + (MASK_BYTES if llm.dropout else 0.0))
     # Low-precision recipes quantise every linear-layer input (forward) and output gradient
     # (backward): read 16-bit, write the 8-bit copy and its transpose for the other GEMM operand
-    # (Transformer Engine cast-transpose), + one more read for current scaling's amax pass.
+    # (Transformer Engine cast-transpose), + one more read for current scaling's amax pass. The
+    # backward's casts of the output gradients are taken equal to these (LayerWork.cast_s).
     cast_elems = qkv_in_elems + tokens * a_local * dv + in_elems
     cast_bytes = cast_elems * prec.cast_bytes_per_element
     hbm = hbm_bytes_per_s * calib.hbm_efficiency
     dense_flops = f_attn_lin + f_mlp
-    _ = out_elems, qkv_out_elems  # backward casts are taken equal to the forward ones (LayerWork)
     return LayerWork(
         attn_gemm_s=t_qkv + t_out, mla_up_s=t_up, out_proj_s=t_out, mlp_gemm_s=t_mlp,
         attn_fwd_s=t_attn_f, attn_bwd_s=t_attn_b,
