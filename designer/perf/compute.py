@@ -179,7 +179,8 @@ class LayerWork:
     the backward pass, recomputation and overlap can be priced from them.
 
     *_gemm_s: linear-layer GEMM seconds (attn_gemm_s: QKV and output projections, mla_up_s: the MLA
-    up-projections and out_proj_s: the output projection inside it; mlp_gemm_s: dense MLP or router + experts + shared experts);
+    up-projections and out_proj_s: the output projection inside it; mlp_gemm_s: dense MLP or
+    router + experts + shared experts);
     attn_fwd_s / attn_bwd_s: the attention core, forward and backward; norm_s, residual_s, mlp_mem_s
     (act_fn_s: its activation-function part), attn_mem_s: element-wise seconds; cast_s: low-precision
     quantisation of the GEMM inputs (forward; backward casts the gradients, the same amount).

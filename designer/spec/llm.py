@@ -289,7 +289,8 @@ class RecomputeModule(str, Enum):
     # the attention output projection and the residual add after it (with core_attn: neither the
     # attention output nor the second norm's input is kept). Not a Megatron-LM module: MaxText's
     # remat policies name the projections they save (save_qkv_proj keeps only the QKV outputs, i.e.
-    # core_attn + layernorm + mlp + attn_out_proj here; MaxText layers/models.py, configs/base.yml)
+    # core_attn + layernorm + mlp + attn_out_proj here; MaxText src/maxtext/layers/decoders.py:
+    # save_only_these_names("query_proj", "value_proj", "key_proj", "kv_proj", "qkv_proj"))
     attn_out_proj = "attn_out_proj"
 
 
