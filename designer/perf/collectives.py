@@ -638,6 +638,8 @@ def _proto_mult(proto: int) -> float:
 _NCCL_BUFFER_BYTES = 4194304.0
 _NCCL_NVLS_CHUNK_BYTES = 131072.0
 _NCCL_NVLS_TREE_MANY_NODES_CHUNK_BYTES = 65536.0
+# NVLS heads (GPUs) of the 8-GPU HGX nodes pipeline_fill_factor holds NVLS's fill at
+_NVLS_FIT_HEADS = 8.0
 
 
 def _simple_chunk_scale(c: CollectiveCalibration, proto: int) -> float:
@@ -1094,11 +1096,16 @@ def _nvls_bandwidth(e: _Env):
 
 
 def _nvls(e: _Env, proto: int):
-    """NVLink SHARP inside one NVSwitch domain (§2.6, §4.3)."""
+    """NVLink SHARP inside one NVSwitch domain (§2.6, §4.3). One step of its all-reduce pipeline
+    moves a chunk per head, one head per GPU of the domain (src/device/all_reduce.h, one node:
+    loopCount = nvls->nHeads * chunkSize), so that fill grows with the heads from the 8 of the HGX
+    nodes it was fitted on: a 72-GPU NVL72 domain steps nine times the bytes. All-gather and
+    reduce-scatter step one chunk per channel (all_gather.h: loopSize = nChannels * chunkSize)."""
     c = e.c
     k_intra = _nvls_fraction(e) / (_nvls_bandwidth(e))
+    heads = e.g / _NVLS_FIT_HEADS if e.op == "all_reduce" else 1.0
     return (*_pipelined(c.base_latency_s["nvls"][_SIMPLE], c.hop_latency_s["nvls"].hb[_SIMPLE], k_intra,
-                        e.phi * (c.nvls_chunk_bytes / _NCCL_NVLS_CHUNK_BYTES)),
+                        e.phi * (c.nvls_chunk_bytes / _NCCL_NVLS_CHUNK_BYTES) * heads),
             ~e.multi & (e.g >= 2), _nvls_fraction(e), 0.0, 0.0)
 
 
@@ -1116,7 +1123,7 @@ def _nvls_tree(e: _Env, proto: int):
     lat = c.hop_latency_s["nvls_tree"].hb[_SIMPLE] + 2.0 * _lg(e.n_dom) * e.a_net("nvls_tree", _SIMPLE, e.lat_net_ring, e.fwd_ring)
     net = np.where(e.n_dom == 2, 1.0, 2.0) / g
     slow = 2.0 * _lg(e.n_dom) * _proto_mult(_SIMPLE) * e.excess_ring
-    return (*_pipelined(c.base_latency_s["nvls_tree"][_SIMPLE], lat, k, e.phi * _nvls_tree_chunk_scale(c, e.n_dom), slow),
+    return (*_pipelined(c.base_latency_s["nvls_tree"][_SIMPLE], lat, k, e.phi * _nvls_tree_chunk_scale(c, e.n_dom) * (g / _NVLS_FIT_HEADS), slow),
             e.multi & e.ring_ok & (g >= 2), 1.0 + np.where(e.fwd_ring, net, 0.0), net, e.sf_ring)
 
 
