@@ -203,6 +203,8 @@ class CollectiveCalibration(Record):
     max_channels: int = Field(ge=1, description=(
         "most channels NCCL runs one collective on (ring graph search bound MAXCHANNELS/2, "
         "NCCL_MAX_NCHANNELS); caps the channel count of every algorithm"))
+    nvls_max_arity: int = Field(default=32, ge=2, description=(
+        "NCCL_MAX_NVLS_ARITY: the most GPUs of a domain NVLS all-gather / reduce-scatter runs on"))
     ll_bandwidth_fraction: float = Field(gt=0, le=1)
     ll128_bandwidth_fraction: float = Field(gt=0, le=1)
     ll_max_two_domains_bytes_per_s: float = Field(gt=0)
@@ -1106,7 +1108,10 @@ def _nvls(e: _Env, proto: int):
     heads = e.g / _NVLS_FIT_HEADS if e.op == "all_reduce" else 1.0
     return (*_pipelined(c.base_latency_s["nvls"][_SIMPLE], c.hop_latency_s["nvls"].hb[_SIMPLE], k_intra,
                         e.phi * (c.nvls_chunk_bytes / _NCCL_NVLS_CHUNK_BYTES) * heads),
-            ~e.multi & (e.g >= 2), _nvls_fraction(e), 0.0, 0.0)
+            # NCCL runs NVLS all-gather / reduce-scatter on at most NCCL_MAX_NVLS_ARITY GPUs of a
+            # domain (enqueue.cc topoGetAlgoInfo: skipped when localRanks exceed it; 2.26 also for
+            # more ranks than that), so a 72-GPU NVL72 domain rings them
+            ~e.multi & (e.g >= 2) & ((e.op == "all_reduce") | (e.g <= c.nvls_max_arity)), _nvls_fraction(e), 0.0, 0.0)
 
 
 def _nvls_tree(e: _Env, proto: int):

@@ -129,8 +129,8 @@ def test_nvls_fill_grows_with_heads_for_all_reduce_only():
     # the same NVLink5 GPUs in domains of 8 and 72. With t(n) = a + b n + c sqrt(n), the fill c sqrt(n)
     # is (4 (t(4n) - t(n)) - (t(16n) - t(4n))) / 2 whatever a and b; it goes as the square root of the
     # bytes a pipeline step moves, so the all-reduce's (a chunk per head) is sqrt(72/8) = 3 times the
-    # 8-GPU one, while the all-gather's (a chunk per channel) moves only with its bytes per GPU,
-    # the square root of (71/72) / (7/8)
+    # 8-GPU one, while the all-gather's (a chunk per channel; NCCL runs it on at most 32 GPUs) moves
+    # only with its bytes per GPU, the square root of (31/32) / (7/8)
     from tests.perf.systems import cluster
 
     calib = coll.load_collective_calibration()
@@ -142,4 +142,33 @@ def test_nvls_fill_grows_with_heads_for_all_reduce_only():
         return (4.0 * (t[1] - t[0]) - (t[2] - t[1])) / 2.0
 
     assert fill_s("all_reduce", 72) / fill_s("all_reduce", 8) == pytest.approx(3.0, rel=1e-6)
-    assert fill_s("all_gather", 72) / fill_s("all_gather", 8) == pytest.approx(((71 / 72) / (7 / 8)) ** 0.5, rel=1e-6)
+    assert fill_s("all_gather", 32) / fill_s("all_gather", 8) == pytest.approx(((31 / 32) / (7 / 8)) ** 0.5, rel=1e-6)
+
+
+def test_nvls_gathers_stop_at_nccls_arity():
+    # NCCL leaves NVLS out of all-gather and reduce-scatter on a domain of more than
+    # NCCL_MAX_NVLS_ARITY = 32 GPUs (enqueue.cc), all-reduce keeps it: on a 72-GPU NVL72 rack a 4 MiB
+    # all-gather rings, on 16 GPUs of it NVLS may run it, and XLA's NVL72 all-gather and
+    # reduce-scatter tables hold within 10% from 288 MiB and 2 GiB, as rings
+    from tests.perf.systems import cluster
+
+    calib = coll.load_collective_calibration()
+    size = 4.0 * 2**20
+
+    def choice(op, g, algorithms=None):
+        sy = cluster("gb200", g, hb_size=g, hb_nvls=True)
+        shape = coll.GroupShape(size=g, ranks_per_domain=g, domain_span=1, same_rail=True)
+        return coll.collective_estimate(op, size, shape, sy, calib, algorithms=algorithms)
+
+    assert calib.nvls_max_arity == 32
+    assert choice("all_gather", 72).algorithm == "ring"
+    assert choice("reduce_scatter", 72).algorithm == "ring"
+    assert choice("all_reduce", 72).algorithm == "nvls"
+    assert choice("all_gather", 16, algorithms=("nvls",)).algorithm == "nvls"
+
+
+def test_nvl72_gathers_ring_within_ten_percent(results):
+    pts = [p for p in results["X-G2"] if p.size_bytes >= 288 * cc.MIB]
+    pts += [p for p in results["X-G3"] if p.size_bytes >= 2048 * cc.MIB]
+    assert len(pts) == 11 and {p.algorithm for p in pts} == {"ring"}
+    assert max(abs(p.error) for p in pts) <= 0.10, [(p.size_bytes, round(p.error, 3)) for p in pts]
