@@ -97,7 +97,8 @@ from pydantic import Field, PositiveFloat, model_validator
 from designer.spec.base import Record, Result
 from designer.spec.system import ClusterSystem, HBTopology
 
-OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce", "send_recv")
+OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce", "gather", "scatter",
+       "send_recv")
 PROTOCOLS = ("LL", "LL128", "Simple")
 ALGORITHMS = (
     "ring",  # NCCL ring (flat, rail-aligned across domains)
@@ -117,6 +118,7 @@ ALGORITHMS = (
     "pairwise",  # direct all-to-all
     "two_phase",  # all-to-all with HB shuffle to the rail owner, then rails (PXN / rail-only)
     "p2p",
+    "direct",  # gather / scatter: the root receives / sends every member's share itself (grouped send/recv)
     "pat",  # NCCL Parallel Aggregated Trees (AG / RS at one GPU per node, NCCL >= 2.23)
     "dedup_dispatch",  # MoE dispatch/combine deduplicated per domain, forwarded inside it (DeepEP)
     "per_expert_dispatch",  # MoE dispatch/combine, one copy per (token, expert) (low-latency kernels)
@@ -1319,6 +1321,34 @@ def _p2p_route(e: _Env):
     return b_flow_hb, r1, forwarded, bw_e, lat_e, sf
 
 
+def _direct(e: _Env, proto: int):
+    """Gather / scatter as NCCL runs them (nccl-tests gather_perf / scatter_perf: one grouped
+    ncclSend / ncclRecv per member at the root): the root receives (sends) the n/p share of each of
+    the other p - 1 members at once, those in its domain over its HB links at a send/recv's rate,
+    those beyond through its network path as an all-to-all destination (the two concurrent), and each
+    remote peer past the first costs one proxy operation (netOverhead, as the pairwise all-to-all)."""
+    p, g, multi, c = e.p, e.g, e.multi, e.c
+    b_flow_hb = e.once("p2p", _p2p_route)[0]
+    frac = {_LL: c.ll_bandwidth_fraction, _LL128: c.ll128_bandwidth_fraction, _SIMPLE: 1.0}[proto]
+    intra = (g - 1) / p / (c.p2p_hb_fraction * b_flow_hb * frac)
+    net = (p - g) / p
+    inter = np.where(multi, net / np.where(e.step_ok, e.bw_net_step * frac, np.inf), 0.0)
+    a = e.a_hb("ring", proto) + np.where(
+        multi, net_hop_s(c, c.hop_latency_s["ring"].net[proto], e.lat_net_step, proto)
+        + np.maximum(p - g - 1, 0) * c.net_overhead_s, 0.0)
+    ok = e.net_ok_step & np.where(multi, e.proto_ok[proto], True)
+    return a, np.maximum(intra, inter), 0.0, ok, (g - 1) / p, net, e.sf_step
+
+
+def _binomial_rooted(e: _Env, proto: int):
+    """Binomial gather / scatter (MPICH, collectives.md §2: lg p·α + (p−1)/p·nβ): the steps across
+    domains move the (p - g)/p of the vector that lives beyond the root's domain, the steps inside it
+    the (g - 1)/p."""
+    p, g = e.p, e.g
+    return (e.si * e.ai + e.se * e.ae_step, (g - 1) / p * e.bi + (p - g) / p * e.be_step, 0.0, e.net_ok_step,
+            (g - 1) / p, (p - g) / p, e.sf_step)
+
+
 def _pow2_up(x):
     return 2.0 ** np.ceil(np.log2(np.maximum(x, 1.0)) - 1e-9)
 
@@ -1401,6 +1431,8 @@ ENTRIES: tuple[AlgorithmEntry, ...] = (
     AlgorithmEntry("two_phase", frozenset({"all_to_all"}), _SIMPLE_ONLY, _two_phase, forwarded_route=False),
     AlgorithmEntry("bruck", frozenset({"all_to_all"}), _SIMPLE_ONLY, _bruck_a2a),
     AlgorithmEntry("p2p", frozenset({"send_recv"}), _ALL_PROTOCOLS, _p2p),
+    AlgorithmEntry("direct", frozenset({"gather", "scatter"}), _ALL_PROTOCOLS, _direct),
+    AlgorithmEntry("binomial", frozenset({"gather", "scatter"}), _SIMPLE_ONLY, _binomial_rooted),
 )
 
 
@@ -1722,7 +1754,7 @@ def bus_bandwidth_factor(op: str, size) -> np.ndarray:
     p = np.asarray(size, dtype=float)
     if op == "all_reduce":
         return 2.0 * (p - 1) / p
-    if op in ("reduce_scatter", "all_gather", "all_to_all"):
+    if op in ("reduce_scatter", "all_gather", "all_to_all", "gather", "scatter"):
         return (p - 1) / p
     return np.ones_like(p)
 
@@ -1745,7 +1777,7 @@ def peers_per_rank(algorithm_index, size, ranks_per_domain, system: ClusterSyste
       scatter-allgather: ceil(lg p) + 2;
     * pairwise all-to-all: every other member; two_phase (PXN / rail-only forwarding): the domain's
       members and the same-rank GPUs of the other domains (railonly.md §4's hierarchical pattern);
-    * p2p: the one peer; pat: ceil(lg p) (its aggregated trees); dedup_dispatch: the domain's members
+    * p2p: the one peer; direct (gather / scatter): every other member, the root's count; pat: ceil(lg p) (its aggregated trees); dedup_dispatch: the domain's members
       and the same-rank GPUs of the other domains; per_expert_dispatch: every other member; none: 0.
     Always at most p - 1."""
     a = np.asarray(algorithm_index)
@@ -1782,6 +1814,7 @@ def peers_per_rank(algorithm_index, size, ranks_per_domain, system: ClusterSyste
     put("pairwise", p - 1)
     put("two_phase", (g - 1) + (n_dom - 1))
     put("p2p", np.ones(p.shape))
+    put("direct", p - 1)
     put("pat", lg)
     put("dedup_dispatch", (g - 1) + (n_dom - 1))
     put("per_expert_dispatch", p - 1)

@@ -707,3 +707,62 @@ def test_nvls_tree_chunk_follows_nccls_cap():
     # raised to 512 KiB makes it 8x -> fill x sqrt(8)
     assert _fill_ratio({"nvls_chunk_bytes": 524288.0}, "nvls_tree", n_gpus=32) == pytest.approx(1.0, rel=1e-9)
     assert _fill_ratio(env, "nvls_tree", n_gpus=32) == pytest.approx(8 ** 0.5, rel=1e-9)
+
+
+# ---------------------------------------------------------------- gather / scatter
+
+
+@pytest.mark.parametrize("op", ["gather", "scatter"])
+def test_direct_gather_scatter_inside_one_domain_by_hand(ideal, op):
+    """NCCL's gather / scatter (grouped send/recv at the root): the root moves the 7/8 of the vector
+    its 7 peers hold over its HB links at a send/recv's 0.90 of the per-link rate; no network."""
+    sy = _system()
+    shape = GroupShape(size=8, ranks_per_domain=8, domain_span=1, same_rail=True)
+    n = 2.0**30
+    one = collective_estimate(op, n, shape, sy, ideal, algorithms=("direct",))
+    two = collective_estimate(op, 2 * n, shape, sy, ideal, algorithms=("direct",))
+    assert one.algorithm == "direct"
+    assert two.time_s - one.time_s == pytest.approx(7 / 8 * n / (0.90 * B_HB), rel=1e-9)
+    assert one.rail_bytes == 0.0 and one.spine_bytes == 0.0
+
+
+def test_direct_gather_across_domains_waits_on_the_roots_nic(ideal):
+    """32 ranks on 4 domains: the 24/32 of the vector held beyond the root's domain all enter
+    through the root's NIC (50 GB/s), which outlasts its HB share (7/32 at 0.9 x 400 GB/s)."""
+    sy = _system(n_gpus=32, tiers=_clos(4, 4, 1.0))
+    shape = GroupShape(size=32, ranks_per_domain=8, domain_span=4, same_rail=True)
+    n = 2.0**30
+    one = collective_estimate("gather", n, shape, sy, ideal, algorithms=("direct",))
+    two = collective_estimate("gather", 2 * n, shape, sy, ideal, algorithms=("direct",))
+    assert two.time_s - one.time_s == pytest.approx(24 / 32 * n / B_NET, rel=1e-9)
+    assert one.rail_bytes + one.spine_bytes == pytest.approx(24 / 32 * n, rel=1e-9)
+
+
+def test_binomial_gather_by_hand(ideal):
+    """MPICH's binomial gather (collectives.md §2): lg p steps of alpha, (p-1)/p of the vector."""
+    sy = _system()
+    shape = GroupShape(size=8, ranks_per_domain=8, domain_span=1, same_rail=True)
+    n = 1e9
+    est = collective_estimate("gather", n, shape, sy, ideal, algorithms=("binomial",))
+    assert est.algorithm == "binomial"
+    assert est.time_s == pytest.approx(3 * ALPHA_HB + 7 / 8 * n / B_HB, rel=1e-9)
+
+
+def test_gather_and_scatter_bus_bandwidth_as_nccl_tests():
+    # nccl-tests gather.cu / scatter.cu: busBw = algBw * (nranks - 1) / nranks
+    from designer.perf.collectives import bus_bandwidth_factor
+
+    assert float(bus_bandwidth_factor("gather", 8)) == pytest.approx(7 / 8)
+    assert float(bus_bandwidth_factor("scatter", 16)) == pytest.approx(15 / 16)
+
+
+def test_nccls_gather_and_scatter_are_grouped_send_recv(calib):
+    # NCCL has no gather / scatter kernel of its own: its repertoire prices them as the root's
+    # grouped send/recv, and a root exchanges data with every other member
+    from designer.perf.collectives import peers_per_rank
+
+    sy = _system()
+    shape = GroupShape(size=8, ranks_per_domain=8, domain_span=1, same_rail=True)
+    for op in ("gather", "scatter"):
+        assert collective_estimate(op, 2.0**26, shape, sy, calib).algorithm == "direct"
+    assert float(peers_per_rank(ALGORITHMS.index("direct"), 8, 8, sy)) == 7
