@@ -642,7 +642,7 @@ def _proto_mult(proto: int) -> float:
 _NCCL_BUFFER_BYTES = 4194304.0
 _NCCL_NVLS_CHUNK_BYTES = 131072.0
 _NCCL_NVLS_TREE_MANY_NODES_CHUNK_BYTES = 65536.0
-# NVLS heads (GPUs) of the 8-GPU HGX nodes pipeline_fill_factor holds NVLS's fill at
+# GPUs of the 8-GPU HGX nodes at which pipeline_fill_factor holds NVLS's all-reduce fill
 _NVLS_FIT_HEADS = 8.0
 
 
@@ -1100,11 +1100,14 @@ def _nvls_bandwidth(e: _Env):
 
 
 def _nvls(e: _Env, proto: int):
-    """NVLink SHARP inside one NVSwitch domain (§2.6, §4.3). One step of its all-reduce pipeline
-    moves a chunk per head, one head per GPU of the domain (src/device/all_reduce.h, one node:
-    loopCount = nvls->nHeads * chunkSize), so that fill grows with the heads from the 8 of the HGX
-    nodes it was fitted on: a 72-GPU NVL72 domain steps nine times the bytes. All-gather and
-    reduce-scatter step one chunk per channel (all_gather.h: loopSize = nChannels * chunkSize)."""
+    """NVLink SHARP inside one NVSwitch domain (§2.6, §4.3). Each step of its all-reduce reduces
+    through the switch what every GPU of the domain wrote (multimem.ld_reduce over all members,
+    src/device/all_reduce.h) and moves a chunk per head (one node: loopCount = nvls->nHeads *
+    chunkSize), so a step waits on all g GPUs and its pipeline fill, fitted on 8-GPU HGX nodes,
+    is scaled by g/8. On a 72-GPU NVL72 rack that reproduces XLA's measured ramp (X-G1) from
+    576 MiB within 10%; scaling by NCCL's head count instead (min(g, NCCL_MAX_NVLS_ARITY = 32),
+    search.cc) leaves it 18% fast there. All-gather and reduce-scatter step one chunk per channel
+    (all_gather.h: loopSize = nChannels * chunkSize) and keep the 8-GPU fill."""
     c = e.c
     k_intra = _nvls_fraction(e) / (_nvls_bandwidth(e))
     heads = e.g / _NVLS_FIT_HEADS if e.op == "all_reduce" else 1.0
@@ -1117,7 +1120,8 @@ def _nvls(e: _Env, proto: int):
 
 
 def _nvls_tree(e: _Env, proto: int):
-    """NVLS reduce inside each domain, then a tree across domains on each GPU's n/g shard (AR)."""
+    """NVLS reduce inside each domain, then a tree across domains on each GPU's n/g shard (AR). Its
+    NVLS steps wait on the domain's g GPUs as _nvls's do: the fill scales by g/8 as there."""
     c, g = e.c, e.g
     k_intra = _nvls_fraction(e) / (_nvls_bandwidth(e))
     # bytes per GPU over its NICs in units of n/g, each divided by the share of a ring's scale-out

@@ -117,8 +117,8 @@ def test_host_floor_is_once_per_call():
 
 
 def test_nvl72_nvls_allreduce_ramp_follows_its_72_heads(results):
-    # NVLS's all-reduce steps a chunk per head (one per GPU): on a 72-GPU NVL72 domain its ramp is
-    # slower than on the 8-GPU nodes the fill was fitted on. XLA's NVL72 table holds within 10% from
+    # each NVLS all-reduce step waits on every GPU of the domain: on a 72-GPU NVL72 domain its ramp
+    # is slower than on the 8-GPU nodes the fill was fitted on. XLA's NVL72 table holds within 10% from
     # 576 MiB (without the heads it was 9-28% fast up to 4.5 GiB)
     pts = [p for p in results["X-G1"] if p.size_bytes >= 576 * cc.MIB]
     assert len(pts) == 6 and {p.algorithm for p in pts} == {"nvls"}
@@ -127,10 +127,10 @@ def test_nvl72_nvls_allreduce_ramp_follows_its_72_heads(results):
 
 def test_nvls_fill_grows_with_heads_for_all_reduce_only():
     # the same NVLink5 GPUs in domains of 8 and 72. With t(n) = a + b n + c sqrt(n), the fill c sqrt(n)
-    # is (4 (t(4n) - t(n)) - (t(16n) - t(4n))) / 2 whatever a and b; it goes as the square root of the
-    # bytes a pipeline step moves, so the all-reduce's (a chunk per head) is sqrt(72/8) = 3 times the
-    # 8-GPU one, while the all-gather's (a chunk per channel; NCCL runs it on at most 32 GPUs) moves
-    # only with its bytes per GPU, the square root of (31/32) / (7/8)
+    # is (4 (t(4n) - t(n)) - (t(16n) - t(4n))) / 2 whatever a and b; the all-reduce's (each step
+    # waits on all g GPUs) is sqrt(72/8) = 3 times the 8-GPU one, while the all-gather's (a chunk
+    # per channel; NCCL runs it on at most 32 GPUs) moves only with its bytes per GPU, the square
+    # root of (31/32) / (7/8)
     from tests.perf.systems import cluster
 
     calib = coll.load_collective_calibration()
