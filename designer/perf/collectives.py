@@ -72,8 +72,9 @@ line-rate ratio, giving 8.1% (A100) and 10.5% (H100) at N = 1024 in the bandwidt
 (§3.4's 48 vs 370 GB/s gives 11.4% the same way).
 
 Conventions: `n` (nbytes) as collectives.md: the vector for all_reduce/broadcast, the total
-(gathered output / reduce-scatter input) for all_gather/reduce_scatter, the total a rank sends for
-all_to_all, the message for send_recv. Bandwidths per GPU per direction in bytes/s, times in s.
+(gathered output / reduce-scatter input) for all_gather/reduce_scatter, the root's whole buffer
+(gathered output / scattered input) for gather/scatter, the total a rank sends for all_to_all, the
+message for send_recv. Bandwidths per GPU per direction in bytes/s, times in s.
 
 All functions except `load_collective_calibration` are pure; the core is vectorised: nbytes, size,
 ranks_per_domain, domain_span, same_rail and concurrency broadcast as numpy arrays. Every
@@ -704,6 +705,8 @@ def collective_estimate_vec(op: str, nbytes, size, ranks_per_domain, domain_span
         raise ValueError("need nbytes >= 0, size >= 1 and 1 <= ranks_per_domain <= HB size")
     if np.any(conc <= 0) or np.any(conc > 1):
         raise ValueError("concurrency must lie in (0, 1]")
+    # a group has no more members in a domain than members (a stated g above p means all p in one)
+    g = np.minimum(g, p)
     allowed = set(calib.algorithms if algorithms is None else algorithms)
     unknown = allowed - set(ALGORITHMS)
     if unknown:
@@ -1103,11 +1106,13 @@ def _nvls(e: _Env, proto: int):
     """NVLink SHARP inside one NVSwitch domain (§2.6, §4.3). Each step of its all-reduce reduces
     through the switch what every GPU of the domain wrote (multimem.ld_reduce over all members,
     src/device/all_reduce.h) and moves a chunk per head (one node: loopCount = nvls->nHeads *
-    chunkSize), so a step waits on all g GPUs and its pipeline fill, fitted on 8-GPU HGX nodes,
-    is scaled by g/8. On a 72-GPU NVL72 rack that reproduces XLA's measured ramp (X-G1) from
-    576 MiB within 10%; scaling by NCCL's head count instead (min(g, NCCL_MAX_NVLS_ARITY = 32),
-    search.cc) leaves it 18% fast there. All-gather and reduce-scatter step one chunk per channel
-    (all_gather.h: loopSize = nChannels * chunkSize) and keep the 8-GPU fill."""
+    chunkSize), so a step waits on all g GPUs and the fill factor phi, fitted on 8-GPU HGX nodes,
+    is scaled by g/8 (the fill time by sqrt(g/8)). On a 72-GPU NVL72 rack that reproduces XLA's
+    measured ramp (X-G1) from 576 MiB within 10%; scaling by NCCL's head count instead (min(g,
+    NCCL_MAX_NVLS_ARITY = 32), search.cc) leaves it 18% fast there. Below 8 GPUs the same rule
+    shortens the fill (checked only at 8 GiB, where the fill is negligible: SB-B2 on 6 and 7 B200s).
+    All-gather and reduce-scatter step one chunk per channel (all_gather.h: loopSize = nChannels *
+    chunkSize) and keep the 8-GPU fill."""
     c = e.c
     k_intra = _nvls_fraction(e) / (_nvls_bandwidth(e))
     heads = e.g / _NVLS_FIT_HEADS if e.op == "all_reduce" else 1.0
@@ -1121,7 +1126,8 @@ def _nvls(e: _Env, proto: int):
 
 def _nvls_tree(e: _Env, proto: int):
     """NVLS reduce inside each domain, then a tree across domains on each GPU's n/g shard (AR). Its
-    NVLS steps wait on the domain's g GPUs as _nvls's do: the fill scales by g/8 as there."""
+    NVLS steps wait on the domain's g GPUs as _nvls's do, so phi scales by g/8 as there (measured
+    only on 8-GPU B200 nodes, where the factor is 1)."""
     c, g = e.c, e.g
     k_intra = _nvls_fraction(e) / (_nvls_bandwidth(e))
     # bytes per GPU over its NICs in units of n/g, each divided by the share of a ring's scale-out
@@ -1325,23 +1331,43 @@ def _p2p_route(e: _Env):
     return b_flow_hb, r1, forwarded, bw_e, lat_e, sf
 
 
+def _rooted_route(e: _Env):
+    """The root's scale-out path for gather / scatter: its own NIC, at nic_efficiency. The uplinks
+    into the root's subtree carry only the root's share, one GPU's worth, so an oversubscription
+    below the subtree's GPU count never binds (a ratio above it is not modelled); each sender moves
+    n/p. The remote members sit on the root's rail only with one GPU per domain; the others cross
+    rails over a cross-rail tier or are forwarded to the root's rail over their own HB domain (PXN,
+    rail-only)."""
+    system, c = e.system, e.c
+    same = (e.g == 1) & e.rail
+    r1 = _scaleout_path(system, c, e.n_dom, e.span, e.conc, cross=False, a2a=False, nic_bw=e.nic)
+    x1 = _scaleout_path(system, c, e.n_dom, e.span, e.conc, cross=True, a2a=False, nic_bw=e.nic)
+    forwarded = ~same & (x1.exists if e.pxn else ~x1.exists)
+    use_x = ~same & ~forwarded
+    bw = np.full(np.shape(use_x), c.nic_efficiency * e.nic)
+    lat = np.where(use_x, x1.latency_s, r1.latency_s)
+    sf = np.where(use_x, x1.spine_fraction, r1.spine_fraction)
+    ok = (forwarded & r1.exists) if e.pxn else np.where(use_x, x1.exists, r1.exists)
+    return bw, lat, sf, ok, forwarded
+
+
 def _direct(e: _Env, proto: int):
     """Gather / scatter as NCCL runs them (nccl-tests gather_perf / scatter_perf: one grouped
     ncclSend / ncclRecv per member at the root): the root receives (sends) the n/p share of each of
-    the other p - 1 members at once, those in its domain over its HB links at a send/recv's rate,
-    those beyond through its network path as an all-to-all destination (the two concurrent), and each
-    remote peer past the first costs one proxy operation (netOverhead, as the pairwise all-to-all)."""
+    the other p - 1 members at once, those in its domain over all its HB links at a send/recv's
+    rate, those beyond through its own NIC (_rooted_route; the two concurrent), and each remote peer
+    past the first costs one proxy operation (netOverhead, as the pairwise all-to-all)."""
     p, g, multi, c = e.p, e.g, e.multi, e.c
-    b_flow_hb = e.once("p2p", _p2p_route)[0]
+    bw_net, lat_net, sf, route_ok, forwarded = e.once("rooted", _rooted_route)
     frac = {_LL: c.ll_bandwidth_fraction, _LL128: c.ll128_bandwidth_fraction, _SIMPLE: 1.0}[proto]
-    intra = (g - 1) / p / (c.p2p_hb_fraction * b_flow_hb * frac)
+    intra = (g - 1) / p / (c.p2p_hb_fraction * e.eta_hb * e.b_hb * frac)
     net = (p - g) / p
-    inter = np.where(multi, net / np.where(e.step_ok, e.bw_net_step * frac, np.inf), 0.0)
+    inter = np.where(multi, net / np.where(route_ok, bw_net * frac, np.inf), 0.0)
     a = e.a_hb("ring", proto) + np.where(
-        multi, net_hop_s(c, c.hop_latency_s["ring"].net[proto], e.lat_net_step, proto)
-        + np.maximum(p - g - 1, 0) * c.net_overhead_s, 0.0)
-    ok = e.net_ok_step & np.where(multi, e.proto_ok[proto], True)
-    return a, np.maximum(intra, inter), 0.0, ok, (g - 1) / p, net, e.sf_step
+        multi, net_hop_s(c, c.hop_latency_s["ring"].net[proto], lat_net, proto)
+        + np.where(forwarded, e.a_hb("ring", proto), 0.0) + np.maximum(p - g - 1, 0) * c.net_overhead_s, 0.0)
+    ok = np.where(multi, route_ok & e.proto_ok[proto], ~e.pxn)
+    return a, np.maximum(intra, inter), 0.0, ok, (g - 1) / p + np.where(forwarded & multi, net, 0.0), net, sf
 
 
 def _binomial_rooted(e: _Env, proto: int):
@@ -1349,8 +1375,9 @@ def _binomial_rooted(e: _Env, proto: int):
     domains move the (p - g)/p of the vector that lives beyond the root's domain, the steps inside it
     the (g - 1)/p."""
     p, g = e.p, e.g
-    return (e.si * e.ai + e.se * e.ae_step, (g - 1) / p * e.bi + (p - g) / p * e.be_step, 0.0, e.net_ok_step,
-            (g - 1) / p, (p - g) / p, e.sf_step)
+    net = (p - g) / p
+    return (e.si * e.ai + e.se * e.ae_step, (g - 1) / p * e.bi + net * e.be_step, 0.0, e.net_ok_step,
+            (g - 1) / p + np.where(e.fwd_step, net, 0.0), net, e.sf_step)
 
 
 def _pow2_up(x):

@@ -757,12 +757,64 @@ def test_gather_and_scatter_bus_bandwidth_as_nccl_tests():
 
 
 def test_nccls_gather_and_scatter_are_grouped_send_recv(calib):
-    # NCCL has no gather / scatter kernel of its own: its repertoire prices them as the root's
-    # grouped send/recv, and a root exchanges data with every other member
+    # NCCL has no gather / scatter kernel of its own (nccl-tests gather_perf / scatter_perf post one
+    # grouped send/recv per member at the root): its repertoire holds `direct`, not MPI's binomial
+    # tree, and a root exchanges data with every other member
     from designer.perf.collectives import peers_per_rank
 
+    assert "direct" in calib.algorithms and "binomial" not in calib.algorithms
     sy = _system()
     shape = GroupShape(size=8, ranks_per_domain=8, domain_span=1, same_rail=True)
     for op in ("gather", "scatter"):
         assert collective_estimate(op, 2.0**26, shape, sy, calib).algorithm == "direct"
     assert float(peers_per_rank(ALGORITHMS.index("direct"), 8, 8, sy)) == 7
+
+
+def test_direct_gather_on_rail_only_forwards_to_the_roots_rail(ideal):
+    """Rail-only (no cross-rail tier): the 24/32 held in other domains reach the root's rail over
+    their senders' HB domains, then its NIC; the forwarding is HB traffic and one more HB hop."""
+    rail = (NetworkTier(name="rail", span_domains=4, cross_rail=False, bandwidth_per_gpu_bytes_per_s=B_NET,
+                        latency_s=ALPHA_NET),)
+    sy = _system(n_gpus=32, tiers=rail)
+    shape = GroupShape(size=32, ranks_per_domain=8, domain_span=4, same_rail=True)
+    n = 2.0**30
+    one = collective_estimate("gather", n, shape, sy, ideal, algorithms=("direct",))
+    two = collective_estimate("gather", 2 * n, shape, sy, ideal, algorithms=("direct",))
+    assert np.isfinite(one.time_s)
+    assert two.time_s - one.time_s == pytest.approx(24 / 32 * n / B_NET, rel=1e-9)
+    assert one.hb_bytes == pytest.approx((7 / 32 + 24 / 32) * n, rel=1e-9)
+    assert one.rail_bytes == pytest.approx(24 / 32 * n, rel=1e-9) and one.spine_bytes == 0.0
+
+
+def test_direct_gather_is_bound_by_the_roots_nic_not_an_oversubscribed_spine(ideal):
+    """One root receives: the spine's 4:1 uplinks carry the 24 remote members' shares into the
+    root's leaf far below their capacity, so the time is the 1:1 fabric's (the root's NIC)."""
+    shape = GroupShape(size=32, ranks_per_domain=8, domain_span=4, same_rail=True)
+    n = 2.0**30
+    t = [collective_estimate("gather", n, shape, _system(n_gpus=32, tiers=_clos(4, 1, r)), ideal,
+                             algorithms=("direct",)).time_s for r in (1.0, 4.0)]
+    assert t[1] == pytest.approx(t[0], rel=1e-9)
+
+
+def test_binomial_gather_across_domains_by_hand(ideal):
+    """32 ranks on 4 domains: ceil(lg 8) = 3 steps inside the domain, 2 across (zero-latency
+    fabric here); 7/32 of the vector over HB, 24/32 over the NIC."""
+    sy = _system(n_gpus=32, tiers=_clos(4, 4, 1.0))
+    shape = GroupShape(size=32, ranks_per_domain=8, domain_span=4, same_rail=True)
+    n = 1e9
+    est = collective_estimate("gather", n, shape, sy, ideal, algorithms=("binomial",))
+    assert est.time_s == pytest.approx(3 * ALPHA_HB + 7 / 32 * n / B_HB + 24 / 32 * n / B_NET, rel=1e-9)
+
+
+def test_nvls_gathers_stop_at_nccls_arity(calib):
+    # NCCL_MAX_NVLS_ARITY = 32 (device.h): NVLS all-gather runs on a domain of 32 GPUs, not of 33
+    # (enqueue.cc from v2.25); all-reduce keeps NVLS; NCCL 2.24 had no such gate
+    def one(op, k, c):
+        sy = _system(k=k, n_gpus=k, nvls=True)
+        shape = GroupShape(size=k, ranks_per_domain=k, domain_span=1, same_rail=True)
+        return collective_estimate(op, 2.0**26, shape, sy, c, algorithms=("nvls",))
+
+    assert one("all_gather", 32, calib).algorithm == "nvls"
+    assert not np.isfinite(one("all_gather", 33, calib).time_s)
+    assert one("all_reduce", 33, calib).algorithm == "nvls"
+    assert one("all_gather", 33, for_nccl_version(calib, "2.24")).algorithm == "nvls"
