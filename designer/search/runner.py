@@ -268,6 +268,10 @@ class StaleTrials:
     WAITING copy with the same parameters, which the next ask picks up (Optuna's own retry).
 
     - An owner on this host: dead when its process is gone (psutil), found at once.
+    - This very process: `fail` runs between this process's batches, when it runs none of the study's
+      trials, so a RUNNING trial that names it is one it is not running. That is a ticket it enqueued
+      (`_ask_owned`) that another process popped and died holding before naming itself; it is failed
+      like a dead owner's, once it has run TAKE_OVER_AFTER_S.
     - An owner on another machine: with an RDB storage, Optuna's heartbeats fail its trials
       (`fail_stale_trials`). A journal has no heartbeats, so each owner bumps a counter in the study's
       user attributes while it runs trials (`Heartbeat`); a trial whose owner's counter has not moved
@@ -279,6 +283,7 @@ class StaleTrials:
         self.storage = storage
         self.rdb = _heartbeat_interval(storage) is not None
         self.seen: dict[tuple[str, int], tuple[Any, float]] = {}  # (study, trial number) -> (beat key, since)
+        self.me = owner_tag()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # marked experimental
             self.retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=3)
@@ -297,6 +302,10 @@ class StaleTrials:
         stale = []
         for t in running:
             owner = t.user_attrs.get("owner")
+            if owner == self.me:
+                if _started_s_ago(t) >= TAKE_OVER_AFTER_S:
+                    stale.append(t)
+                continue
             alive = _local_owner_alive(owner)
             if alive is False:
                 if _started_s_ago(t) >= TAKE_OVER_AFTER_S:
@@ -437,12 +446,18 @@ def _ask_owned(study: optuna.Study, storage: BaseStorage) -> optuna.trial.Trial:
     with the owner attribute) and then popped. A kill between the two leaves a WAITING trial, which the
     next ask pops; a kill after leaves a RUNNING trial whose owner is known, so it can be taken over."""
     tag = owner_tag()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # RDB heartbeats are recorded by hand (Heartbeat), not by optimize()
-        study.enqueue_trial({}, user_attrs={"owner": tag})
-        trial = study.ask()
-    if trial.user_attrs.get("owner") != tag:  # popped a retry or another worker's ticket: name the owner now
-        trial.set_user_attr("owner", tag)
+    while True:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # RDB heartbeats are recorded by hand (Heartbeat), not by optimize()
+            study.enqueue_trial({}, user_attrs={"owner": tag})
+            trial = study.ask()
+        if trial.user_attrs.get("owner") == tag:
+            break
+        try:  # popped a retry or another worker's ticket: name the owner now
+            trial.set_user_attr("owner", tag)
+            break
+        except optuna.exceptions.UpdateFinishedTrialError:
+            continue  # its first owner's process failed it as orphaned meanwhile (StaleTrials): ask again
     if _heartbeat_interval(storage):
         # the first beat at once, as optimize() does: a trial that never beat is never found stale
         storage.record_heartbeat(trial_id_of(storage, study, trial.number))
