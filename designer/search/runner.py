@@ -542,16 +542,22 @@ def _within_budget(study: optuna.Study, tickets: list[optuna.trial.Trial], n_tri
     return keep
 
 
-def _drain_waiting(study: optuna.Study, n_trials: int) -> None:
-    """Close WAITING trials left when the budget is met: with several workers an enqueued trial can be
-    overtaken (another worker's ask popped it and this worker's ask created a new one)."""
+def _drain_waiting(study: optuna.Study) -> None:
+    """Close WAITING trials left when the budget is met (`n_trials` finished): with several workers an
+    enqueued trial can be overtaken (another worker's ask popped it and this worker's ask created a
+    new one), or a worker killed between its enqueue and its ask leaves one. Each is popped and
+    closed as PRUNED (user attribute `surplus`), whatever its number: none is needed any more."""
     for _ in range(100):
         if not study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
             return
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # RDB heartbeats are recorded by hand (Heartbeat), not by optimize()
             ticket = study.ask()
-        _within_budget(study, [ticket], n_trials)
+        try:
+            ticket.set_user_attr("surplus", True)
+            study.tell(ticket, state=TrialState.PRUNED, skip_if_finished=True)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            continue
 
 
 def _budget_met(ostudy: optuna.Study, trials: list, n_trials: int, on_trial: Callable[[int, int], None] | None) -> bool:
@@ -560,7 +566,7 @@ def _budget_met(ostudy: optuna.Study, trials: list, n_trials: int, on_trial: Cal
     if on_trial is not None:
         on_trial(done, n_trials)
     if done >= n_trials:
-        _drain_waiting(ostudy, n_trials)
+        _drain_waiting(ostudy)
         return True
     return False
 

@@ -269,3 +269,21 @@ def test_a_ticket_popped_by_a_worker_that_died_before_naming_itself_is_retried(t
     assert len(retries) == 1 and retries[0].state == TrialState.COMPLETE
     assert sum(t.state == TrialState.COMPLETE for t in trials.values()) == 6
     assert not [t for t in trials.values() if t.state == TrialState.RUNNING]
+
+
+def test_waiting_leftovers_are_closed_once_the_budget_is_met():
+    """A WAITING ticket left behind (a worker killed between its enqueue and its ask) is closed as a
+    surplus once the study has its finished trials, whatever its number, not popped and left RUNNING."""
+    from optuna.distributions import FloatDistribution
+    from optuna.trial import create_trial
+
+    import designer.search.runner as runner
+
+    st = optuna.create_study(storage=optuna.storages.InMemoryStorage())
+    st.enqueue_trial({}, user_attrs={"owner": "elsewhere:1:1.0"})  # trial 0, never popped
+    for k in range(4):
+        st.add_trial(create_trial(params={"x": float(k)}, distributions={"x": FloatDistribution(0, 9)}, value=float(k)))
+    runner._drain_waiting(st)
+    t0 = st.get_trials(deepcopy=False)[0]
+    assert t0.state == TrialState.PRUNED and t0.user_attrs["surplus"] is True
+    assert not st.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING))
