@@ -1140,7 +1140,8 @@ def _nvls_tree(e: _Env, proto: int):
     lat = c.hop_latency_s["nvls_tree"].hb[_SIMPLE] + 2.0 * _lg(e.n_dom) * e.a_net("nvls_tree", _SIMPLE, e.lat_net_ring, e.fwd_ring)
     net = np.where(e.n_dom == 2, 1.0, 2.0) / g
     slow = 2.0 * _lg(e.n_dom) * _proto_mult(_SIMPLE) * e.excess_ring
-    return (*_pipelined(c.base_latency_s["nvls_tree"][_SIMPLE], lat, k, e.phi * _nvls_tree_chunk_scale(c, e.n_dom) * (g / _NVLS_FIT_HEADS), slow),
+    phi = e.phi * _nvls_tree_chunk_scale(c, e.n_dom) * (g / _NVLS_FIT_HEADS)
+    return (*_pipelined(c.base_latency_s["nvls_tree"][_SIMPLE], lat, k, phi, slow),
             e.multi & e.ring_ok & (g >= 2), 1.0 + np.where(e.fwd_ring, net, 0.0), net, e.sf_ring)
 
 
@@ -1808,8 +1809,9 @@ def peers_per_rank(algorithm_index, size, ranks_per_domain, system: ClusterSyste
       scatter-allgather: ceil(lg p) + 2;
     * pairwise all-to-all: every other member; two_phase (PXN / rail-only forwarding): the domain's
       members and the same-rank GPUs of the other domains (railonly.md §4's hierarchical pattern);
-    * p2p: the one peer; direct (gather / scatter): every other member, the root's count; pat: ceil(lg p) (its aggregated trees); dedup_dispatch: the domain's members
-      and the same-rank GPUs of the other domains; per_expert_dispatch: every other member; none: 0.
+    * p2p: the one peer; direct (gather / scatter): every other member, the root's count; pat:
+      ceil(lg p) (its aggregated trees); dedup_dispatch: the domain's members and the same-rank GPUs
+      of the other domains; per_expert_dispatch: every other member; none: 0.
     Always at most p - 1."""
     a = np.asarray(algorithm_index)
     p = np.asarray(size, dtype=float)
