@@ -271,7 +271,7 @@ class StaleTrials:
     - This very process: `fail` runs between this process's batches, when it runs none of the study's
       trials, so a RUNNING trial that names it is one it is not running. That is a ticket it enqueued
       (`_ask_owned`) that another process popped and died holding before naming itself; it is failed
-      like a dead owner's, once it has run TAKE_OVER_AFTER_S.
+      like a dead owner's, once it has run TAKE_OVER_AFTER_S, and marked (user attribute `orphan`).
     - An owner on another machine: with an RDB storage, Optuna's heartbeats fail its trials
       (`fail_stale_trials`). A journal has no heartbeats, so each owner bumps a counter in the study's
       user attributes while it runs trials (`Heartbeat`); a trial whose owner's counter has not moved
@@ -324,6 +324,8 @@ class StaleTrials:
         for t in stale:
             tid = trial_id_of(self.storage, study, t.number)
             try:
+                if t.user_attrs.get("owner") == self.me:
+                    self.storage.set_trial_user_attr(tid, "orphan", True)
                 if not self.storage.set_trial_state_values(tid, TrialState.FAIL):
                     continue
             except optuna.exceptions.UpdateFinishedTrialError:

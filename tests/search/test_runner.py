@@ -264,7 +264,7 @@ def test_a_ticket_popped_by_a_worker_that_died_before_naming_itself_is_retried(t
     run_optuna(pb, cand, storage=storage, study="orphan", settings=RunnerSettings(n_trials=6, seed=3), identity="i")
     assert time.monotonic() - t0 < 60
     trials = {t.number: t for t in _trials(tmp_path / "j.journal", name)}
-    assert trials[orphan].state == TrialState.FAIL
+    assert trials[orphan].state == TrialState.FAIL and trials[orphan].user_attrs["orphan"] is True
     retries = [t for t in trials.values() if t.system_attrs.get("failed_trial") == orphan]
     assert len(retries) == 1 and retries[0].state == TrialState.COMPLETE
     assert sum(t.state == TrialState.COMPLETE for t in trials.values()) == 6
