@@ -1332,6 +1332,11 @@ def _p2p_route(e: _Env):
     return b_flow_hb, r1, forwarded, bw_e, lat_e, sf
 
 
+def _p2p_protocol_fraction(c: CollectiveCalibration, proto: int) -> float:
+    """The share of a send/recv's bandwidth its protocol reaches (LL and LL128 as a ring's)."""
+    return {_LL: c.ll_bandwidth_fraction, _LL128: c.ll128_bandwidth_fraction, _SIMPLE: 1.0}[proto]
+
+
 def _rooted_route(e: _Env):
     """The root's scale-out path for gather / scatter: its own NIC, at nic_efficiency. The uplinks
     into the root's subtree carry only the root's share, one GPU's worth, so an oversubscription
@@ -1360,7 +1365,7 @@ def _direct(e: _Env, proto: int):
     past the first costs one proxy operation (netOverhead, as the pairwise all-to-all)."""
     p, g, multi, c = e.p, e.g, e.multi, e.c
     bw_net, lat_net, sf, route_ok, forwarded = e.once("rooted", _rooted_route)
-    frac = {_LL: c.ll_bandwidth_fraction, _LL128: c.ll128_bandwidth_fraction, _SIMPLE: 1.0}[proto]
+    frac = _p2p_protocol_fraction(c, proto)
     intra = (g - 1) / p / (c.p2p_hb_fraction * e.eta_hb * e.b_hb * frac)
     net = (p - g) / p
     inter = np.where(multi, net / np.where(route_ok, bw_net * frac, np.inf), 0.0)
@@ -1423,7 +1428,7 @@ def _p2p(e: _Env, proto: int):
     bw_e = np.minimum(bw_e, e.once("p2p_channels", p2p_net_channels) * c.p2p_net_channel_bytes_per_s)
     net = 1.0 * multi
     hbb = 1.0 * ~multi + np.where(forwarded, net, 0.0)
-    frac = {_LL: c.ll_bandwidth_fraction, _LL128: c.ll128_bandwidth_fraction, _SIMPLE: 1.0}[proto]
+    frac = _p2p_protocol_fraction(c, proto)
     # inside the domain one send/recv reaches p2p_hb_fraction of a ring's per-link bandwidth (measured)
     bw = np.where(multi, bw_e, c.p2p_hb_fraction * b_flow_hb) * frac
     alpha = np.where(multi, net_hop_s(c, c.hop_latency_s["ring"].net[proto], lat_e, proto)

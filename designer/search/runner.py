@@ -526,6 +526,12 @@ def _budget_full(study: optuna.Study, n_trials: int) -> bool:
     return len(live) >= n_trials
 
 
+def _close_surplus(study: optuna.Study, trial: optuna.trial.Trial) -> None:
+    """Close a trial nobody needs as PRUNED, marked with the user attribute `surplus`."""
+    trial.set_user_attr("surplus", True)
+    study.tell(trial, state=TrialState.PRUNED, skip_if_finished=True)
+
+
 def _within_budget(study: optuna.Study, tickets: list[optuna.trial.Trial], n_trials: int) -> list[optuna.trial.Trial]:
     """The new trials that fit in the budget. Trial numbers are handed out atomically by the storage, so
     they order the workers' asks: a trial whose number has n_trials finished, running or waiting
@@ -537,8 +543,7 @@ def _within_budget(study: optuna.Study, tickets: list[optuna.trial.Trial], n_tri
     keep = []
     for t in tickets:
         if rank.get(t.number, 0) >= n_trials:
-            t.set_user_attr("surplus", True)
-            study.tell(t, state=TrialState.PRUNED, skip_if_finished=True)
+            _close_surplus(study, t)
         else:
             keep.append(t)
     return keep
@@ -556,8 +561,7 @@ def _drain_waiting(study: optuna.Study) -> None:
             warnings.simplefilter("ignore")  # RDB heartbeats are recorded by hand (Heartbeat), not by optimize()
             ticket = study.ask()
         try:
-            ticket.set_user_attr("surplus", True)
-            study.tell(ticket, state=TrialState.PRUNED, skip_if_finished=True)
+            _close_surplus(study, ticket)
         except optuna.exceptions.UpdateFinishedTrialError:
             continue
 
