@@ -33,6 +33,17 @@ from designer.spec.llm import LLMSpec
 
 ACT_BYTES = 2.0  # bf16/fp16 activations (fp8 GEMMs still keep 16-bit activations between kernels)
 MASK_BYTES = 1.0  # dropout masks are stored as uint8 in PyTorch/Megatron (Korthikanti et al. 2022 §4.1)
+# PyTorch eager mode (Strategy.elementwise_kernels "eager") runs each op as its own kernel. HBM bytes
+# per element beyond what the fused kernels below move, read off torchtitan's Llama (9dec370,
+# torchtitan/models/norms.py RMSNorm, torchtitan/models/llama/model.py apply_rotary_emb, FeedForward),
+# 16-bit activations, fp32 where the code casts:
+# RMSNorm: x.float() 2+4, pow(2) 4+4, mean 4, x * rsqrt 4+4, type_as 2+4, * weight 2+2 = 36 against the
+# fused kernel's read + write 4 (a LayerNorm is one F.layer_norm kernel either way)
+EAGER_RMSNORM_EXTRA_BYTES = 32.0
+# RoPE on each query and key element: .float() 2+4, complex multiply 4+4, type_as 4+2 (the fused count has none)
+EAGER_ROPE_BYTES = 20.0
+# gated MLP per inner element: silu(w1 x) 2+2, times w3 x 2+2+2 = 10 against the fused 6
+EAGER_GATED_ACT_EXTRA_BYTES = 4.0
 LOW_PRECISIONS = ("fp8", "mxfp8", "nvfp4")
 ATTENTION_KERNELS = ("flash", "flash2", "flash3", "cudnn", "unfused")  # StrategyArrays.kernel codes
 KERNEL_UNFUSED = 4
@@ -182,7 +193,7 @@ class LayerWork:
     up-projections and out_proj_s: the output projection inside it; mlp_gemm_s: dense MLP or
     router + experts + shared experts);
     attn_fwd_s / attn_bwd_s: the attention core, forward and backward; norm_s, residual_s, mlp_mem_s
-    (act_fn_s: its activation-function part), attn_mem_s: element-wise seconds; cast_s: low-precision
+    (act_fn_s: its activation-function part), attn_mem_s, rope_s: element-wise seconds; cast_s: low-precision
     quantisation of the GEMM inputs (forward; backward casts the gradients, the same amount).
     *_flops: executed forward FLOPs; attn_flops_model: the non-causal count (MFU conventions);
     attn_flops_causal: exactly half of it."""
@@ -202,6 +213,7 @@ class LayerWork:
     dense_flops: np.ndarray
     attn_flops: np.ndarray
     attn_flops_model: np.ndarray
+    rope_s: np.ndarray = 0.0  # eager rotary embedding of the queries and keys
 
     @property
     def gemm_s(self):
@@ -209,7 +221,7 @@ class LayerWork:
 
     @property
     def memory_s(self):
-        return self.norm_s + self.residual_s + self.mlp_mem_s + self.attn_mem_s + self.cast_s
+        return self.norm_s + self.residual_s + self.mlp_mem_s + self.attn_mem_s + self.cast_s + self.rope_s
 
     @property
     def forward_s(self):
@@ -294,14 +306,14 @@ def attended_fraction(llm: LLMSpec, s, cp, balanced=True):
 
 
 def layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kernel, prec: Precisions,
-                  hbm_bytes_per_s: float, calib: ComputeCalibration, etp=1, cp_balanced=True) -> LayerWork:
+                  hbm_bytes_per_s: float, calib: ComputeCalibration, etp=1, cp_balanced=True, eager=False) -> LayerWork:
     """Forward work of one transformer layer per microbatch per GPU (see _layer_forward).
 
     Under a low-precision recipe a layer whose GEMMs are too small to repay their casts runs in
     16-bit, as recipes keep such layers in BF16 (NVIDIA's NVFP4 and FP8 recipes leave the first and
     last layers and small projections in BF16): so low precision is never slower than 16-bit."""
     kw = dict(moe_layer=moe_layer, b=b, s=s, tp=tp, cp=cp, ep=ep, sp=sp, kernel=kernel,
-              hbm_bytes_per_s=hbm_bytes_per_s, calib=calib, etp=etp, cp_balanced=cp_balanced)
+              hbm_bytes_per_s=hbm_bytes_per_s, calib=calib, etp=etp, cp_balanced=cp_balanced, eager=eager)
     low = _layer_forward(llm, prec=prec, **kw)
     if prec.cast_bytes_per_element == 0.0 and prec.gemm_peak_flops == prec.hi_peak_flops:
         return low
@@ -314,11 +326,12 @@ def layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kernel
 
 
 def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kernel, prec: Precisions,
-                   hbm_bytes_per_s: float, calib: ComputeCalibration, etp=1, cp_balanced=True) -> LayerWork:
+                   hbm_bytes_per_s: float, calib: ComputeCalibration, etp=1, cp_balanced=True, eager=False) -> LayerWork:
     """Forward work of one transformer layer per microbatch per GPU.
 
     b: microbatch sequences; s: sequence length; tp/cp/ep/etp: group sizes; sp: sequence parallelism;
-    kernel: attention kernel code (arrays). The router and the attention core run in 16-bit."""
+    kernel: attention kernel code; eager: element-wise ops run as PyTorch eager kernels (arrays). The
+    router and the attention core run in 16-bit."""
     h = llm.hidden_size
     a, kv, dh = _attention_dims(llm)
     b = np.asarray(b, float)
@@ -432,13 +445,27 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
     cast_elems = qkv_in_elems + tokens * a_local * dv + in_elems
     cast_bytes = cast_elems * prec.cast_bytes_per_element
     hbm = hbm_bytes_per_s * calib.hbm_efficiency
+    # PyTorch eager mode: the same ops, one kernel each (EAGER_* above)
+    eager = np.asarray(eager, float)
+    if llm.norm == "rmsnorm":
+        norm_bytes = norm_bytes + eager * 2 * tokens * h_local * EAGER_RMSNORM_EXTRA_BYTES
+    if llm.gated_mlp:
+        gated_extra = eager * act_bytes / ((gate + 1) * ACT_BYTES) * EAGER_GATED_ACT_EXTRA_BYTES
+        act_bytes = act_bytes + gated_extra
+        mlp_mem_bytes = mlp_mem_bytes + gated_extra
+    rope_bytes = 0.0
+    if llm.rotary_embedding:
+        # the rotated widths: every query and key head (MLA: the shared rope key and each head's rope part)
+        rotated = (a_local + 1.0) * llm.mla.qk_rope_head_dim if llm.mla is not None else \
+            (a_local + np.maximum(kv / tp, 1.0)) * dh
+        rope_bytes = eager * tokens * rotated * EAGER_ROPE_BYTES
     dense_flops = f_attn_lin + f_mlp
     return LayerWork(
         attn_gemm_s=t_qkv + t_out, mla_up_s=t_up, out_proj_s=t_out, mlp_gemm_s=t_mlp,
         attn_fwd_s=t_attn_f, attn_bwd_s=t_attn_b,
         norm_s=norm_bytes / hbm, residual_s=residual_bytes / hbm, mlp_mem_s=mlp_mem_bytes / hbm,
         act_fn_s=act_bytes / hbm, attn_mem_s=attn_mem_bytes / hbm, cast_s=cast_bytes / hbm,
-        dense_flops=dense_flops, attn_flops=attn_exec, attn_flops_model=attn_model,
+        dense_flops=dense_flops, attn_flops=attn_exec, attn_flops_model=attn_model, rope_s=rope_bytes / hbm,
     )
 
 

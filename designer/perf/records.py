@@ -273,12 +273,13 @@ class StrategyArrays:
     batch: np.ndarray = 0  # the global batch in sequences; 0 = the training's target
     flushes: np.ndarray = 1  # pipeline schedules per iteration (Strategy.pipeline_flushes)
     grouped_gemm: np.ndarray = False  # the local experts' GEMMs in one grouped kernel (Strategy.expert_gemm)
+    eager: np.ndarray = False  # element-wise ops run one PyTorch eager kernel each (Strategy.elementwise_kernels)
 
     _INT = ("tp", "pp", "dp", "ep", "cp", "mbs", "schedule", "v", "zero", "recompute", "etp", "rc_modules",
             "kernel", "order", "pp_first", "pp_last", "shard_group", "prefetch", "offload_act", "rc_layers", "cp_comm",
             "batch", "flushes")
     _BOOL = ("sp", "qwz", "qgz", "hpz", "overlap_dp", "overlap_tp", "reshard", "overlap_ep", "offload_opt", "dedup",
-             "ag_dispatch", "graphs", "offload_w", "cp_lb", "overlap_pp", "grouped_gemm")
+             "ag_dispatch", "graphs", "offload_w", "cp_lb", "overlap_pp", "grouped_gemm", "eager")
     _FLOAT = ("bucket_bytes",)
 
     def __post_init__(self) -> None:
@@ -325,7 +326,8 @@ class StrategyArrays:
             cp_comm=[CP_COMMS.index(s.cp_comm) for s in ss],
             cp_lb=[s.cp_load_balance for s in ss], overlap_pp=[s.overlap_pp_comm for s in ss],
             batch=[s.global_batch_sequences or 0 for s in ss], flushes=[s.pipeline_flushes for s in ss],
-            grouped_gemm=[s.expert_gemm == "grouped" for s in ss])
+            grouped_gemm=[s.expert_gemm == "grouped" for s in ss],
+            eager=[s.elementwise_kernels == "eager" for s in ss])
 
     def to_strategy(self, i: int):
         from designer.spec.llm import AttentionKernel, RankOrder, Recompute, RecomputeModule, Schedule, Strategy
@@ -357,7 +359,8 @@ class StrategyArrays:
             offload_weights=bool(self.offload_w[i]), cuda_graphs=bool(self.graphs[i]), offload_activation_layers=int(self.offload_act[i]),
             cp_comm=CP_COMMS[int(self.cp_comm[i])], cp_load_balance=bool(self.cp_lb[i]),
             overlap_pp_comm=bool(self.overlap_pp[i]), global_batch_sequences=int(self.batch[i]) or None,
-            pipeline_flushes=int(self.flushes[i]), expert_gemm="grouped" if bool(self.grouped_gemm[i]) else "per_expert")
+            pipeline_flushes=int(self.flushes[i]), expert_gemm="grouped" if bool(self.grouped_gemm[i]) else "per_expert",
+            elementwise_kernels="eager" if bool(self.eager[i]) else "fused")
 
 
 @dataclass(frozen=True)

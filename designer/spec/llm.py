@@ -79,6 +79,7 @@ class LLMSpec(Record):
     vocab_size: int = Field(ge=1)
     tied_embeddings: bool = False
     gated_mlp: bool = Field(default=False, description="SwiGLU-style MLP with three matrices")
+    rotary_embedding: bool = Field(default=False, description="rotary position embedding (RoPE) applied to the queries and keys")
     moe: MoESpec | None = None
     # Dropout in the residual branches and on the attention probabilities (GPT-2/3, Megatron 2021 GPT:
     # 0.1); modern pre-training recipes (Llama, Mixtral, DeepSeek, Qwen) train without it, so no masks
@@ -351,6 +352,7 @@ class Strategy(Record):
     moe_dispatcher: Literal["alltoall", "allgather", "deepep"] = Field(default="alltoall", description="alltoall: every (token, expert) pair crosses the network (Megatron's alltoall dispatcher); allgather: every rank gathers the EP group's tokens and keeps those of its experts, the combine reduce-scatters (Megatron's allgather dispatcher); deepep: one copy per destination node, forwarded over NVLink there (DeepEP, HybridEP, Megatron's flex dispatcher)")
     expert_gemm: Literal["per_expert", "grouped"] = Field(default="per_expert", description="how a rank's local experts run their GEMMs: per_expert, launched expert by expert from host-side token counts (Transformer Engine's GroupedLinear in Megatron-Core's TEGroupedMLP, its default), so the layer waits out a host time per local expert; grouped, with the split sizes kept on the device (Megatron --moe-use-grouped-tensor, torch._grouped_mm in torchtitan, grouped_gemm's gmm in NeMo AutoModel), nothing launched per expert (an implementation that adds expert biases expert by expert from host-side splits, as AutoModel's does, is per_expert)")
     offload_optimizer: bool = Field(default=False, description="fp32 master weights and Adam states in host memory, the step on the CPU (ZeRO-Offload, Megatron --optimizer-cpu-offload)")
+    elementwise_kernels: Literal["fused", "eager"] = Field(default="fused", description="fused: norms, the MLP activation and the rotary embedding each run as one kernel (Transformer Engine / Megatron-Core fusions, torch.compile); eager: PyTorch eager mode runs every op of them as its own kernel through HBM (torchtitan without torch.compile: RMSNorm in fp32, RoPE through complex fp32, silu then multiply)")
     cuda_graphs: bool = Field(default=False, description="the iteration is captured in CUDA graphs (Megatron --enable-cuda-graph / cuda_graph_impl full_iteration): each collective keeps the graph fraction of the host floor of a call, and the per-layer launch floor and the MoE layers' per-expert host wait go")
     offload_weights: bool = Field(default=False, description="16-bit weights and gradients in host memory too, streamed over the host link layer by layer (FSDP2 CPUOffloadPolicy, ZeRO-Infinity offload_param); implies the optimizer offload")
     offload_activation_layers: int = Field(default=0, ge=0, description="layers per stage whose saved activations go to host memory in the forward pass and come back for the backward (Megatron --cpu-offloading-num-layers)")

@@ -35,12 +35,13 @@ from tests.perf.test_training_runs import megatron_cases  # noqa: E402
 
 
 def compiled_cases(calib):
-    """[(set, llm, training, StrategyArrays, system, measured, to_quantity)] with recompute fixed."""
+    """[(set, name, llm, training, StrategyArrays, system, measured, to_quantity, nccl_version)] with
+    recompute fixed; nccl_version is the row's NCCL release (None: the calibration's own)."""
     out = []
     for row, llm, tr, st, sy in megatron_cases():
         f = megatron_paper_flops(llm, tr) / (row["gpus"] * 1e12)
         out.append(("table1", row["model"], llm, tr, StrategyArrays.from_strategies([st]), sy, row["tflops"],
-                    lambda r, f=f: f / r["iteration_time_s"][0]))
+                    lambda r, f=f: f / r["iteration_time_s"][0], None))
     for row in modern_runs.rows():
         if not row["use"]:
             continue
@@ -48,14 +49,18 @@ def compiled_cases(calib):
         _, st = modern_runs.evaluate_row(row, calib)
         n = row["gpus"]
         out.append((row["set"], row["id"], llm, tr, StrategyArrays.from_strategies([st]), sy,
-                    row["measured"]["tokens_per_s_per_gpu"], lambda r, n=n: r["tokens_per_s"][0] / n))
+                    row["measured"]["tokens_per_s_per_gpu"], lambda r, n=n: r["tokens_per_s"][0] / n,
+                    row.get("nccl_version")))
     return out
 
 
 def set_errors(cases, calib) -> dict[str, np.ndarray]:
     errs: dict[str, list] = {}
-    for s, _, llm, tr, S, sy, meas, q in cases:
-        r = iteration_arrays(llm, tr, S, sy, calib)
+    by_version = {}  # the trial calibration at each row's NCCL release, built once per call
+    for s, _, llm, tr, S, sy, meas, q, version in cases:
+        if version not in by_version:
+            by_version[version] = modern_runs.calibration_for({"nccl_version": version}, calib)
+        r = iteration_arrays(llm, tr, S, sy, by_version[version])
         errs.setdefault(s, []).append(q(r) / meas - 1.0)
     return {k: np.array(v) for k, v in errs.items()}
 

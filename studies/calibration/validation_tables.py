@@ -44,8 +44,13 @@ def assumptions(row: dict, st) -> str:
     if st.recompute_modules:
         rc += "[" + ",".join(m.value for m in st.recompute_modules) + "]"
     stated = modern_runs.stated_recompute(row)
-    parts.append(f"recompute {rc}" + (" (chosen: fits)" if stated is None
-                                      else " (recipe)" if row["recompute"] is None else ""))
+    if modern_runs.block_checkpointing(row):
+        layers = modern_runs.case(row)[0].layers
+        parts.append(f"blocks checkpointed {st.recompute_num_layers if rc != 'none' else 0} of {layers} "
+                     "(fms-fsdp selective AC, fraction not published: the fewest that fit)")
+    else:
+        parts.append(f"recompute {rc}" + (" (chosen: fits)" if stated is None
+                                          else " (recipe)" if row["recompute"] is None else ""))
     if st.offload_activation_layers:
         parts.append(f"activations of {st.offload_activation_layers} layers offloaded (recipe)")
     parts.append(st.attention_kernel.value)
@@ -60,6 +65,8 @@ def assumptions(row: dict, st) -> str:
         parts.append("TP overlap")
     if st.cuda_graphs:
         parts.append("CUDA graphs")
+    if row.get("nccl_version"):
+        parts.append(f"NCCL {row['nccl_version']} (container)")
     return ", ".join(parts)
 
 

@@ -15,8 +15,11 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+import dataclasses
+
 from designer import units
-from designer.perf.model import evaluate_system, load_perf_calibration
+from designer.perf import collectives as coll
+from designer.perf.model import PerfCalibration, evaluate_system, load_perf_calibration
 from designer.perf.records import Metrics
 from designer.spec.catalog import load_catalog
 from designer.spec.llm import Recompute, RecomputeModule, Schedule, Strategy, TrainingSpec
@@ -92,6 +95,11 @@ _GA = re.compile(r"\bGA (\d+)\b")
 _EP_OVERLAP = re.compile(r"1f1b( a2a| all-to-all| ep)? overlap")
 
 
+def block_checkpointing(row: dict) -> bool:
+    """fms-fsdp's "Selective AC": activation checkpointing of every (1/p)-th block, p unpublished."""
+    return row["framework"] == "fms-fsdp" and row["recompute"] == "selective"
+
+
 def stated_recompute(row: dict):
     """The row's recompute as its source states it: the row's own, else its performance recipe's
     (megatron_bridge_recipes.yaml `recompute`), else None (not stated)."""
@@ -156,6 +164,7 @@ def strategy_for(row: dict) -> Strategy:
             k in text for text in (overlap, (row.get("notes") or "").lower()) for k in ("deepep", "hybridep")))
         else "alltoall",
         cuda_graphs=captures_whole_iteration(recipe),
+        elementwise_kernels="eager" if fw.get("eager_unless_compiled") and "torch.compile" not in overlap else "fused",
         offload_activation_layers=int(recipe.get("activation_offload_layers", 0)))
 
 
@@ -230,10 +239,32 @@ RECOMPUTE_LADDER = (
 )
 
 
+def calibration_for(row: dict, calib: PerfCalibration) -> PerfCalibration:
+    """`calib` with its collective model at the NCCL release the row's container shipped
+    (row["nccl_version"], see the data file's header), or unchanged where the source names none."""
+    v = row.get("nccl_version")
+    if v is None:
+        return calib
+    return dataclasses.replace(calib, collectives=coll.for_nccl_version(calib.collectives, v))
+
+
 def evaluate_row(row: dict, calib):
     """The model's verdict on a row: its stated configuration, or, where the recompute is not
-    stated, the first rung of RECOMPUTE_LADDER that fits (the last rung if none does)."""
+    stated, the first rung of RECOMPUTE_LADDER that fits (the last rung if none does). The row is
+    priced with the NCCL release of its software stack (calibration_for)."""
     llm, tr, st, sy = case(row)
+    calib = calibration_for(row, calib)
+    if block_checkpointing(row):
+        # fms-fsdp's "Selective AC" checkpoints whole blocks, a fraction of them evenly spaced
+        # (fms_fsdp/policies/ac_handler.py apply_fsdp_checkpointing, `selective_checkpointing`),
+        # a fraction the source does not publish: the fewest recomputed layers that fit
+        for n in range(llm.layers + 1):
+            cand = st.model_copy(update=dict(recompute=Recompute.none) if n == 0 else
+                                 dict(recompute=Recompute.full, recompute_modules=(), recompute_num_layers=n))
+            m = evaluate_system(llm, tr, cand, sy, calib=calib)
+            if isinstance(m, Metrics):
+                return m, cand
+        return m, cand
     if stated_recompute(row) is not None:
         return evaluate_system(llm, tr, st, sy, calib=calib), st
     for rung in RECOMPUTE_LADDER:
@@ -258,7 +289,7 @@ def errors(calib=None, sets=SETS, only=None) -> list[RowError]:
             from designer.perf.iteration import iteration_arrays
             from designer.perf.records import StrategyArrays
 
-            r = iteration_arrays(llm, tr, StrategyArrays.from_strategies([st]), sy, calib)
+            r = iteration_arrays(llm, tr, StrategyArrays.from_strategies([st]), sy, calibration_for(row, calib))
             if int(r["code"][0]) != 9:
                 raise AssertionError(f"{row['id']}: the model rejects the published configuration: {m.reason}")
             tps, mem_b, fits = float(r["tokens_per_s"][0]), float(r["memory_per_gpu_bytes"][0]), False

@@ -18,12 +18,12 @@ import pytest
 from designer.perf.model import evaluate_system, load_perf_calibration
 from tests.perf import modern_runs
 
-# long-ctx's MAPE carries NeMo 24.03's long-sequence rows (NLS-H3..H9, 32-55% too fast against
+# long-ctx's MAPE carries NeMo 24.03's long-sequence rows (NLS-H3..H9, 31-46% too fast against
 # cuDNN's measured attention; compute_efficiency.yaml sources.attention)
-BOUNDS = {  # set: (MAPE bound, share of rows within 10%, at least) -- reached: 4.7%/88%, 6.3%/82%, 12.7%/71%, 13.9%/67%
+BOUNDS = {  # set: (MAPE bound, share of rows within 10%, at least) -- reached: 4.9%/88%, 6.6%/81%, 10.5%/71%, 13.9%/66%
     "dense-3d": (0.052, 0.87),
     "dense-fsdp": (0.068, 0.80),
-    "long-ctx": (0.13, 0.70),
+    "long-ctx": (0.11, 0.70),
     "moe": (0.145, 0.65),
 }
 
@@ -89,3 +89,20 @@ def test_readme_tables_hold_the_shipped_calibrations_figures():
     assert set(shown) == {e.id for e in errs}, "rerun studies/calibration/validation_tables.py"
     for e in errs:
         assert shown[e.id] == (f"{e.predicted:,.0f}", f"{100 * e.error:+.1f}"), (e.id, shown[e.id])
+
+
+def test_eager_kernels_explain_most_of_torchtitans_torch_compile_gain():
+    # torchtitan benchmarks/llama3_h100_202412_torchtitan.md (820504e), tables 1 and 3: Llama 3.1 8B,
+    # FSDP, selective AC, 5,762 -> 6,667 TPS/GPU with torch.compile on 8 GPUs (+15.7%), 5,605 -> 6,514 on
+    # 128 (+16.2%). Fusing the eager element-wise ops (Strategy.elementwise_kernels) accounts for most of
+    # it; compile fuses more than the kernels designer counts as fused (the residual add into the norm),
+    # so the model's gain stays below the measured one.
+    calib = load_perf_calibration()
+    for rid, measured in (("TT-1", 6667 / 5762), ("TT-8", 6514 / 5605)):
+        row = next(r for r in modern_runs.rows() if r["id"] == rid)
+        m, st = modern_runs.evaluate_row(row, calib)
+        assert st.elementwise_kernels == "eager"
+        llm, tr, _, sy = modern_runs.case(row)
+        fused = evaluate_system(llm, tr, st.model_copy(update={"elementwise_kernels": "fused"}), sy, calib=calib)
+        gain = m.iteration_time_s / fused.iteration_time_s
+        assert 1 + 0.6 * (measured - 1) <= gain <= measured, (rid, gain, measured)

@@ -29,7 +29,7 @@ IDS = [r["id"] for r in ROWS]
 
 FIELDS = ["id", "source", "set", "framework", "model", "layers", "gpu", "hb_domain", "gpus", "precision", "fp8_recipe",
           "seq", "gbs", "mbs", "tp", "pp", "cp", "vp", "ep", "etp", "dp", "sharding", "shard_group", "recompute", "overlap",
-          "measured", "flop_convention", "derived", "use", "exclude_reason", "notes"]
+          "measured", "flop_convention", "derived", "use", "exclude_reason", "notes", "nccl_version"]
 MEASURED = {"tokens_per_s_per_gpu", "step_s", "tflops_per_gpu", "mfu", "memory_gib"}
 FRAMEWORKS = {"megatron", "nemo", "megatron-bridge", "torchtitan", "llm-foundry", "fms-fsdp", "maxtext", "automodel",
               "deepseek", "mlperf-nvidia", "mlperf-nvidia-nemo1"}
@@ -89,6 +89,7 @@ def test_row_schema(row):
         assert row["derivation"].strip()
     if not row["use"]:
         assert row["exclude_reason"].strip()
+    assert row["nccl_version"] is None or re.fullmatch(r"2\.\d\d", row["nccl_version"])
     assert row["hb_domain"] in (8, 72)
     assert (row["hb_domain"] == 72) == (row["gpu"] in ("gb200", "gb300"))
 
@@ -425,3 +426,46 @@ def test_llm_foundry_rows_reduce_gradients_as_their_fsdp_mixed_precision_says():
     # every llm-foundry row states its mode
     foundry = [r for r in ROWS if r["framework"] == "llm-foundry"]
     assert foundry and all(("/ DEFAULT" in r["notes"]) != ("/ PURE" in r["notes"]) for r in foundry)
+
+
+# nvidia-nccl-cu12 wheel release dates (piwheels.org/project/nvidia-nccl-cu12), the first of each minor
+NCCL_RELEASES = {"2.20": "2024-03-06", "2.21": "2024-04-03", "2.22": "2024-06-19", "2.23": "2024-09-11",
+                 "2.24": "2025-01-07", "2.25": "2025-01-24", "2.26": "2025-03-13", "2.27": "2025-06-03",
+                 "2.28": "2025-09-06", "2.29": "2026-01-07", "2.30": "2026-04-20"}
+
+
+def container_release(row) -> str | None:
+    """The NeMo / Megatron-Bridge container (YY.MM) a row's source names, read from the source, the
+    row id or the row's notes."""
+    if row["source"] == "S2":
+        return "24.07"
+    if row["source"] == "S5":
+        return None if row["framework"] == "maxtext" else "24.12"
+    if row["source"] == "S4":
+        m = re.match(r"MB(\d\d)(\d\d)", row["id"])
+        return f"{m.group(1)}.{m.group(2)}"
+    if row["source"] in ("S3", "S6", "S11"):
+        m = re.search(r"NeMo (\d\d)\.(\d\d)", row["notes"])
+        return f"{m.group(1)}.{m.group(2)}" if m else None
+    return None
+
+
+@pytest.mark.parametrize("row", ROWS, ids=IDS)
+def test_nccl_version_is_the_newest_release_out_by_the_tenth_of_the_container_month(row):
+    rel = container_release(row)
+    if rel is None:
+        assert row["nccl_version"] is None
+        return
+    cutoff = f"20{rel[:2]}-{rel[3:5]}-10"
+    expected = max((d, v) for v, d in NCCL_RELEASES.items() if d < cutoff)[1]
+    assert row["nccl_version"] == expected, (rel, row["nccl_version"], expected)
+
+
+def test_a_row_is_priced_with_its_containers_nccl_release():
+    by_id = {r["id"]: r for r in ROWS}
+    calib = modern_runs.load_perf_calibration()
+    assert modern_runs.calibration_for(by_id["NLS-H9"], calib).collectives.nccl_version == "2.20"
+    assert modern_runs.calibration_for(by_id["MB2606-01"], calib).collectives.nccl_version == "2.30"
+    # a source naming no container keeps the shipped release, and the compute calibration is untouched
+    assert modern_runs.calibration_for(by_id["TT-1"], calib) is calib
+    assert modern_runs.calibration_for(by_id["NLS-H9"], calib).compute is calib.compute
