@@ -344,18 +344,23 @@ def test_blackwell_ultra_runs_its_generations_ceilings_at_its_sustained_clock():
         assert p.attn_fwd_eff[cmp.KERNEL_UNFUSED] == 1.0
 
 
+def _fused_and_eager(model: str, s: int):
+    """One sequence of `s` tokens through one layer of `model` on one H100 (3.35 TB/s), with the
+    element-wise ops fused and eager."""
+    one = np.ones(1)
+    kw = dict(moe_layer=False, b=one, s=s, tp=one, cp=one, ep=one, etp=one, sp=np.zeros(1, bool),
+              kernel=np.array([cmp.ATTENTION_KERNELS.index("flash")]), prec=_prec("hopper"),
+              hbm_bytes_per_s=3.35e12, calib=CAL)
+    llm = load_model(model)
+    return cmp.layer_forward(llm, eager=np.zeros(1, bool), **kw), cmp.layer_forward(llm, eager=np.ones(1, bool), **kw)
+
+
 def test_eager_elementwise_bytes_are_torchtitans_ops_one_kernel_each():
     # Llama 3 8B, one 8192-token sequence on one GPU: h = 4096, 32 query + 8 KV heads of 128, FFN 14336.
     # Eager PyTorch beyond the fused kernels, per token (torchtitan 9dec370 RMSNorm, apply_rotary_emb,
     # FeedForward; see compute.EAGER_*): two RMSNorms x 32 B x 4096 = 262,144 B; RoPE 20 B x (32 + 8) x 128
     # = 102,400 B; the gated activation 4 B x 14336 = 57,344 B: 421,888 B per token.
-    llm = load_model("llama3-8b")
-    one = np.ones(1)
-    kw = dict(moe_layer=False, b=one, s=8192, tp=one, cp=one, ep=one, etp=one, sp=np.zeros(1, bool),
-              kernel=np.array([cmp.ATTENTION_KERNELS.index("flash")]), prec=_prec("hopper"),
-              hbm_bytes_per_s=3.35e12, calib=CAL)
-    fused = cmp.layer_forward(llm, eager=np.zeros(1, bool), **kw)
-    eager = cmp.layer_forward(llm, eager=np.ones(1, bool), **kw)
+    fused, eager = _fused_and_eager("llama3-8b", 8192)
     hbm = 3.35e12 * CAL.hbm_efficiency
     extra_s = float(eager.memory_s[0] - fused.memory_s[0])
     assert extra_s == pytest.approx(8192 * 421_888 / hbm, rel=1e-12)
@@ -369,10 +374,5 @@ def test_eager_elementwise_bytes_are_torchtitans_ops_one_kernel_each():
 
 def test_eager_mode_costs_nothing_extra_where_the_ops_are_single_kernels():
     # GPT-3 style: LayerNorm (one F.layer_norm kernel), GeLU MLP, learned positions: eager adds nothing
-    llm = load_model("gpt3-175b")
-    one = np.ones(1)
-    kw = dict(moe_layer=False, b=one, s=2048, tp=one, cp=one, ep=one, etp=one, sp=np.zeros(1, bool),
-              kernel=np.array([cmp.ATTENTION_KERNELS.index("flash")]), prec=_prec("hopper"),
-              hbm_bytes_per_s=3.35e12, calib=CAL)
-    assert float(cmp.layer_forward(llm, eager=np.ones(1, bool), **kw).memory_s[0]) == \
-        float(cmp.layer_forward(llm, eager=np.zeros(1, bool), **kw).memory_s[0])
+    fused, eager = _fused_and_eager("gpt3-175b", 2048)
+    assert float(eager.memory_s[0]) == float(fused.memory_s[0])
