@@ -182,6 +182,9 @@ class Precisions:
     tp_gather_bytes_per_element: float = ACT_BYTES  # a GEMM input as a sequence-parallel all-gather moves it
     attn_seq_half: np.ndarray | None = None  # per kernel code, query length at half the ceiling (None: no ramp)
     attn_head_dim_half: np.ndarray | None = None  # per kernel code, head-dim constant (None: no dependence)
+    # a layer whose low-precision GEMMs and casts are slower than 16-bit runs in 16-bit, as Transformer
+    # Engine's recipes keep such layers; False where the recipe converts every linear layer regardless
+    bf16_fallback: bool = True
 
 
 @dataclass(frozen=True)
@@ -315,7 +318,7 @@ def layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kernel
     kw = dict(moe_layer=moe_layer, b=b, s=s, tp=tp, cp=cp, ep=ep, sp=sp, kernel=kernel,
               hbm_bytes_per_s=hbm_bytes_per_s, calib=calib, etp=etp, cp_balanced=cp_balanced, eager=eager)
     low = _layer_forward(llm, prec=prec, **kw)
-    if prec.cast_bytes_per_element == 0.0 and prec.gemm_peak_flops == prec.hi_peak_flops:
+    if not prec.bf16_fallback or (prec.cast_bytes_per_element == 0.0 and prec.gemm_peak_flops == prec.hi_peak_flops):
         return low
     hi = _layer_forward(llm, prec=dataclasses.replace(prec, gemm_peak_flops=prec.hi_peak_flops,
                                                       gemm_max_eff=prec.hi_max_eff, cast_bytes_per_element=0.0), **kw)

@@ -376,3 +376,31 @@ def test_eager_mode_costs_nothing_extra_where_the_ops_are_single_kernels():
     # GPT-3 style: LayerNorm (one F.layer_norm kernel), GeLU MLP, learned positions: eager adds nothing
     fused, eager = _fused_and_eager("gpt3-175b", 2048)
     assert float(eager.memory_s[0]) == float(fused.memory_s[0])
+
+
+def test_rowwise_fp8_keeps_its_slow_gemms_where_transformer_engine_recipes_fall_back():
+    # A layer whose low-precision GEMMs and casts take longer than 16-bit runs in 16-bit under Transformer
+    # Engine's recipes; torchao's rowwise recipe converts every linear layer (torchtitan's converter filters
+    # by name only), so its layers keep the slower scaled GEMMs. Llama 3 8B's layer on one H100, the
+    # rowwise GEMM ceiling forced to a quarter of BF16's (per FLOP at twice the peak: half as fast).
+    from designer.perf.iteration import precisions
+    from tests.perf.systems import cluster
+
+    sy = cluster("h100_sxm", 8)
+    one = np.ones(1)
+    kw = dict(moe_layer=False, b=one, s=8192, tp=one, cp=one, ep=one, etp=one, sp=np.zeros(1, bool),
+              kernel=np.array([cmp.ATTENTION_KERNELS.index("flash")]), hbm_bytes_per_s=3.35e12, calib=CAL)
+    llm = load_model("llama3-8b")
+    bf16 = cmp.layer_forward(llm, prec=precisions(sy, TrainingSpec(sequence_length=8192, global_batch_sequences=8,
+                                                                    total_tokens=1e9), PERF), **kw)
+    for recipe, falls_back in (("rowwise", False), ("current", True)):
+        tr = TrainingSpec(sequence_length=8192, global_batch_sequences=8, total_tokens=1e9, precision="fp8",
+                          fp8_recipe=recipe)
+        p = precisions(sy, tr, PERF)
+        assert p.bf16_fallback is falls_back
+        slow = cmp.Precisions(**{**p.__dict__, "gemm_max_eff": p.hi_max_eff / 4})
+        w = cmp.layer_forward(llm, prec=slow, **kw)
+        if falls_back:
+            assert float(w.gemm_s[0]) == pytest.approx(float(bf16.gemm_s[0])) and float(w.cast_s[0]) == 0.0
+        else:
+            assert float(w.gemm_s[0]) > 1.9 * float(bf16.gemm_s[0]) and float(w.cast_s[0]) > 0.0
