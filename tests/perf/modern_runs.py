@@ -7,6 +7,7 @@ tokens/s per GPU, the quantity every source measured, and `table()` formats the 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from dataclasses import dataclass
@@ -14,8 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import yaml
-
-import dataclasses
 
 from designer import units
 from designer.perf import collectives as coll
