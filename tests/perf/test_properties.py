@@ -194,3 +194,17 @@ def test_local_attention_is_never_slower_than_full_attention(draws, tokens, ever
     ok = t0.feasible
     assert np.all(t1.iteration_time_s[ok] <= t0.iteration_time_s[ok] * (1 + 1e-12))
     assert np.array_equal(t1.memory_per_gpu_bytes, t0.memory_per_gpu_bytes)  # flash keeps no scores either way
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.lists(strategy_cols, min_size=4, max_size=12), st.booleans(), st.sampled_from(["bf16", "fp8"]))
+def test_eager_kernels_are_never_faster_than_fused_ones(draws, moe, precision):
+    # eager mode moves the same ops' bytes through HBM again, op by op: never faster, and slower on a
+    # model with RMSNorm, RoPE and a gated MLP (both of these)
+    S = _arrays(draws, moe)
+    llm = MOE if moe else LLM
+    tr = TrainingSpec.model_validate({**TR.model_dump(), "precision": precision})
+    sy = cluster("h100_sxm", N)
+    fused = iteration_arrays(llm, tr, S, sy, CAL)
+    eager = iteration_arrays(llm, tr, StrategyArrays(**{**S.__dict__, "eager": True}), sy, CAL)
+    assert np.all(eager["iteration_time_s"] > fused["iteration_time_s"])
