@@ -17,7 +17,7 @@ from designer.errors import SpecError
 from designer.network.design import NetworkDesign, design_to_system
 from designer.network.prices import prices_from_components
 from designer.network.topology import Family, bill_of_materials, to_network_tiers
-from designer.perf.model import evaluate_system
+from designer.perf.model import evaluate_system, perf_calibration
 from designer.perf.records import Infeasible, Metrics
 from designer.spec.base import Record
 from designer.spec.catalog import Catalog, load_catalog
@@ -25,6 +25,7 @@ from designer.spec.llm import LLMSpec, Strategy, TrainingSpec
 from designer.spec.load import read_yaml, validate
 from designer.spec.models import load_model
 from designer.spec.network_study import CatalogSource, FamilyName
+from designer.spec.study import NcclEnvironment
 from designer.spec.system import ClusterSystem, HBDomain, HBTopology
 from designer.units import GB_PER_S_TO_BYTES_PER_S, gbps_to_bytes_per_s
 
@@ -61,6 +62,12 @@ class Scenario(Record):
     strategy: Strategy
     system: SystemChoice
     catalog: CatalogSource = CatalogSource()
+    # the NCCL release the run used: the collective model follows its version rules (e.g. before
+    # 2.29 a network send/recv peer gets two channels); None: the shipped release
+    # (designer/data/collectives.yaml nccl_version), as in a study's nccl_version
+    nccl_version: str | None = Field(default=None, pattern=r"^2\.\d+$")
+    # NCCL settings that differ from its defaults (buffer and chunk sizes), as in a study
+    nccl_env: NcclEnvironment | None = None
 
     @model_validator(mode="after")
     def _torus(self) -> "Scenario":
@@ -133,7 +140,9 @@ def evaluate_scenario(scenario: Scenario) -> Metrics | Infeasible:
     system = build_system(scenario.system, catalog)
     if scenario.strategy.n_gpus != system.n_gpus:
         raise SpecError(f"strategy tp*pp*dp*cp = {scenario.strategy.n_gpus} must equal system.n_gpus = {system.n_gpus}")
-    return evaluate_system(llm, scenario.training, scenario.strategy, system)
+    calib = perf_calibration(scenario.nccl_version,
+                             scenario.nccl_env.calibration_update() if scenario.nccl_env else None)
+    return evaluate_system(llm, scenario.training, scenario.strategy, system, calib=calib)
 
 
 def defaulted_fields(record: Record, prefix: str = "") -> list[tuple[str, Any]]:

@@ -119,3 +119,22 @@ def test_evaluate_lists_every_defaulted_field():
     assert d["training.fp8_recipe"] == "delayed" and d["strategy.rank_order"] == "tp-cp-dp-pp"
     assert d["strategy.cp"] == 1 and d["system.gpus_per_domain"] is None
     assert "strategy.attention_kernel" not in d and "strategy.tp" not in d
+
+
+def test_a_scenario_runs_with_the_nccl_release_it_states(tmp_path):
+    # The Selene scenario moved to H100 nodes with 400G NICs: its pipeline sends cross nodes. Before
+    # NCCL 2.29 a network send/recv peer gets two p2p channels (paths.cc ncclTopoGetNchannels); from 2.29
+    # one per 14 GB/s of NIC (four on 400G), so the pipeline's share of the step shrinks at 2.29 and the
+    # shipped release (2.30) prices it as 2.29 does.
+    data = yaml.safe_load(SCENARIO.read_text())
+    data["system"].update(platform="hgx_h100_8", nic="cx7_400g", switch="qm9790")
+    data["training"]["precision"] = "bf16"
+    data["strategy"]["attention_kernel"] = "flash"
+    pp_s = {}
+    for version in (None, "2.28", "2.29"):
+        out = run_cli("evaluate", str(_write(tmp_path, {**data, **({"nccl_version": version} if version else {})})), "--json")
+        assert out.returncode == 0, out.stderr
+        pp_s[version] = json.loads(out.stdout)["breakdown"]["pp_s"]
+    assert pp_s["2.28"] > 1.1 * pp_s["2.29"] and pp_s[None] == pp_s["2.29"]
+    line = one_error_line(run_cli("evaluate", str(_write(tmp_path, {**data, "nccl_version": "3.1"})), "--json"))
+    assert "nccl_version" in line and "3.1" in line
