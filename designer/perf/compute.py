@@ -315,7 +315,8 @@ def layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kernel
     Under a low-precision recipe a layer whose GEMMs are too small to repay their casts runs in
     16-bit, as recipes keep such layers in BF16 (NVIDIA's NVFP4 and FP8 recipes leave the first and
     last layers and small projections in BF16): so low precision is never slower than 16-bit, except
-    under a recipe that converts every layer (Precisions.bf16_fallback False: torchao's rowwise)."""
+    under a recipe that converts every layer (Precisions.bf16_fallback False; compute_efficiency.yaml
+    low_precision.converts_every_linear)."""
     kw = dict(moe_layer=moe_layer, b=b, s=s, tp=tp, cp=cp, ep=ep, sp=sp, kernel=kernel,
               hbm_bytes_per_s=hbm_bytes_per_s, calib=calib, etp=etp, cp_balanced=cp_balanced, eager=eager)
     low = _layer_forward(llm, prec=prec, **kw)

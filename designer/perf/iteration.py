@@ -82,6 +82,7 @@ class PerfCalibration:
     cast_bytes_per_element: tuple[tuple[str, float], ...] = ()  # recipe or precision -> HBM bytes per element
     saved_input_bytes_per_element: tuple[tuple[str, float], ...] = ()  # recipe or precision -> saved linear input
     tp_gather_bytes_per_element: tuple[tuple[str, float], ...] = ()  # recipe or precision -> TP all-gather element
+    converts_every_linear: tuple[str, ...] = ()  # recipes with no 16-bit fallback for slow layers
 
     @staticmethod
     def _by_recipe(table: tuple[tuple[str, float], ...], precision: str, recipe: str, default: float) -> float:
@@ -101,6 +102,11 @@ class PerfCalibration:
         recipe (quantised before the gather where the framework does so); 16-bit where the data file
         has no entry."""
         return self._by_recipe(self.tp_gather_bytes_per_element, precision, recipe, cmp.ACT_BYTES)
+
+    def bf16_fallback(self, precision: str, recipe: str) -> bool:
+        """Whether a layer slower in low precision than in 16-bit runs in 16-bit (not under a recipe
+        that converts every linear layer)."""
+        return (recipe if precision == "fp8" else precision) not in self.converts_every_linear
 
 
 # Reason codes of infeasible strategies (vectorized path); 0 = feasible.
@@ -273,11 +279,7 @@ def precisions(system: ClusterSystem, training: TrainingSpec, calib: PerfCalibra
         else cmp.ACT_BYTES,
         attn_fwd_eff=fwd, attn_bwd_eff=bwd, attn_seq_half=ccal.attention_seq_half_table(gpu.architecture),
         attn_head_dim_half=ccal.attention_head_dim_half_table(gpu.architecture),
-        # torchao's rowwise recipe converts every linear layer whatever its speed: torchtitan's Float8
-        # converter filters by name (float8.filter_fqns, empty by default at 820504e, the output
-        # layer at 9dec370) and by dimensions divisible by 16 only, so a run can be slower than in
-        # 16-bit, as the rowwise rows TT-29/30 are against TT-26
-        bf16_fallback=not (gemm_prec == "fp8" and training.fp8_recipe.value == "rowwise"))
+        bf16_fallback=calib.bf16_fallback(gemm_prec, training.fp8_recipe.value))
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 __all__ = [
     "PerfCalibration", "StrategyArrays", "VectorMetrics", "Metrics", "Infeasible",
     "evaluate_system", "evaluate_many", "load_perf_calibration", "reason_text", "compute_calibration_from_dict",
+    "at_nccl_release", "perf_calibration",
 ]
 
 
@@ -104,7 +105,8 @@ def load_perf_calibration(compute_path: str | Path | None = None,
     return PerfCalibration(compute=compute, memory=memory,
                            collectives=coll.load_collective_calibration(collectives_path), dp_bucket_bytes=bucket,
                            cast_bytes_per_element=casts, saved_input_bytes_per_element=saved,
-                           tp_gather_bytes_per_element=gathered)
+                           tp_gather_bytes_per_element=gathered,
+                           converts_every_linear=tuple(str(r) for r in lp.get("converts_every_linear") or ()))
 
 
 @functools.lru_cache(maxsize=1)
@@ -113,17 +115,22 @@ def _shipped_calibration() -> PerfCalibration:
     return load_perf_calibration()
 
 
-def perf_calibration(nccl_version: str | None = None, nccl_env: dict[str, float] | None = None) -> PerfCalibration:
-    """The shipped calibration, its collective model for the NCCL release `nccl_version` (None: the
-    shipped one) and with the NCCL settings `nccl_env` (CollectiveCalibration fields: buffer_bytes,
-    nvls_chunk_bytes, nvls_tree_max_chunk_bytes; None: NCCL's defaults)."""
-    base = _shipped_calibration()
+def at_nccl_release(calib: PerfCalibration, nccl_version: str | None = None,
+                    nccl_env: dict[str, float] | None = None) -> PerfCalibration:
+    """`calib` with its collective model for the NCCL release `nccl_version` (None: the calibration's
+    own) and with the NCCL settings `nccl_env` (CollectiveCalibration fields: buffer_bytes,
+    nvls_chunk_bytes, nvls_tree_max_chunk_bytes; None: NCCL's defaults); `calib` itself if neither."""
     if nccl_version is None and not nccl_env:
-        return base
-    collectives = base.collectives if nccl_version is None else coll.for_nccl_version(base.collectives, nccl_version)
+        return calib
+    collectives = calib.collectives if nccl_version is None else coll.for_nccl_version(calib.collectives, nccl_version)
     if nccl_env:
         collectives = collectives.model_copy(update=nccl_env)
-    return dataclasses.replace(base, collectives=collectives)
+    return dataclasses.replace(calib, collectives=collectives)
+
+
+def perf_calibration(nccl_version: str | None = None, nccl_env: dict[str, float] | None = None) -> PerfCalibration:
+    """The shipped calibration at an NCCL release and settings (at_nccl_release)."""
+    return at_nccl_release(_shipped_calibration(), nccl_version, nccl_env)
 
 
 def _calib(calib: PerfCalibration | None) -> PerfCalibration:

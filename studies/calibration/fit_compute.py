@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from designer.perf.iteration import iteration_arrays, megatron_paper_flops  # noqa: E402
-from designer.perf.model import load_perf_calibration  # noqa: E402
+from designer.perf.model import at_nccl_release, load_perf_calibration  # noqa: E402
 from designer.perf.records import StrategyArrays  # noqa: E402
 from tests.perf import modern_runs  # noqa: E402
 from tests.perf.test_training_runs import megatron_cases  # noqa: E402
@@ -59,7 +59,7 @@ def set_errors(cases, calib) -> dict[str, np.ndarray]:
     by_version = {}  # the trial calibration at each row's NCCL release, built once per call
     for s, _, llm, tr, S, sy, meas, q, version in cases:
         if version not in by_version:
-            by_version[version] = modern_runs.calibration_for({"nccl_version": version}, calib)
+            by_version[version] = at_nccl_release(calib, version)
         r = iteration_arrays(llm, tr, S, sy, by_version[version])
         errs.setdefault(s, []).append(q(r) / meas - 1.0)
     return {k: np.array(v) for k, v in errs.items()}

@@ -7,7 +7,6 @@ tokens/s per GPU, the quantity every source measured, and `table()` formats the 
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import re
 from dataclasses import dataclass
@@ -17,8 +16,7 @@ import numpy as np
 import yaml
 
 from designer import units
-from designer.perf import collectives as coll
-from designer.perf.model import PerfCalibration, evaluate_system, load_perf_calibration
+from designer.perf.model import PerfCalibration, at_nccl_release, evaluate_system, evaluate_many, load_perf_calibration
 from designer.perf.records import Metrics
 from designer.spec.catalog import load_catalog
 from designer.spec.llm import Recompute, RecomputeModule, Schedule, Strategy, TrainingSpec
@@ -241,10 +239,7 @@ RECOMPUTE_LADDER = (
 def calibration_for(row: dict, calib: PerfCalibration) -> PerfCalibration:
     """`calib` with its collective model at the NCCL release the row's container shipped
     (row["nccl_version"], see the data file's header), or unchanged where the source names none."""
-    v = row.get("nccl_version")
-    if v is None:
-        return calib
-    return dataclasses.replace(calib, collectives=coll.for_nccl_version(calib.collectives, v))
+    return at_nccl_release(calib, row.get("nccl_version"))
 
 
 def evaluate_row(row: dict, calib):
@@ -257,13 +252,12 @@ def evaluate_row(row: dict, calib):
         # fms-fsdp's "Selective AC" checkpoints whole blocks, a fraction of them evenly spaced
         # (fms_fsdp/policies/ac_handler.py apply_fsdp_checkpointing, `selective_checkpointing`),
         # a fraction the source does not publish: the fewest recomputed layers that fit
-        for n in range(llm.layers + 1):
-            cand = st.model_copy(update=dict(recompute=Recompute.none) if n == 0 else
-                                 dict(recompute=Recompute.full, recompute_modules=(), recompute_num_layers=n))
-            m = evaluate_system(llm, tr, cand, sy, calib=calib)
-            if isinstance(m, Metrics):
-                return m, cand
-        return m, cand
+        cands = [st.model_copy(update=dict(recompute=Recompute.none) if n == 0 else
+                               dict(recompute=Recompute.full, recompute_modules=(), recompute_num_layers=n))
+                 for n in range(llm.layers + 1)]
+        fits = evaluate_many(llm, tr, cands, sy, calib=calib).feasible
+        cand = cands[int(np.argmax(fits))] if fits.any() else cands[-1]
+        return evaluate_system(llm, tr, cand, sy, calib=calib), cand
     if stated_recompute(row) is not None:
         return evaluate_system(llm, tr, st, sy, calib=calib), st
     for rung in RECOMPUTE_LADDER:
