@@ -52,25 +52,29 @@ def _options(
     _QUIET["on"] = quiet
 
 
-def _fail(message: str, code: int) -> None:
+def _fail(message: str, code: int, as_json: bool = False) -> None:
     typer.echo(f"error: {message}", err=True)
+    if as_json:  # a pipe reading stdout gets a JSON object for a failure too
+        _print_json({"error": message, "exit_code": code})
     raise typer.Exit(code)
 
 
 def one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn designer's own errors into one line and a non-zero exit."""
+    """Turn designer's own errors into one line and a non-zero exit (under --json, also a JSON object
+    {"error", "exit_code"} on stdout)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        as_json = bool(kwargs.get("as_json"))
         try:
             return fn(*args, **kwargs)
         except InfeasibleDesign as err:
-            _fail(str(err), EXIT_INFEASIBLE)
+            _fail(str(err), EXIT_INFEASIBLE, as_json)
         except DesignerError as err:
-            _fail(str(err), EXIT_BAD_INPUT)
+            _fail(str(err), EXIT_BAD_INPUT, as_json)
         except OSError as err:  # a path the user gave cannot be read or written: one line, never a traceback
             where = f" '{err.filename}'" if err.filename else ""
-            _fail(f"cannot use{where}: {err.strerror or err}", EXIT_BAD_INPUT)
+            _fail(f"cannot use{where}: {err.strerror or err}", EXIT_BAD_INPUT, as_json)
         except KeyboardInterrupt:
             _fail("interrupted: outputs are only ever replaced by a complete set, so the previous ones are intact; "
                   "finished trials stay in the study storage and a rerun continues", 130)
@@ -150,7 +154,7 @@ def evaluate(
     as_json: bool = typer.Option(False, "--json", help="print one JSON object (metrics, breakdown, defaulted fields)"),
 ) -> None:
     """Evaluate one strategy on one cluster: iteration time, time-to-train, MFU, memory, breakdown."""
-    from designer.scenario import defaulted_fields, evaluate_scenario, load_scenario, metrics_json
+    from designer.scenario import evaluate_scenario, load_scenario, metrics_json, resolved_defaults
     from designer.report import print_mapping
 
     from designer.perf.records import Infeasible
@@ -158,7 +162,7 @@ def evaluate(
     sc = load_scenario(scenario)
     result = evaluate_scenario(sc)
     data = metrics_json(result)
-    defaults = {k: (list(v) if isinstance(v, tuple) else v) for k, v in defaulted_fields(sc)}
+    defaults = {k: (list(v) if isinstance(v, tuple) else v) for k, v in resolved_defaults(sc)}
     if as_json:
         _print_json({**data, "defaulted": defaults})
     elif not _QUIET["on"]:

@@ -17,6 +17,7 @@ from designer.errors import SpecError
 from designer.network.design import NetworkDesign, design_to_system
 from designer.network.prices import prices_from_components
 from designer.network.topology import Family, bill_of_materials, to_network_tiers
+from designer.perf.memory import gradient_bytes
 from designer.perf.model import evaluate_system, perf_calibration
 from designer.perf.records import Infeasible, Metrics
 from designer.spec.base import Record
@@ -25,7 +26,7 @@ from designer.spec.llm import LLMSpec, Strategy, TrainingSpec
 from designer.spec.load import read_yaml, validate
 from designer.spec.models import load_model
 from designer.spec.network_study import CatalogSource, FamilyName
-from designer.spec.study import NcclEnvironment
+from designer.spec.study import NcclEnvironment, NcclRelease
 from designer.spec.system import ClusterSystem, HBDomain, HBTopology
 from designer.units import GB_PER_S_TO_BYTES_PER_S, gbps_to_bytes_per_s
 
@@ -40,7 +41,7 @@ class SystemChoice(Record):
     """A cluster named by catalog ids: the HB platform, the NIC and rail width, the switch and family."""
 
     platform: str
-    n_gpus: int = Field(ge=1)
+    n_gpus: int = Field(ge=1, le=100_000_000)  # the bill-of-materials range (network.topology)
     family: FamilyName = "rail-optimized"
     nic: str = "cx7_400g"
     nics_per_gpu: int = Field(default=1, ge=1)
@@ -65,7 +66,7 @@ class Scenario(Record):
     # the NCCL release the run used: the collective model follows its version rules (e.g. before
     # 2.29 a network send/recv peer gets two channels); None: the shipped release
     # (designer/data/collectives.yaml nccl_version), as in a study's nccl_version
-    nccl_version: str | None = Field(default=None, pattern=r"^2\.\d+$")
+    nccl_version: NcclRelease | None = None
     # NCCL settings that differ from its defaults (buffer and chunk sizes), as in a study
     nccl_env: NcclEnvironment | None = None
 
@@ -104,6 +105,9 @@ def build_system(choice: SystemChoice, catalog: Catalog) -> ClusterSystem:
         allowed = ", ".join(f"{m.port_gbps:g}G" for m in switch.modes)
         raise SpecError(f"system.switch = {choice.switch!r} has no {nic.gbps:g}G ports for nic {nic.id}; "
                         f"its port speeds: {allowed}")
+    if choice.nics_per_gpu > plat.max_nics_per_gpu:
+        raise SpecError(f"system.nics_per_gpu = {choice.nics_per_gpu}: platform {plat.id} takes at most "
+                        f"{plat.max_nics_per_gpu} NICs per GPU (catalog max_nics_per_gpu)")
     used = choice.gpus_per_domain or plat.hb_domain_size
     if used > plat.hb_domain_size:
         raise SpecError(f"system.gpus_per_domain = {used}: at most the HB domain size {plat.hb_domain_size} "
@@ -142,7 +146,19 @@ def evaluate_scenario(scenario: Scenario) -> Metrics | Infeasible:
         raise SpecError(f"strategy tp*pp*dp*cp = {scenario.strategy.n_gpus} must equal system.n_gpus = {system.n_gpus}")
     calib = perf_calibration(scenario.nccl_version,
                              scenario.nccl_env.calibration_update() if scenario.nccl_env else None)
-    return evaluate_system(llm, scenario.training, scenario.strategy, system, calib=calib)
+    return evaluate_system(llm, scenario.training, scenario_strategy(scenario), system, calib=calib)
+
+
+def scenario_strategy(scenario: Scenario) -> Strategy:
+    """The strategy as run: with a batch tolerance or list in the training and no batch of its own,
+    it runs the allowed batch nearest the target that it splits (as a search picks it)."""
+    st = scenario.strategy
+    if st.global_batch_sequences is not None or not scenario.training.batch_is_flexible:
+        return st
+    from designer.search.space import strategy_batch
+
+    batch = strategy_batch(scenario.training, st)
+    return st if batch is None else st.model_copy(update={"global_batch_sequences": batch})
 
 
 def defaulted_fields(record: Record, prefix: str = "") -> list[tuple[str, Any]]:
@@ -157,6 +173,20 @@ def defaulted_fields(record: Record, prefix: str = "") -> list[tuple[str, Any]]:
         elif name not in record.model_fields_set:
             out.append((path, value.value if hasattr(value, "value") else value))
     return out
+
+
+def resolved_defaults(scenario: Scenario) -> list[tuple[str, Any]]:
+    """defaulted_fields with the value each None default stands for in the model: expert_tp takes
+    tp, dp_bucket_bytes Megatron-Core's bucket for the data-parallel group (of the dense weights),
+    nccl_version the shipped NCCL release."""
+    calib = perf_calibration(scenario.nccl_version,
+                             scenario.nccl_env.calibration_update() if scenario.nccl_env else None)
+    st = scenario_strategy(scenario)
+    bucket_b = float(calib.dp_bucket_elements(st.dp * st.cp)) * gradient_bytes(scenario.training.grad_reduce_dtype)
+    taken = {"strategy.expert_tp": st.tp, "strategy.dp_bucket_bytes": bucket_b,
+             "nccl_version": calib.collectives.nccl_version,
+             "strategy.global_batch_sequences": st.global_batch_sequences}
+    return [(k, taken[k] if v is None and k in taken else v) for k, v in defaulted_fields(scenario)]
 
 
 def metrics_json(result: Metrics | Infeasible) -> dict[str, Any]:

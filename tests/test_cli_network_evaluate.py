@@ -138,3 +138,55 @@ def test_a_scenario_runs_with_the_nccl_release_it_states(tmp_path):
     assert pp_s["2.28"] > 1.1 * pp_s["2.29"] and pp_s[None] == pp_s["2.29"]
     line = one_error_line(run_cli("evaluate", str(_write(tmp_path, {**data, "nccl_version": "3.1"})), "--json"))
     assert "nccl_version" in line and "3.1" in line
+
+
+@pytest.mark.parametrize(
+    "edit, needles",
+    [
+        # Transformer Engine refuses FP8 before Hopper: the run cannot be stated on A100s
+        (lambda d: d["training"].update(precision="fp8"), ("precision fp8 does not run on a100", "bf16, fp16")),
+        # a cross-field rule of a section names its fields, without the section's whole mapping
+        (lambda d: d["strategy"].update(recompute="none", recompute_modules=["mlp"]),
+         ("strategy: recompute_modules needs recompute 'selective'",)),
+        # a YAML number loses the release's trailing zero (2.20 reads as 2.2)
+        (lambda d: d.update(nccl_version=2.2), ("nccl_version", "in quotes")),
+    ],
+)
+def test_evaluate_refuses_what_the_run_cannot_be(tmp_path, edit, needles):
+    data = yaml.safe_load(SCENARIO.read_text())
+    edit(data)
+    line = one_error_line(run_cli("evaluate", str(_write(tmp_path, data))))
+    assert all(n in line for n in needles), line
+    assert "{'tp'" not in line
+
+
+def test_several_unknown_keys_list_the_allowed_keys_once(tmp_path):
+    data = yaml.safe_load(SCENARIO.read_text())
+    data["strategy"].update(colour="red", flavour="mint", size="xl")
+    line = one_error_line(run_cli("evaluate", str(_write(tmp_path, data))))
+    assert line.count("unknown key") == 3 and line.count("allowed:") == 1
+
+
+def test_a_batch_tolerance_runs_the_nearest_batch_the_strategy_splits(tmp_path):
+    # Selene's dp 24 x microbatch 1 under the interleaved schedule over pp 8: batches that are
+    # multiples of 24 whose 1/24 is a multiple of 8, i.e. multiples of 192. A target of 2300 (+-1%,
+    # 2277..2323) has one: 2304 = 12 x 192; exactly 2300 does not split.
+    data = yaml.safe_load(SCENARIO.read_text())
+    data["training"]["global_batch_sequences"] = {"target": 2300, "tolerance": 0.01}
+    out = run_cli("evaluate", str(_write(tmp_path, data)), "--json")
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["defaulted"]["strategy.global_batch_sequences"] == 2304
+    exact = run_cli("evaluate", str(SCENARIO), "--json")
+    # the same batch as the published run: the same iteration
+    assert got["iteration_time_s"] == pytest.approx(json.loads(exact.stdout)["iteration_time_s"], rel=1e-12)
+    data["training"]["global_batch_sequences"] = 2300
+    assert "not a multiple of dp 24" in one_error_line(run_cli("evaluate", str(_write(tmp_path, data))))
+
+
+def test_a_patch_release_prices_as_its_minor(tmp_path):
+    data = yaml.safe_load(SCENARIO.read_text())
+    outs = [run_cli("evaluate", str(_write(tmp_path, {**data, "nccl_version": v})), "--json") for v in ("2.21.5", "2.21")]
+    assert all(o.returncode == 0 for o in outs), outs[0].stderr
+    assert json.loads(outs[0].stdout)["iteration_time_s"] == json.loads(outs[1].stdout)["iteration_time_s"]
+    assert json.loads(outs[0].stdout).get("defaulted", {}).get("nccl_version") is None  # it was stated

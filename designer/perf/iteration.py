@@ -78,7 +78,9 @@ class PerfCalibration:
     compute: cmp.ComputeCalibration
     memory: mem.MemoryCalibration
     collectives: Any
-    dp_bucket_bytes: float
+    # Megatron-Core's DDP bucket, in elements: max(min, per_rank x the data-parallel group's size)
+    dp_bucket_elements_min: float
+    dp_bucket_elements_per_rank: float
     cast_bytes_per_element: tuple[tuple[str, float], ...] = ()  # recipe or precision -> HBM bytes per element
     saved_input_bytes_per_element: tuple[tuple[str, float], ...] = ()  # recipe or precision -> saved linear input
     tp_gather_bytes_per_element: tuple[tuple[str, float], ...] = ()  # recipe or precision -> TP all-gather element
@@ -88,6 +90,10 @@ class PerfCalibration:
     def _by_recipe(table: tuple[tuple[str, float], ...], precision: str, recipe: str, default: float) -> float:
         """A low_precision table's entry: fp8 is keyed by its recipe, the block formats by their name."""
         return dict(table).get(recipe if precision == "fp8" else precision, default)
+
+    def dp_bucket_elements(self, group_size):
+        """Elements per data-parallel bucket for a group of `group_size` ranks."""
+        return np.maximum(self.dp_bucket_elements_min, self.dp_bucket_elements_per_rank * np.asarray(group_size))
 
     def cast_bytes(self, precision: str, recipe: str) -> float:
         return self._by_recipe(self.cast_bytes_per_element, precision, recipe, 0.0)
@@ -133,6 +139,8 @@ REASONS = {
     19: ("compatibility", "weight offload needs ZeRO stage 3 (FSDP)"),
     20: ("divisibility", "the strategy's global batch is outside the training's batch tolerance or list"),
     21: ("divisibility", "pipeline_flushes does not divide the microbatches of an iteration"),
+    22: ("compatibility", "the GPU has no tensor cores for the run's precision"),
+    23: ("divisibility", "expert_tp does not divide the expert FFN size"),
 }
 
 
@@ -155,6 +163,18 @@ class _Coll:
     spine_bytes: np.ndarray
     peers: np.ndarray
     live: bool = True  # false when no strategy runs this collective (all zeros)
+
+
+def _ct_buckets(op: str, nbytes, n_calls, g: GroupArrays, system: ClusterSystem, ccal, on=True,
+                graphs=False) -> _Coll:
+    """nbytes moved as n_calls equal collectives (a bucketed data-parallel sync): each call pays its
+    own latency and host floor, so small buckets cost more than one call over the whole buffer."""
+    k = np.maximum(np.asarray(n_calls, float), 1.0)
+    c = _ct(op, nbytes, g, system, ccal, on, graphs)
+    if not c.live or not np.any(k > 1):
+        return c
+    fixed = _ct(op, np.where(k > 1, 1.0, 0.0), g, system, ccal, on, graphs)
+    return _Coll(c.time_s + (k - 1) * fixed.time_s, c.hb_bytes, c.rail_bytes, c.spine_bytes, c.peers)
 
 
 TRAFFIC_TYPES = ("tp", "cp", "pp", "dp", "ep")
@@ -817,7 +837,6 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, layer_exposed_fwd_
     shape, m = ctx.shape, ctx.m
     zero = S.zero
     ov = S.overlap_dp
-    bucket_b = np.where(S.bucket_bytes > 0, S.bucket_bytes, ctx.calib.dp_bucket_bytes)
     low = ctx.training.fp8_param_gather and ctx.training.precision.value in cmp.LOW_PRECISIONS
     gather_bytes = 1.0 if low else mem.WEIGHT_BYTES
     grad_b = mem.gradient_bytes(ctx.training.grad_reduce_dtype)
@@ -869,15 +888,22 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, layer_exposed_fwd_
             shard_n, g_shard, g_rep = g_full.size, g_full, _single(shape)
         hsdp = shard_n < g_full.size
         G = params * grad_b
+        # the buffer goes bucket by bucket, one collective per bucket, the weights' gather in the
+        # same buckets; Megatron-Core sizes a bucket by its group (distributed_data_parallel.py:
+        # max(40M, 1M x dp) elements) and keeps one bucket when it does not overlap the sync
+        bucket_b = np.where(S.bucket_bytes > 0, S.bucket_bytes, ctx.calib.dp_bucket_elements(g_full.size) * grad_b)
         bucket = np.minimum(1.0, bucket_b / np.maximum(G, 1.0))
+        n_buckets = np.where(ov, np.ceil(np.maximum(G, 1.0) / bucket_b), 1.0)
         # ZeRO 0: all-reduce; 1-2: reduce-scatter + all-gather over the shard group; HSDP all-reduces
         # the reduced shard across the replicas
-        ar = _ct("all_reduce", G, g_full, system, ccol, zero == 0, graphs=ctx.S.graphs)
-        rs = _ct("reduce_scatter", G, g_shard, system, ccol, (zero == 1) | (zero == 2), graphs=ctx.S.graphs)
-        ag = _ct("all_gather", params * gather_bytes, g_shard, system, ccol, (zero == 1) | (zero == 2), graphs=ctx.S.graphs)
+        ar = _ct_buckets("all_reduce", G, n_buckets, g_full, system, ccol, zero == 0, graphs=ctx.S.graphs)
+        rs = _ct_buckets("reduce_scatter", G, n_buckets, g_shard, system, ccol, (zero == 1) | (zero == 2),
+                         graphs=ctx.S.graphs)
+        ag = _ct_buckets("all_gather", params * gather_bytes, n_buckets, g_shard, system, ccol,
+                         (zero == 1) | (zero == 2), graphs=ctx.S.graphs)
         # (under ZeRO-3 the replicas' all-reduce goes per layer with its reduce-scatter, below)
-        rep = _ct("all_reduce", G / np.maximum(shard_n, 1), g_rep, system, ccol, (zero >= 1) & (zero <= 2) & hsdp,
-                  graphs=ctx.S.graphs)
+        rep = _ct_buckets("all_reduce", G / np.maximum(shard_n, 1), n_buckets, g_rep, system, ccol,
+                          (zero >= 1) & (zero <= 2) & hsdp, graphs=ctx.S.graphs)
         n_rs = np.where(zero == 2, m, 1.0)  # DeepSpeed stage 2 reduces every micro-step
         # the replicas' all-reduce follows each bucket's reduce-scatter (Megatron's distributed
         # optimizer instances, param_and_grad_buffer: both per bucket, overlapped with the backward)
@@ -1101,9 +1127,14 @@ def feasibility_codes(llm: LLMSpec, training: TrainingSpec, S: StrategyArrays, s
     n = S.tp * S.pp * S.dp * S.cp
     flag(n > system.n_gpus, 1)
     flag(training.global_batch_sequences % (S.dp * S.mbs) != 0, 2)
+    # Transformer Engine and Megatron-Core refuse a precision the GPU has no tensor cores for
+    # (FP8 before Hopper, MXFP8 and NVFP4 before Blackwell): no strategy of the run exists there
+    flag(np.full(S.tp.shape, training.precision.value not in system.gpu.peak_flops), 22)
     etp = np.where(S.etp > 0, S.etp, S.tp)
-    ffn_ok = (llm.ffn_size % S.tp == 0) if llm.moe is None else (llm.moe.expert_ffn_size % etp == 0)
+    ffn_ok = (llm.ffn_size % S.tp == 0) if llm.moe is None else True
     flag((llm.heads % S.tp != 0) | (llm.hidden_size % S.tp != 0) | ~ffn_ok, 3)
+    if llm.moe is not None:
+        flag(llm.moe.expert_ffn_size % etp != 0, 23)
     kv = llm.kv_heads_effective
     if llm.mla is None:
         flag((kv % S.tp != 0) & (S.tp % kv != 0), 4)

@@ -52,7 +52,7 @@ __all__ = [
 ]
 
 
-def compute_calibration_from_dict(data: dict) -> tuple[ComputeCalibration, MemoryCalibration, float]:
+def compute_calibration_from_dict(data: dict) -> tuple[ComputeCalibration, MemoryCalibration, tuple[float, float]]:
     """Build the calibration records from the parsed compute_efficiency.yaml (pure)."""
     g = data["gemm"]
     att = data["attention"]
@@ -88,7 +88,7 @@ def compute_calibration_from_dict(data: dict) -> tuple[ComputeCalibration, Memor
             framework_reserved_bytes=float(data["memory"]["framework_reserved_bytes"]),
             zero3_prefetch_layers=float(data["memory"]["zero3_prefetch_layers"]),
         ),
-        float(data["data_parallel"]["bucket_bytes"]),
+        (float(data["data_parallel"]["bucket_elements_min"]), float(data["data_parallel"]["bucket_elements_per_rank"])),
     )
 
 
@@ -103,7 +103,8 @@ def load_perf_calibration(compute_path: str | Path | None = None,
     saved = tuple((str(k), float(v)) for k, v in (lp.get("saved_input_bytes_per_element") or {}).items())
     gathered = tuple((str(k), float(v)) for k, v in (lp.get("tp_gather_bytes_per_element") or {}).items())
     return PerfCalibration(compute=compute, memory=memory,
-                           collectives=coll.load_collective_calibration(collectives_path), dp_bucket_bytes=bucket,
+                           collectives=coll.load_collective_calibration(collectives_path),
+                           dp_bucket_elements_min=bucket[0], dp_bucket_elements_per_rank=bucket[1],
                            cast_bytes_per_element=casts, saved_input_bytes_per_element=saved,
                            tp_gather_bytes_per_element=gathered,
                            converts_every_linear=tuple(str(r) for r in lp.get("converts_every_linear") or ()))
@@ -147,6 +148,13 @@ def evaluate_many(llm: LLMSpec, training: TrainingSpec, strategies: StrategyArra
                          feasible=r["code"] == 0, reason_code=r["code"])
 
 
+def _needs_gib(need_bytes: float, have_bytes: float) -> str:
+    """'needs X GiB per GPU, HBM holds Y GiB', with the digits that tell the two apart."""
+    need, have = need_bytes / units.GIB_TO_BYTES, have_bytes / units.GIB_TO_BYTES
+    digits = 1 if need - have >= 0.1 else 2 if need - have >= 0.01 else 3
+    return f"needs {need:.{digits}f} GiB per GPU, HBM holds {have:.{digits}f} GiB"
+
+
 def _reason(code: int, llm: LLMSpec, training: TrainingSpec, st: Strategy, system: ClusterSystem,
             mem_bytes: float) -> str:
     """A specific one-line reason with the numbers involved."""
@@ -155,14 +163,17 @@ def _reason(code: int, llm: LLMSpec, training: TrainingSpec, st: Strategy, syste
     text = {
         1: f"strategy uses {st.n_gpus} GPUs (tp {st.tp} x pp {st.pp} x dp {st.dp} x cp {st.cp}), the system has {system.n_gpus}",
         2: f"global batch {B} is not a multiple of dp {st.dp} x microbatch {st.microbatch_size}",
-        3: f"tp {st.tp} does not divide heads {llm.heads}, hidden {llm.hidden_size} and the FFN size",
+        3: f"tp {st.tp} does not divide " + " and ".join(
+            f"{name} {size}" for name, size in (("heads", llm.heads), ("hidden", llm.hidden_size),
+                                                ("ffn_size", None if llm.moe else llm.ffn_size))
+            if size is not None and size % st.tp),
         4: f"tp {st.tp} and kv_heads {llm.kv_heads_effective} do not divide one another",
         5: f"cp {st.cp} does not divide the sequence length {s}",
         6: f"pp {st.pp} x virtual stages {st.virtual_stages} exceeds the {llm.layers} layers",
         7: (f"ep {st.ep} must divide the experts ({llm.moe.experts if llm.moe else 0}) and ep x expert_tp "
             f"{st.ep * (st.expert_tp or st.tp)} must divide tp x cp x dp {st.tp * st.cp * st.dp}"),
         8: f"attention_kernel {st.attention_kernel.value} does not exist on {system.gpu.architecture} GPUs ({system.gpu.name})",
-        9: f"needs {mem_bytes / units.GIB_TO_BYTES:.1f} GiB per GPU, HBM holds {system.gpu.hbm_bytes / units.GIB_TO_BYTES:.1f} GiB",
+        9: _needs_gib(mem_bytes, system.gpu.hbm_bytes),
         10: f"ep {st.ep} needs a MoE model; {llm.name} is dense",
         11: f"interleaved schedule needs pp > 1 and virtual_stages > 1 (pp {st.pp}, v {st.virtual_stages})",
         12: f"ZeRO++ options need ZeRO stage 3 (stage {st.zero_stage})",
@@ -175,9 +186,15 @@ def _reason(code: int, llm: LLMSpec, training: TrainingSpec, st: Strategy, syste
         18: f"cp_comm a2a needs tp x cp = {st.tp * st.cp} to divide the {llm.heads} attention heads",
         19: f"offload_weights needs zero_stage 3 (FSDP), not {st.zero_stage}",
         20: (f"global batch {B} is not allowed: the training allows "
-             + (f"{list(training.global_batch_choices)}" if training.global_batch_choices else f"[{lo}, {hi}]")),
+             + (f"{list(training.global_batch_choices)}" if training.global_batch_choices else
+                f"[{lo}, {hi}]" if lo < hi else
+                f"only {lo} (give training.global_batch_sequences a tolerance or a list to allow others)")),
         15: (f"DualPipe needs an even pp >= 2 and an even microbatch count >= pp per schedule (pp {st.pp}, "
              f"microbatches {B // (st.dp * st.microbatch_size) // st.pipeline_flushes})"),
+        22: (f"precision {training.precision.value} does not run on {system.gpu.name} ({system.gpu.architecture}): "
+             f"its tensor cores take {', '.join(sorted(system.gpu.peak_flops))}"),
+        23: (f"expert_tp {st.expert_tp or st.tp} does not divide the expert FFN size "
+             f"{llm.moe.expert_ffn_size if llm.moe else 0}"),
         21: (f"pipeline_flushes {st.pipeline_flushes} must divide the {B // (st.dp * st.microbatch_size)} "
              f"microbatches of an iteration (global batch {B} / dp {st.dp} / microbatch {st.microbatch_size})"),
     }
@@ -211,6 +228,12 @@ def evaluate_system(llm: LLMSpec, training: TrainingSpec, strategy: Strategy, sy
                             bubble_s=0.0, exposed_comm_s=t - compute, overlapped_comm_s=0.0))
 
 
+def _memory(r: dict) -> MemoryBreakdown:
+    return MemoryBreakdown(weights_bytes=float(r["weights_bytes"]), gradients_bytes=float(r["gradients_bytes"]),
+                           optimizer_bytes=float(r["optimizer_bytes"]), activations_bytes=float(r["activations_bytes"]),
+                           other_bytes=float(r["other_bytes"]))
+
+
 def _evaluate_full(llm: LLMSpec, training: TrainingSpec, strategy: Strategy, system: ClusterSystem,
                    calib: PerfCalibration) -> Metrics | Infeasible:
     S = StrategyArrays.from_strategies([strategy])
@@ -220,8 +243,11 @@ def _evaluate_full(llm: LLMSpec, training: TrainingSpec, strategy: Strategy, sys
     if code:
         if code == 17:
             mem_total = float(r["host_memory_bytes"])
+        over_hbm = code == 9
         return Infeasible(reason=_reason(code, llm, training, strategy, system, mem_total), kind=REASONS[code][0],
-                          memory_per_gpu_bytes=mem_total if code == 9 else None)
+                          memory_per_gpu_bytes=mem_total if over_hbm else None,
+                          memory=_memory(r) if over_hbm else None,
+                          hbm_capacity_bytes=system.gpu.hbm_bytes if over_hbm else None)
     hb, rail, spine = float(r["hb_bytes"]), float(r["rail_bytes"]), float(r["spine_bytes"])
     total = hb + rail + spine
     binding = str(binding_tier_names(np.array([r["hb_time_s"]]), np.array([r["rail_time_s"]]),
@@ -233,9 +259,7 @@ def _evaluate_full(llm: LLMSpec, training: TrainingSpec, strategy: Strategy, sys
         model_flops_causal_per_iteration=float(r["model_flops_causal"]),
         peak_flops_per_gpu=float(system.gpu.peak_flops.get(training.precision.value, system.gpu.peak_flops["bf16"])),
         n_gpus=int(r["n_gpus"]),
-        memory=MemoryBreakdown(weights_bytes=float(r["weights_bytes"]), gradients_bytes=float(r["gradients_bytes"]),
-                               optimizer_bytes=float(r["optimizer_bytes"]),
-                               activations_bytes=float(r["activations_bytes"]), other_bytes=float(r["other_bytes"])),
+        memory=_memory(r),
         hbm_capacity_bytes=system.gpu.hbm_bytes,
         breakdown=Breakdown(**{k: float(r[k]) for k in ("compute_s", "tp_s", "cp_s", "pp_s", "dp_s", "ep_s", "bubble_s",
                                                          "exposed_comm_s", "overlapped_comm_s")}),

@@ -161,6 +161,34 @@ def ring_neighbours(g: GroupArrays) -> GroupArrays:
                        tier=np.where(multi, g.tier, TIER_HB))
 
 
+def gradient_group(cp, dp, cp_stride, dp_stride, cp_group: GroupArrays, dp_group: GroupArrays,
+                   system: ClusterSystem) -> GroupArrays:
+    """The DP×CP group dense gradients are reduced over (Megatron averages over CP ranks too).
+
+    Where one of the two is 1 it is the other's group. Where DP's stride is CP's block (the default
+    order, tp-cp-dp-pp) it is one contiguous group of cp·dp ranks at CP's stride. Otherwise (tp-cp-pp-dp
+    with both above 1) it is DP's groups of CP blocks: each block of cp ranks sits where DP puts one
+    member, so a domain holding m DP members holds m CP blocks when a block fits in it, and the
+    group reaches as far as DP's group does."""
+    cp, dp = np.asarray(cp, np.int64), np.asarray(dp, np.int64)
+    contiguous = group_shape(cp * dp, cp_stride, system)
+    block_in_domain = cp_group.domain_span <= 1
+    rpd = np.where(block_in_domain, cp_group.size * dp_group.ranks_per_domain, cp_group.ranks_per_domain)
+    span = np.where(block_in_domain, dp_group.domain_span, cp_group.domain_span * dp_group.domain_span)
+    extent_ranks = np.asarray(dp_stride) * (dp - 1) + np.asarray(cp_stride) * (cp - 1) + 1
+    extent = np.maximum(-(-extent_ranks // system.hb.size), span)
+    same_rail = dp_group.same_rail & (block_in_domain | cp_group.same_rail)
+    tier = np.where(span <= 1, TIER_HB, np.maximum(tier_for(extent, same_rail, system), dp_group.tier))
+    composed = GroupArrays(size=cp * dp, ranks_per_domain=rpd, domain_span=span, same_rail=same_rail,
+                           extent_domains=extent, tier=tier)
+    use_dp = cp == 1
+    use_cp = (dp == 1) & ~use_dp
+    use_contiguous = (np.asarray(dp_stride) == np.asarray(cp_stride) * cp) & ~use_dp & ~use_cp
+    out = merge_groups(composed, contiguous, use_contiguous)
+    out = merge_groups(out, cp_group, use_cp)
+    return merge_groups(out, dp_group, use_dp)
+
+
 def merge_groups(a: GroupArrays, b: GroupArrays, use_b) -> GroupArrays:
     """Per strategy, b's shape where use_b, else a's."""
     return GroupArrays(**{f: np.where(use_b, getattr(b, f), getattr(a, f)) for f in GroupArrays.__dataclass_fields__})
@@ -187,17 +215,15 @@ def place(tp, cp, dp, pp, ep, system: ClusterSystem, order=DEFAULT_ORDER, etp=1,
     pp = np.asarray(pp, np.int64)
     ep = np.asarray(ep, np.int64)
     etp = np.asarray(etp, np.int64)
-    # DP×CP as one group is contiguous in the default order (stride tp); for other orders the
-    # gradient group is approximated by the outer of the two strides' shape.
-    grad_stride = np.minimum(st["cp"], st["dp"])
     stage_ranks = tp * cp * dp
     cp_group = group_shape(cp, st["cp"], system)
+    dp_group = group_shape(dp, st["dp"], system)
     return Placement(
         tp=group_shape(tp, st["tp"], system),
         cp=cp_group,
         cp_ring=ring_neighbours(cp_group),
-        dp=group_shape(dp, st["dp"], system),
-        grad=group_shape(cp * dp, grad_stride, system),
+        dp=dp_group,
+        grad=gradient_group(cp, dp, st["cp"], st["dp"], cp_group, dp_group, system),
         pp=group_shape(np.minimum(pp, 2), st["pp"], system),
         ep=group_shape(ep, etp, system),
         expert_dp=group_shape(np.maximum(stage_ranks // np.maximum(ep * etp, 1), 1), etp * ep, system),

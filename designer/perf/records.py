@@ -6,6 +6,7 @@ Both are frozen dataclasses (plain data, no validation needed: the model builds 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -192,18 +193,26 @@ class Infeasible:
     reason: str
     kind: str
     memory_per_gpu_bytes: float | None = None
+    # where the HBM goes, for a strategy that does not fit (None for the other kinds)
+    memory: MemoryBreakdown | None = None
+    hbm_capacity_bytes: float | None = None
 
     @property
     def fits_in_memory(self) -> bool:
         return self.kind != "memory"
 
     def row(self) -> dict[str, Scalar]:
-        return {
+        out: dict[str, Scalar] = {
             "feasible": False,
             "kind": self.kind,
             "reason": self.reason,
             "memory_per_gpu_bytes": float("nan") if self.memory_per_gpu_bytes is None else self.memory_per_gpu_bytes,
         }
+        if self.memory is not None:
+            out.update({f"memory_{f.name}": getattr(self.memory, f.name) for f in dataclasses.fields(self.memory)})
+        if self.hbm_capacity_bytes is not None:
+            out["hbm_capacity_bytes"] = self.hbm_capacity_bytes
+        return out
 
 
 _SCHEDULES = ("gpipe", "1f1b", "interleaved", "zero_bubble", "dualpipe")  # codes 0-4 (perf.memory.SCHEDULE_*)

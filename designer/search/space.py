@@ -283,6 +283,16 @@ def _split_batch(training: TrainingSpec, dp: int, pp: int, mbs: np.ndarray, sche
     return np.where(fits_target, 0, np.where(best == t, 0, best)).astype(np.int64)
 
 
+def strategy_batch(training: TrainingSpec, strategy: Strategy) -> int | None:
+    """The global batch a strategy runs when it does not state one: the training's target where it
+    splits over dp x microbatch (and the schedule's microbatch rules), else the allowed batch nearest
+    the target (the search's rule); None when no allowed batch splits."""
+    code = SCHEDULES.index(strategy.schedule)
+    b = int(_split_batch(training, strategy.dp, strategy.pp, np.array([strategy.microbatch_size]),
+                         np.array([code]))[0])
+    return None if b < 0 else (b or training.global_batch_sequences)
+
+
 @dataclass(frozen=True)
 class _LayoutFactors:
     """One layout's valid free rows as a product: per block of _BLOCKS, its valid rows as indices into

@@ -532,6 +532,8 @@ def load_catalog(extra_files: tuple[str | Path, ...] = (), price_multipliers: di
         return _shipped_catalog()  # an immutable record: one instance serves every caller
     data = copy.deepcopy(_shipped_catalog_data())
     for f in extra_files:
+        if not Path(f).is_file():
+            raise SpecError(f"field 'catalog.extra_files' = '{f}': no such file")
         extra = read_yaml(f) or {}
         if not isinstance(extra, dict):
             raise SpecError(f"{f}: a catalog file must be a mapping of sections")

@@ -335,7 +335,7 @@ class Strategy(Record):
     zero_stage: int = Field(default=1, ge=0, le=3)
     fsdp_reshard_after_forward: bool = Field(default=True, description="ZeRO-3/FSDP: free gathered weights after forward and gather again for backward")
     shard_group_size: int | None = Field(default=None, ge=1, description="HSDP: ZeRO/FSDP shards over groups of this many DP x CP ranks and replicates across them; None: the whole group")
-    dp_bucket_bytes: float | None = Field(default=None, gt=0, description="gradient / parameter bucket of the DP collectives; None: the calibration default")
+    dp_bucket_bytes: float | None = Field(default=None, gt=0, description="gradient / parameter bucket of the DP collectives, one call each; None: Megatron-Core's, max(40M, 1M x dp) elements")
     prefetch_layers: int = Field(default=1, ge=0, description="ZeRO-3/FSDP: layers whose weights are gathered ahead of use")
     zeropp_quantized_weights: bool = False  # qwZ
     zeropp_quantized_gradients: bool = False  # qgZ
@@ -371,6 +371,8 @@ class Strategy(Record):
             raise ValueError("recompute_modules needs recompute 'selective'")
         if self.recompute_num_layers and self.recompute != Recompute.full:
             raise ValueError(f"recompute_num_layers {self.recompute_num_layers} needs recompute 'full' (Megatron's block method)")
+        if self.pp == 1 and (self.pp_first_stage_layers is not None or self.pp_last_stage_layers is not None):
+            raise ValueError("pp_first_stage_layers / pp_last_stage_layers need pp > 1 (one stage holds every layer)")
         return self
 
 

@@ -58,7 +58,7 @@ def _record_of(annotation: Any) -> Any:
 def _describe(e: dict[str, Any], model_cls: type[BaseModel] | None) -> str:
     field = _loc(e["loc"])
     value = e.get("input")
-    msg = e["msg"]
+    msg = e["msg"].removeprefix("Value error, ")
     if e["type"] == "missing":  # the input is the whole section; naming the absent key says more
         return f"field '{field}' is missing: it is required"
     if e["type"] == "extra_forbidden":
@@ -68,8 +68,15 @@ def _describe(e: dict[str, Any], model_cls: type[BaseModel] | None) -> str:
         msg = "unknown key" + (f"; did you mean '{close[0]}'?" if close else "")
         if allowed:
             msg += f" allowed: {', '.join(allowed)}"
+    if not e["loc"] and value is None and model_cls is not None:  # an empty file
+        need = [k for k, f in model_cls.model_fields.items() if f.is_required()]
+        return "the file is empty: it needs a mapping" + (f" with {', '.join(need)}" if need else "")
     if not e["loc"]:  # a cross-field rule of the whole record: its message names the fields itself
         return msg.removeprefix("Value error, ")
+    if e["type"] == "value_error" and isinstance(value, dict):
+        # a cross-field rule of a section: its message names the fields; the section's whole
+        # mapping would only hide it
+        return f"{field}: {msg.removeprefix('Value error, ')}"
     shown = repr(value)
     if len(shown) > 60:
         shown = shown[:57] + "..."
@@ -121,6 +128,11 @@ def one_line(err: ValidationError, where: str = "", model_cls: type[BaseModel] |
     # unknown keys first: a misspelled key also shows up as the required key it was meant to be
     errors = sorted(_union_errors_read_plainly(err.errors()), key=lambda e: e["type"] != "extra_forbidden")
     parts = [_describe(e, model_cls) for e in errors[:MAX_ERRORS]]
+    # several unknown keys in one section: its allowed keys once, after the last of them
+    allowed_tail = [p.partition(" allowed: ")[2] for p in parts]
+    for i, tail in enumerate(allowed_tail):
+        if tail and tail in allowed_tail[i + 1:]:
+            parts[i] = parts[i].partition(" allowed: ")[0]
     more = len(errors) - MAX_ERRORS
     prefix = f"{where}: " if where else ""
     return prefix + "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")

@@ -23,9 +23,9 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from designer.errors import SpecError
 from designer.spec.base import Record
@@ -328,6 +328,23 @@ class RobustnessSettings(Record):
     seed: int = Field(default=0, ge=0)
 
 
+def _nccl_release(v: object) -> object:
+    """An NCCL release as 'major.minor' (a patch release, '2.21.5', keeps its minor's tuning rules).
+    A YAML number is refused: 2.20 reads as 2.2."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        raise ValueError(f"write the NCCL release in quotes, e.g. \"2.27\" (the number {v} loses trailing zeros)")
+    if isinstance(v, str):
+        m = re.fullmatch(r"(2\.\d+)(\.\d+)?", v.strip())
+        if m is None:
+            raise ValueError("an NCCL release is 'major.minor' (or 'major.minor.patch') from 2.x, e.g. \"2.27\"")
+        return m.group(1)
+    return v
+
+
+# the NCCL release a study or scenario models; designer/data/collectives.yaml holds its version rules
+NcclRelease = Annotated[str, BeforeValidator(_nccl_release)]
+
+
 class NcclEnvironment(Record):
     """NCCL settings the cluster's jobs run with, where they differ from NCCL's defaults (a network
     plugin may set them: aws-ofi-nccl sets all three on p5 and later). They size NCCL's chunks, and
@@ -367,7 +384,7 @@ class StudySpec(Record):
     # Price uncertainty of the front (catalog price ranges sampled jointly): None skips it.
     robustness: RobustnessSettings | None = None
     # the NCCL release the collective model follows (its version rules; designer/data/collectives.yaml)
-    nccl_version: str | None = Field(default=None, pattern=r"^2\.\d+$")
+    nccl_version: NcclRelease | None = None
     # NCCL settings that differ from its defaults (buffer and chunk sizes; None: NCCL's defaults)
     nccl_env: NcclEnvironment | None = None
     # The study file's folder (set by load_study; None: the current folder): relative paths in the

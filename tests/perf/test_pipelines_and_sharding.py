@@ -433,3 +433,46 @@ def test_each_pipeline_flush_fills_and_drains_the_pipeline():
     # flushes must divide the microbatches: one line naming both
     bad = evaluate_system(llm, tr, Strategy(**base, pipeline_flushes=5), sy, calib=BARE)
     assert not isinstance(bad, Metrics) and "pipeline_flushes" in bad.reason
+
+
+def test_each_data_parallel_bucket_pays_a_collective_call():
+    # ZeRO-1 of Llama-3 8B over 64 H100s (one stage holds every weight: G = 2 B x parameters of
+    # bf16 gradients). One bucket: one reduce-scatter and one all-gather of the whole buffer. Buckets
+    # of b bytes: k = ceil(G / b) calls of each, every extra call paying a call's fixed cost (the time
+    # of a 1-byte collective on the same group: its latency and host floor) over the same bytes.
+    from designer.perf import collectives as coll
+    from designer.perf.placement import place
+
+    llm = load_model("llama3-8b")
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=64, total_tokens=1e9)
+    sy = cluster("h100_sxm", 64)
+    kw = dict(dp=64, zero_stage=1, recompute="full", overlap_dp_comm=True)
+    one = evaluate_system(llm, tr, Strategy(**kw, dp_bucket_bytes=1e12), sy, calib=BARE)
+    small = evaluate_system(llm, tr, Strategy(**kw, dp_bucket_bytes=1e7), sy, calib=BARE)
+    k = np.ceil(2.0 * cmp.total_params(llm) / 1e7)
+    g = place(np.array([1]), np.array([1]), np.array([64]), np.array([1]), np.array([1]), sy).grad
+    fixed = sum(coll.collective_time_s_vec(op, np.array([1.0]), g.size, g.ranks_per_domain, g.extent_domains,
+                                           g.same_rail, sy, CAL.collectives)[0] for op in ("reduce_scatter", "all_gather"))
+    assert small.breakdown.dp_s - one.breakdown.dp_s == pytest.approx((k - 1) * fixed, rel=1e-6)
+    assert small.type_bytes.total_bytes("dp") == pytest.approx(one.type_bytes.total_bytes("dp"), rel=1e-12)
+    # Megatron-Core's default bucket: max(40M, 1M x dp) elements (distributed_data_parallel.py)
+    assert CAL.dp_bucket_elements(8) == 40e6 and CAL.dp_bucket_elements(64) == 64e6
+
+
+def test_a_precision_the_gpu_lacks_is_refused():
+    llm = load_model("llama3-8b")
+    st = Strategy(dp=8)
+    for gpu, prec in (("a100_80gb", "fp8"), ("h100_sxm", "mxfp8"), ("h200_sxm", "nvfp4")):
+        tr = TrainingSpec(sequence_length=4096, global_batch_sequences=64, total_tokens=1e9, precision=prec)
+        m = evaluate_system(llm, tr, st, cluster(gpu, 8), calib=CAL)
+        assert not isinstance(m, Metrics) and m.kind == "compatibility" and f"precision {prec}" in m.reason
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=64, total_tokens=1e9, precision="mxfp8")
+    assert isinstance(evaluate_system(llm, tr, st, cluster("b200", 8), calib=CAL), Metrics)
+
+
+def test_an_expert_tp_that_does_not_divide_the_experts_is_named():
+    llm = load_model("mixtral-8x7b")
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=64, total_tokens=1e9)
+    m = evaluate_system(llm, tr, Strategy(tp=2, ep=8, dp=4, expert_tp=3, sequence_parallel=True),
+                        cluster("h100_sxm", 8), calib=CAL)
+    assert m.reason == "expert_tp 3 does not divide the expert FFN size 14336"

@@ -89,8 +89,10 @@ def test_hb_sweep_time_falls_with_k(out):
         assert np.all(np.diff(full[small]) <= 0.01 * full[small][1:])
         assert full[0] == full.max()
         assert full[-1] <= 1.06 * full.min()
-        # rail-only is as fast as the rail-optimized fat-tree for dense models (railonly.md §1)
-        np.testing.assert_allclose(d.fat_tree_iteration_time_s, d.full_iteration_time_s, rtol=1e-9)
+        # rail-only is as fast as the rail-optimized fat-tree for dense models (railonly.md §1): the
+        # same bandwidth; only the fixed latency of each gradient bucket's call differs with the path
+        # its few bytes take (a spine climb against a forward over NVLink), under 0.5% of the step
+        np.testing.assert_allclose(d.fat_tree_iteration_time_s, d.full_iteration_time_s, rtol=5e-3)
         assert (d.v1_iteration_time_s >= d.v1_ideal_time_s * (1 - 1e-12)).all()
 
 
