@@ -167,14 +167,33 @@ class _Coll:
 
 def _ct_buckets(op: str, nbytes, n_calls, g: GroupArrays, system: ClusterSystem, ccal, on=True,
                 graphs=False) -> _Coll:
-    """nbytes moved as n_calls equal collectives (a bucketed data-parallel sync): each call pays its
-    own latency and host floor, so small buckets cost more than one call over the whole buffer."""
+    """nbytes moved as n_calls collectives (a bucketed data-parallel sync): the buffer's collective
+    plus, per further call, a call's fixed cost (the time of a 1-byte one on the group: its latency
+    and host floor), so small buckets cost more than one call over the whole buffer. The bandwidth
+    ramp (pipeline fill) stays the buffer's: charging it per bucket as well left the measured
+    Megatron runs 1 point of dense-3d MAPE (MLPerf's Llama 3.1 8B rows 10 points) slower than measured."""
     k = np.maximum(np.asarray(n_calls, float), 1.0)
-    c = _ct(op, nbytes, g, system, ccal, on, graphs)
-    if not c.live or not np.any(k > 1):
-        return c
-    fixed = _ct(op, np.where(k > 1, 1.0, 0.0), g, system, ccal, on, graphs)
-    return _Coll(c.time_s + (k - 1) * fixed.time_s, c.hb_bytes, c.rail_bytes, c.spine_bytes, c.peers)
+    shape = g.size.shape
+    # few strategies (a scalar evaluation): one pass over both sizes saves a call's fixed overhead;
+    # many (a search): two passes, each deduplicating its (bytes, shape) pairs, are faster
+    if not np.any(k > 1) or g.size.ndim != 1 or shape[0] > 64:
+        c = _ct(op, nbytes, g, system, ccal, on, graphs)
+        if not c.live or not np.any(k > 1):
+            return c
+        fixed = _ct(op, np.where(k > 1, 1.0, 0.0), g, system, ccal, on, graphs)
+        return _Coll(c.time_s + (k - 1) * fixed.time_s, c.hb_bytes, c.rail_bytes, c.spine_bytes, c.peers)
+    # the buffer's calls and the 1-byte ones in one pass over the group shapes
+    n = shape[0]
+    twice = GroupArrays(**{f: np.concatenate([getattr(g, f), getattr(g, f)]) for f in GroupArrays.__dataclass_fields__})
+    both = np.concatenate([np.broadcast_to(np.asarray(nbytes, float), shape), np.where(k > 1, 1.0, 0.0) + np.zeros(shape)])
+    on2 = np.concatenate([np.broadcast_to(np.asarray(on, bool), shape)] * 2)
+    gr2 = np.concatenate([np.broadcast_to(np.asarray(graphs, bool), shape)] * 2)
+    c = _ct(op, both, twice, system, ccal, on2, gr2)
+    if not c.live:
+        z = np.zeros(shape)
+        return _Coll(z, z, z, z, z, live=False)
+    return _Coll(c.time_s[:n] + (k - 1) * c.time_s[n:], c.hb_bytes[:n], c.rail_bytes[:n], c.spine_bytes[:n],
+                 c.peers[:n])
 
 
 TRAFFIC_TYPES = ("tp", "cp", "pp", "dp", "ep")
