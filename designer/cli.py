@@ -281,6 +281,10 @@ def pareto(
     if export is not None and export.is_dir():
         raise SpecError(f"--export '{export}': is a folder; give a file path, e.g. {export / 'pareto.csv'}")
     front = read_pareto(out_dir)
+    if export is not None and export.resolve().parent == out_dir.resolve() and (out_dir / export.name).exists():
+        # a file of the study's own set: overwriting it would break the folder's completion record
+        raise SpecError(f"--export '{export}': is one of the study's own result files; give a path outside "
+                        f"'{out_dir}' or a new name")
     if as_json:
         from designer.report import frame_records
 

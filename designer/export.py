@@ -229,8 +229,11 @@ def write_outputs(out_dir: Path, *, pareto: pd.DataFrame, trials: pd.DataFrame, 
     import shutil
 
     out_dir.mkdir(parents=True, exist_ok=True)
+    # the run holds the folder's lock (pipeline._claim_output), so any other staging folder is what a
+    # killed run left behind
+    for leftover in out_dir.glob(".staging-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
     stage = out_dir / f".staging-{os.getpid()}"
-    shutil.rmtree(stage, ignore_errors=True)
     stage.mkdir()
     staged = _write_files(stage, pareto=pareto, trials=trials, designs=designs, meta=meta, fronts_by=fronts_by,
                           front_by=front_by, plots=plots, title=title, strategies=strategies, formats=formats,
@@ -247,6 +250,7 @@ def write_outputs(out_dir: Path, *, pareto: pd.DataFrame, trials: pd.DataFrame, 
     rec.write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
     _fsync(rec)
     old = out_dir / COMPLETION_RECORD
+    previous = _listed_files(old)
     if old.exists():
         old.unlink()  # from here until the new record lands, the folder reads as incomplete
     written = []
@@ -255,6 +259,12 @@ def write_outputs(out_dir: Path, *, pareto: pd.DataFrame, trials: pd.DataFrame, 
         dest.parent.mkdir(parents=True, exist_ok=True)
         os.replace(stage / rel, dest)
         written.append(dest)
+    # files of the previous set that this one does not have (a front design's strategies, a job
+    # config) go, so the folder holds one run's outputs; files designer never listed stay
+    for rel in previous - set(files):
+        stale = out_dir / rel
+        if stale.is_file() and stale.resolve().is_relative_to(out_dir.resolve()):
+            stale.unlink()
     os.replace(rec, old)
     written.append(old)
     dfd = os.open(out_dir, os.O_RDONLY)
@@ -264,6 +274,15 @@ def write_outputs(out_dir: Path, *, pareto: pd.DataFrame, trials: pd.DataFrame, 
         os.close(dfd)
     shutil.rmtree(stage, ignore_errors=True)
     return written
+
+
+def _listed_files(record: Path) -> set[str]:
+    """The files a completion record lists (none when it is absent or unreadable)."""
+    try:
+        files = json.loads(record.read_text()).get("files")
+    except (OSError, ValueError, UnicodeDecodeError, AttributeError):
+        return set()
+    return {str(k) for k in files} if isinstance(files, dict) else set()
 
 
 def check_complete(out_dir: str | Path) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 import math
+import re
 import multiprocessing as mp
 import os
 import platform
@@ -738,7 +739,15 @@ def _run_codesign(spec: StudySpec, problem: Problem, out_dir: Path, *, workers: 
                 n_without_strategy=sum(o.candidate is not None and not math.isfinite(o.best_time_to_train_s)
                                        for o in outcomes))
     if not cands:
-        reasons = sorted({o.reason for o in outcomes})
+        # the designs nearest to feasible first: the smallest shortfall of a budget
+        def shortfall(reason: str) -> float:
+            m = re.search(r"short by ([0-9.eE+-]+)", reason)
+            try:
+                return float(m.group(1)) if m else math.inf
+            except ValueError:
+                return math.inf
+
+        reasons = sorted({o.reason for o in outcomes}, key=lambda r: (shortfall(r), r))
         raise InfeasibleDesign("no cluster design is feasible: " + " | ".join(reasons[:3]))
     return CodesignRun(cands, tables, milp, outcomes, meta, url)
 

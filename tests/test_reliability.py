@@ -276,6 +276,52 @@ def test_a_kill_during_the_export_leaves_a_refused_folder_and_a_rerun_restores_i
     assert len(front) == len(again.pareto) and list(front["design_id"]) == list(again.pareto["design_id"])
 
 
+def test_a_rerun_leaves_one_runs_files_and_clears_killed_runs_staging(complete_run, tmp_path):
+    """A rerun into a folder removes what the previous completion record listed and the new set does
+    not have (a design's strategies that left the front), and what killed runs staged; a file
+    designer never wrote stays."""
+    import shutil
+
+    spec, res = complete_run
+    d = tmp_path / "out"
+    shutil.copytree(res.out_dir, d)
+    stale = d / "strategies" / "a-design-no-longer-on-the-front.parquet"
+    stale.parent.mkdir(exist_ok=True)
+    stale.write_bytes(b"old")
+    meta = json.loads((d / "meta.json").read_text())
+    meta["files"][stale.relative_to(d).as_posix()] = {"bytes": 3, "sha256": hashlib.sha256(b"old").hexdigest()}
+    (d / "meta.json").write_text(json.dumps(meta))
+    (d / ".staging-999999").mkdir()
+    (d / ".staging-999999" / "pareto.csv").write_text("half written")
+    (d / "notes.txt").write_text("mine")
+    run_study(spec, out_dir=d)
+    assert not stale.exists() and not (d / ".staging-999999").exists()
+    assert (d / "notes.txt").read_text() == "mine"
+    assert set(check_complete(d)["files"]) == set(check_complete(res.out_dir)["files"])
+
+
+def test_an_unmeetable_budget_names_the_nearest_designs_first(tmp_path):
+    data = yaml.safe_load(_small_study(tmp_path).read_text())
+    data["network"]["budgets"] = {"capex_usd": 1.0e6}
+    study = tmp_path / "poor.yaml"
+    study.write_text(yaml.safe_dump(data))
+    line = one_error_line(run_cli("run", str(study), "--out", str(tmp_path / "out")), code=3)
+    import re
+
+    shortfalls = [float(x) for x in re.findall(r"short by ([0-9.e+]+)", line)]
+    assert shortfalls and shortfalls == sorted(shortfalls), line
+    assert "for 256 GPUs" in line.split("|")[0]  # the smaller cluster misses the budget by least
+
+
+def test_exporting_the_front_over_the_folders_own_files_is_refused(complete_run):
+    _, res = complete_run
+    before = (res.out_dir / "pareto.csv").read_bytes()
+    line = one_error_line(run_cli("pareto", str(res.out_dir), "--export", str(res.out_dir / "pareto.csv")))
+    assert "one of the study's own result files" in line
+    assert (res.out_dir / "pareto.csv").read_bytes() == before
+    check_complete(res.out_dir)
+
+
 def test_frontier_levels_a_budget_rules_out_are_listed_with_the_binding_budget(tmp_path):
     # the power sweep's 13 MW level cannot power its smallest step of GB200 racks (9,216 GPUs: 128 racks
     # x 120 kW = 15.4 MW before the network) nor of HGX B200 nodes (1,152 x 14.3 kW = 16.5 MW, so the
