@@ -130,7 +130,12 @@ def count_reason(problem: Problem, n_gpus: int, hb_domain_size: int) -> str | No
             return None
     lo, hi = problem.training.batch_range
     batch = f"{lo:,}" if lo == hi else f"{lo:,}..{hi:,}"
-    return f"{n_gpus:,} = {factorization(n_gpus)}: no tp·pp·dp·cp split with dp dividing the batch {batch}"
+    smallest_mbs = min(problem.space.microbatch_sizes)
+    if smallest_mbs > hi:
+        return (f"strategy_space.microbatch_sizes {list(problem.space.microbatch_sizes)}: every microbatch exceeds "
+                f"the global batch {batch}; allowed: microbatches <= {hi:,}")
+    return (f"{n_gpus:,} = {factorization(n_gpus)}: no tp·pp·dp·cp split with dp x microbatch (microbatch_sizes "
+            f"{list(problem.space.microbatch_sizes)}) dividing the batch {batch}")
 
 
 def gpu_counts(problem: Problem, platform: str, hb_domain_size: int,

@@ -54,7 +54,12 @@ def test_factorization_and_count_reason():
     p = make_problem(_spec())
     assert count_reason(p, 256, 8) is None and count_reason(p, 192, 8) is None
     why = count_reason(p, 320, 8)
-    assert why == "320 = 2⁶·5: no tp·pp·dp·cp split with dp dividing the batch 64"
+    mbs = list(p.space.microbatch_sizes)
+    assert why == f"320 = 2⁶·5: no tp·pp·dp·cp split with dp x microbatch (microbatch_sizes {mbs}) dividing the batch 64"
+    # every microbatch larger than the batch: the list is named, not the GPU count
+    big = make_problem(_spec(strategy_space={"microbatch_sizes": [128]}))
+    assert count_reason(big, 256, 8) == ("strategy_space.microbatch_sizes [128]: every microbatch exceeds the global "
+                                         "batch 64; allowed: microbatches <= 64")
     assert "not a multiple of the HB domain size 8" in count_reason(p, 324, 8)
 
 
@@ -271,7 +276,8 @@ def test_designer_space_explains_removed_counts_and_values(tmp_path):
     data = json.loads(proc.stdout)
     e = data["platforms"]["hgx_h100_8"]
     assert e["gpu_counts"] == [64, 128, 192, 256]
-    assert e["gpu_counts_removed"] == [{"n_gpus": 320, "reason": "320 = 2⁶·5: no tp·pp·dp·cp split with dp dividing the batch 64"}]
+    assert e["gpu_counts_removed"] == [{"n_gpus": 320, "reason": "320 = 2⁶·5: no tp·pp·dp·cp split with dp x microbatch "
+                                                                  "(microbatch_sizes [1]) dividing the batch 64"}]
     rules = {(r["dim"], str(r["value"])): r["rule"] for r in e["strategy_values_removed"]}
     assert rules[("tp", "3")] == "does not divide the HB domain size 8"
     assert rules[("pp", "5..64")] == "exceeds the 4 layers"
