@@ -208,6 +208,8 @@ class CollectiveCalibration(Record):
         "NCCL_MAX_NCHANNELS); caps the channel count of every algorithm"))
     nvls_max_arity: int = Field(default=32, ge=2, description=(
         "NCCL_MAX_NVLS_ARITY: the most GPUs of a domain NVLS all-gather / reduce-scatter runs on"))
+    nvls_fill_domain_exponent: float = Field(default=1.0, gt=0, description=(
+        "growth of an NVLS all-reduce's fill factor with the GPUs of its domain: phi x (g/8)^this"))
     ll_bandwidth_fraction: float = Field(gt=0, le=1)
     ll128_bandwidth_fraction: float = Field(gt=0, le=1)
     ll_max_two_domains_bytes_per_s: float = Field(gt=0)
@@ -1107,15 +1109,17 @@ def _nvls(e: _Env, proto: int):
     through the switch what every GPU of the domain wrote (multimem.ld_reduce over all members,
     src/device/all_reduce.h) and moves a chunk per head (one node: loopCount = nvls->nHeads *
     chunkSize), so a step waits on all g GPUs and the fill factor phi, fitted on 8-GPU HGX nodes,
-    is scaled by g/8 (the fill time by sqrt(g/8)). On a 72-GPU NVL72 rack that reproduces XLA's
-    measured ramp (X-G1) from 576 MiB within 10%; scaling by NCCL's head count instead (min(g,
-    NCCL_MAX_NVLS_ARITY = 32), search.cc) leaves it 18% fast there. Below 8 GPUs the same rule
-    shortens the fill (checked only at 8 GiB, where the fill is negligible: SB-B2 on 6 and 7 B200s).
+    grows as (g/8)^nvls_fill_domain_exponent (collectives.yaml; fitted on the two 72-GPU NVL72
+    all-reduce curves there are, XLA's X-G1 and CoreWeave's CW-G1: with the exponent 1, i.e. phi
+    in proportion to the GPUs, both ramps stay 12-20% fast at 72 MiB-1 GiB; scaling by NCCL's head
+    count instead, min(g, NCCL_MAX_NVLS_ARITY = 32), leaves them faster still). Below 8 GPUs the
+    same rule shortens the fill (checked only at 8 GiB, where the fill is negligible: SB-B2 on 6
+    and 7 B200s).
     All-gather and reduce-scatter step one chunk per channel (all_gather.h: loopSize = nChannels *
     chunkSize) and keep the 8-GPU fill."""
     c = e.c
     k_intra = _nvls_fraction(e) / (_nvls_bandwidth(e))
-    heads = e.g / _NVLS_FIT_HEADS if e.op == "all_reduce" else 1.0
+    heads = (e.g / _NVLS_FIT_HEADS) ** c.nvls_fill_domain_exponent if e.op == "all_reduce" else 1.0
     return (*_pipelined(c.base_latency_s["nvls"][_SIMPLE], c.hop_latency_s["nvls"].hb[_SIMPLE], k_intra,
                         e.phi * (c.nvls_chunk_bytes / _NCCL_NVLS_CHUNK_BYTES) * heads),
             # NCCL runs NVLS all-gather / reduce-scatter on at most NCCL_MAX_NVLS_ARITY GPUs of a
@@ -1126,8 +1130,8 @@ def _nvls(e: _Env, proto: int):
 
 def _nvls_tree(e: _Env, proto: int):
     """NVLS reduce inside each domain, then a tree across domains on each GPU's n/g shard (AR). Its
-    NVLS steps wait on the domain's g GPUs as _nvls's do, so phi scales by g/8 as there (measured
-    only on 8-GPU B200 nodes, where the factor is 1)."""
+    NVLS steps wait on the domain's g GPUs as _nvls's do, so phi grows with g as there (measured
+    on 8-GPU B200 nodes, where the factor is 1, and on two NVL72 racks, CW-G2)."""
     c, g = e.c, e.g
     k_intra = _nvls_fraction(e) / (_nvls_bandwidth(e))
     # bytes per GPU over its NICs in units of n/g, each divided by the share of a ring's scale-out
@@ -1140,7 +1144,7 @@ def _nvls_tree(e: _Env, proto: int):
     lat = c.hop_latency_s["nvls_tree"].hb[_SIMPLE] + 2.0 * _lg(e.n_dom) * e.a_net("nvls_tree", _SIMPLE, e.lat_net_ring, e.fwd_ring)
     net = np.where(e.n_dom == 2, 1.0, 2.0) / g
     slow = 2.0 * _lg(e.n_dom) * _proto_mult(_SIMPLE) * e.excess_ring
-    phi = e.phi * _nvls_tree_chunk_scale(c, e.n_dom) * (g / _NVLS_FIT_HEADS)
+    phi = e.phi * _nvls_tree_chunk_scale(c, e.n_dom) * (g / _NVLS_FIT_HEADS) ** c.nvls_fill_domain_exponent
     return (*_pipelined(c.base_latency_s["nvls_tree"][_SIMPLE], lat, k, phi, slow),
             e.multi & e.ring_ok & (g >= 2), 1.0 + np.where(e.fwd_ring, net, 0.0), net, e.sf_ring)
 
