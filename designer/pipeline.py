@@ -1024,13 +1024,18 @@ def _claim_output(out: Path, spec: StudySpec, overwrite: bool) -> Any:
     prev = out / "meta.json"
     if prev.is_file() and not overwrite:
         try:
-            other = json.loads(prev.read_text()).get("study")
+            record = json.loads(prev.read_text())
+            other, other_hash = record.get("study"), record.get("spec_hash")
         except (ValueError, UnicodeDecodeError, AttributeError):
-            other = "unknown"
+            other, other_hash = "unknown", None
         if other != spec.name:
             fh.close()
             raise SpecError(f"--out '{out}' holds the results of study '{other}', not '{spec.name}'; give another "
                             "--out, or --overwrite to replace them")
+        if other_hash and other_hash != spec.spec_hash():
+            # the same study, edited: its new results replace the old ones, and the user is told so
+            log.warning("--out '%s' holds study '%s' from an earlier spec (spec hash %s); this run's results "
+                        "replace them", out, spec.name, str(other_hash)[:12])
     return fh
 
 

@@ -300,6 +300,21 @@ def test_a_rerun_leaves_one_runs_files_and_clears_killed_runs_staging(complete_r
     assert set(check_complete(d)["files"]) == set(check_complete(res.out_dir)["files"])
 
 
+def test_an_edited_study_replaces_its_results_with_a_warning(complete_run, tmp_path, caplog):
+    import logging
+    import shutil
+
+    spec, res = complete_run
+    d = tmp_path / "out"
+    shutil.copytree(res.out_dir, d)
+    data = yaml.safe_load(QUICK.read_text())
+    edited = _small_study(tmp_path, name=spec.name, training={**data["training"], "total_tokens": 2.0e12})
+    with caplog.at_level(logging.WARNING, logger="designer.pipeline"):
+        run_study(load_study(edited), out_dir=d)
+    assert any("from an earlier spec" in r.getMessage() for r in caplog.records)
+    assert check_complete(d)["spec_hash"] == load_study(edited).spec_hash() != spec.spec_hash()
+
+
 def test_an_unmeetable_budget_names_the_nearest_designs_first(tmp_path):
     data = yaml.safe_load(_small_study(tmp_path).read_text())
     data["network"]["budgets"] = {"capex_usd": 1.0e6}
