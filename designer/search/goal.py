@@ -61,7 +61,7 @@ class GoalAnswer:
     met: bool
     goal_text: str
     answer: DesignPoint | None
-    binding: str = ""  # the limit with the least slack at the answer, e.g. "time_to_train_days <= 60 (slack 2.1 %)"
+    binding: str = ""  # the limit that rules out the next better design, with the answer's slack to it; "" if none
     runners_up: tuple[RunnerUp, ...] = ()
     message: str = ""  # one line for the terminal
     n_meeting: int = 0
@@ -125,9 +125,14 @@ def answer_goal(goal: Goal, points: Sequence[DesignPoint]) -> GoalAnswer | None:
         return GoalAnswer(False, text, None, message=msg, closest=closest)
     best = min(ok, key=lambda p: (p.metric(target), p.capex_usd, p.time_to_train_s, p.design_id))
     binding = ""
-    if goal.subject_to:
-        lim = max(goal.subject_to, key=lambda x: best.excess(x))
-        binding = f"{lim.text} (slack {-best.excess(lim):.1%})"
+    # a limit binds when it rules out a design the goal would prefer: the nearest such design names
+    # the limit it misses most (none binds when the answer is the best design unconstrained)
+    better = [p for p in points if p.metric(target) < best.metric(target)]
+    if goal.subject_to and better:
+        nxt = max(better, key=lambda p: (p.metric(target), -p.capex_usd, p.design_id))
+        lim = max(goal.subject_to, key=lambda x: nxt.excess(x))
+        binding = (f"{lim.text} (slack {-best.excess(lim):.1%} at the answer; the next better design, "
+                   f"{_fmt(target, nxt.metric(target))}, misses it by {nxt.excess(lim):.1%})")
     runners: list[RunnerUp] = []
     for attr in ("family", "platform"):
         for value in sorted({getattr(p, attr) for p in ok} - {getattr(best, attr)}):

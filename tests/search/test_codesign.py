@@ -166,7 +166,12 @@ def test_goal_by_hand():
     g = Goal.model_validate({"minimize": "capex_usd", "subject_to": {"time_to_train_days": "<= 30"}})
     a = answer_goal(g, pts)
     assert a.answer.design_id == "b" and a.n_meeting == 2
-    assert a.binding == "time_to_train_days <= 30 (slack 26.7%)"  # (30 - 22) / 30
+    # (30 - 22) / 30 slack at the answer; the time limit binds: it rules out a, cheaper and 40 / 30 - 1 late
+    assert a.binding == ("time_to_train_days <= 30 (slack 26.7% at the answer; the next better design, $100.0M, "
+                         "misses it by 33.3%)")
+    # a limit the cheapest design meets does not bind
+    loose = Goal.model_validate({"minimize": "capex_usd", "subject_to": {"time_to_train_days": "<= 45"}})
+    assert answer_goal(loose, pts).answer.design_id == "a" and answer_goal(loose, pts).binding == ""
     assert [(r.group, r.point.design_id) for r in a.runners_up] == [("family rail-only", "c"), ("platform b200", "c")]
     assert a.runners_up[0].behind == pytest.approx(250 / 180 - 1)
     g2 = Goal.model_validate({"minimize": "capex_usd", "subject_to": {"time_to_train_days": "<= 10",
