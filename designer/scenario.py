@@ -18,7 +18,7 @@ from designer.network.design import NetworkDesign, design_to_system
 from designer.network.prices import prices_from_components
 from designer.network.topology import Family, bill_of_materials, to_network_tiers
 from designer.perf.memory import gradient_bytes
-from designer.perf.model import evaluate_system, perf_calibration
+from designer.perf.model import PerfCalibration, evaluate_system, perf_calibration
 from designer.perf.records import Infeasible, Metrics
 from designer.spec.base import Record
 from designer.spec.catalog import Catalog, load_catalog
@@ -144,9 +144,14 @@ def evaluate_scenario(scenario: Scenario) -> Metrics | Infeasible:
     system = build_system(scenario.system, catalog)
     if scenario.strategy.n_gpus != system.n_gpus:
         raise SpecError(f"strategy tp*pp*dp*cp = {scenario.strategy.n_gpus} must equal system.n_gpus = {system.n_gpus}")
-    calib = perf_calibration(scenario.nccl_version,
-                             scenario.nccl_env.calibration_update() if scenario.nccl_env else None)
-    return evaluate_system(llm, scenario.training, scenario_strategy(scenario), system, calib=calib)
+    return evaluate_system(llm, scenario.training, scenario_strategy(scenario), system,
+                           calib=scenario_calibration(scenario))
+
+
+def scenario_calibration(scenario: Scenario) -> PerfCalibration:
+    """The shipped calibration at the scenario's NCCL release and settings."""
+    return perf_calibration(scenario.nccl_version,
+                            scenario.nccl_env.calibration_update() if scenario.nccl_env else None)
 
 
 def scenario_strategy(scenario: Scenario) -> Strategy:
@@ -179,8 +184,7 @@ def resolved_defaults(scenario: Scenario) -> list[tuple[str, Any]]:
     """defaulted_fields with the value each None default stands for in the model: expert_tp takes
     tp, dp_bucket_bytes Megatron-Core's bucket for the data-parallel group (of the dense weights),
     nccl_version the shipped NCCL release."""
-    calib = perf_calibration(scenario.nccl_version,
-                             scenario.nccl_env.calibration_update() if scenario.nccl_env else None)
+    calib = scenario_calibration(scenario)
     st = scenario_strategy(scenario)
     bucket_b = float(calib.dp_bucket_elements(st.dp * st.cp)) * gradient_bytes(scenario.training.grad_reduce_dtype)
     taken = {"strategy.expert_tp": st.tp, "strategy.dp_bucket_bytes": bucket_b,

@@ -296,6 +296,7 @@ def precisions(system: ClusterSystem, training: TrainingSpec, calib: PerfCalibra
     prec = training.precision.value
     hi = "fp16" if prec == "fp16" else "bf16"
     ccal = calib.compute
+    # a precision the GPU lacks is infeasible (feasibility code 22); its rows are priced at 16-bit
     gemm_prec = prec if prec in gpu.peak_flops else hi
     low = gemm_prec in cmp.LOW_PRECISIONS
     ceiling = ccal.gemm_ceiling(gpu.name, gpu.architecture, gemm_prec)
@@ -1150,10 +1151,10 @@ def feasibility_codes(llm: LLMSpec, training: TrainingSpec, S: StrategyArrays, s
     # (FP8 before Hopper, MXFP8 and NVFP4 before Blackwell): no strategy of the run exists there
     flag(np.full(S.tp.shape, training.precision.value not in system.gpu.peak_flops), 22)
     etp = np.where(S.etp > 0, S.etp, S.tp)
-    ffn_ok = (llm.ffn_size % S.tp == 0) if llm.moe is None else True
-    flag((llm.heads % S.tp != 0) | (llm.hidden_size % S.tp != 0) | ~ffn_ok, 3)
-    if llm.moe is not None:
-        flag(llm.moe.expert_ffn_size % etp != 0, 23)
+    # a dense FFN splits over tp; a MoE model's experts over expert_tp (code 23)
+    ffn_bad = (llm.ffn_size % S.tp != 0) if llm.moe is None else (llm.moe.expert_ffn_size % etp != 0)
+    flag((llm.heads % S.tp != 0) | (llm.hidden_size % S.tp != 0) | ((llm.moe is None) & ffn_bad), 3)
+    flag((llm.moe is not None) & ffn_bad, 23)
     kv = llm.kv_heads_effective
     if llm.mla is None:
         flag((kv % S.tp != 0) & (S.tp % kv != 0), 4)

@@ -72,11 +72,11 @@ def _describe(e: dict[str, Any], model_cls: type[BaseModel] | None) -> str:
         need = [k for k, f in model_cls.model_fields.items() if f.is_required()]
         return "the file is empty: it needs a mapping" + (f" with {', '.join(need)}" if need else "")
     if not e["loc"]:  # a cross-field rule of the whole record: its message names the fields itself
-        return msg.removeprefix("Value error, ")
+        return msg
     if e["type"] == "value_error" and isinstance(value, dict):
         # a cross-field rule of a section: its message names the fields; the section's whole
         # mapping would only hide it
-        return f"{field}: {msg.removeprefix('Value error, ')}"
+        return f"{field}: {msg}"
     shown = repr(value)
     if len(shown) > 60:
         shown = shown[:57] + "..."
