@@ -16,6 +16,7 @@
     robustness.csv/.png with a `robustness` section: per candidate design, its chance to stay on the
                         front and to be the goal's answer as catalog prices vary jointly
     pareto.png          matplotlib plot; report.html the interactive report (plotly, self-contained)
+    previous/HASH/      an earlier spec's complete set, moved aside when the edited study reran here
 """
 
 from __future__ import annotations
@@ -151,6 +152,14 @@ def typed(df: pd.DataFrame, columns: Sequence[str] | None = None) -> pd.DataFram
     """The frame in its stated column order and types (column_type)."""
     if columns is not None:
         df = df.reindex(columns=list(columns))
+    # A design without a tier (rail-only has no spine) has no switches there: 0, not a missing value.
+    # Rows without a design (a MILP-infeasible point) keep theirs missing.
+    absent = [c for c in df.columns if str(c).startswith("switches_") and df[c].isna().any()]
+    if absent and "switch_count" in df.columns:
+        df = df.copy()
+        has_design = df["switch_count"].notna()
+        for c in absent:
+            df[c] = df[c].where(df[c].notna() | ~has_design, 0)
     casts = {}
     for c in df.columns:
         t = column_type(str(c))
@@ -193,6 +202,8 @@ def _table(df: pd.DataFrame, folder: Path, stem: str, columns: Sequence[str] | N
 
 
 COMPLETION_RECORD = "meta.json"
+# where an edited study's earlier results go when its rerun takes the folder: previous/<spec hash>
+PREVIOUS_RESULTS = "previous"
 
 
 def _sha256(path: Path) -> str:
@@ -251,6 +262,12 @@ def write_outputs(out_dir: Path, *, pareto: pd.DataFrame, trials: pd.DataFrame, 
     _fsync(rec)
     old = out_dir / COMPLETION_RECORD
     previous = _listed_files(old)
+    earlier = _record(old)
+    if (earlier.get("study") == meta.get("study") and earlier.get("spec_hash")
+            and earlier.get("spec_hash") != meta.get("spec_hash")):
+        # the same study from an edited spec: its results move aside rather than being replaced
+        _keep_earlier_results(out_dir, previous, str(earlier["spec_hash"])[:12])
+        previous = set()
     if old.exists():
         old.unlink()  # from here until the new record lands, the folder reads as incomplete
     written = []
@@ -274,6 +291,35 @@ def write_outputs(out_dir: Path, *, pareto: pd.DataFrame, trials: pd.DataFrame, 
         os.close(dfd)
     shutil.rmtree(stage, ignore_errors=True)
     return written
+
+
+def _record(path: Path) -> dict[str, Any]:
+    """A completion record's contents ({} when it is absent or unreadable)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _keep_earlier_results(out_dir: Path, listed: set[str], spec_hash: str) -> Path:
+    """Move an earlier spec's files (those its record lists, then the record) into
+    out_dir/previous/<its spec hash>, a new name when that one is taken; each move is a rename."""
+    import os
+
+    dest = out_dir / PREVIOUS_RESULTS / spec_hash
+    n = 2
+    while dest.exists():
+        dest, n = out_dir / PREVIOUS_RESULTS / f"{spec_hash}-{n}", n + 1
+    root = out_dir.resolve()
+    for rel in [*sorted(listed), COMPLETION_RECORD]:
+        src = out_dir / rel
+        if not src.is_file() or not src.resolve().is_relative_to(root):
+            continue  # a hand-edited record cannot move anything from outside the folder
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(src, target)
+    return dest
 
 
 def _listed_files(record: Path) -> set[str]:

@@ -30,7 +30,7 @@ import pandas as pd
 
 from designer import units
 from designer.errors import DesignerError, InfeasibleDesign, SpecError
-from designer.export import (STRATEGY_COLUMNS, J_PER_MWH, metrics_columns, read_pareto,
+from designer.export import (PREVIOUS_RESULTS, STRATEGY_COLUMNS, J_PER_MWH, metrics_columns, read_pareto,
                              strategy_columns, write_outputs)
 from designer.pareto import Point, epsilon_front, pareto_front
 from designer.search.exhaustive import Candidate, Problem, ScoredTable, load_trial_constraint, run_exhaustive
@@ -128,7 +128,7 @@ def with_cost_terms(spec: StudySpec, net: Any) -> Any:
     from designer.search.economics import liquid_cooled
     from designer.spec.network_study import study_catalog
 
-    catalog = study_catalog(net)
+    catalog = study_catalog(net, "network.")
     terms = []
     for pid in net.choices.platforms:
         liquid = liquid_cooled(catalog.platform(pid), net.choices.layout)
@@ -180,7 +180,7 @@ def generate_candidates(spec: StudySpec, progress: ProgressFn | None = None, *, 
         if progress is not None:
             progress(ProgressEvent("milp", i, len(jobs), prefix, message=f"sizing {prefix}"))
         try:
-            catalog = study_catalog(sub)
+            catalog = study_catalog(sub, "network.")
             result = solve_network(sub, catalog=catalog)
             log.info("sized %s: %d design(s), MILP %s in %.2f s", prefix, len(result.designs), result.status,
                      result.solve_time_s)
@@ -286,7 +286,7 @@ def _gpus_per_host(spec: StudySpec) -> dict[str, int]:
     """Per platform, its GPUs per host (torchrun's --nproc-per-node), from the study's catalog."""
     from designer.spec.network_study import study_catalog
 
-    catalog = study_catalog(spec.network) if spec.network is not None else None
+    catalog = study_catalog(spec.network, "network.") if spec.network is not None else None
     if catalog is None:
         from designer.spec.catalog import load_catalog
 
@@ -435,7 +435,7 @@ def _codesign_worker(spec: StudySpec, storage: str, *, wait_s: float) -> int:
                             "start `designer run` against the same storage first")
         time.sleep(0.5)
     problem = make_problem(spec)
-    catalog = study_catalog(spec.network)
+    catalog = study_catalog(spec.network, "network.")
     space = build_outer_space(spec, catalog, problem)
     evaluate = Evaluator(problem, Pricer(with_cost_terms(spec, spec.network), catalog, economics_for(spec)),
                          InnerCache(lambda c: run_exhaustive(problem, c)))
@@ -596,7 +596,7 @@ def _run_codesign(spec: StudySpec, problem: Problem, out_dir: Path, *, workers: 
     from designer.spec.network_study import study_catalog
 
     t0 = time.perf_counter()
-    catalog = study_catalog(spec.network)
+    catalog = study_catalog(spec.network, "network.")
     space = build_outer_space(spec, catalog, problem)
     from designer.search.space import explain_space
 
@@ -721,7 +721,7 @@ def _run_codesign(spec: StudySpec, problem: Problem, out_dir: Path, *, workers: 
         from designer.network.design import design_to_system
 
         sub = with_cost_terms(spec, nd.resolve(spec.network, spec.base_dir))
-        cat = study_catalog(sub)
+        cat = study_catalog(sub, "network.")
         try:
             res = solve_network(sub, catalog=cat)
         except InfeasibleDesign as err:
@@ -896,7 +896,7 @@ def _robustness(spec: StudySpec, cands: list[Candidate], tables: list[ScoredTabl
     from designer.spec.network_study import study_catalog
 
     catalogs: dict[str, Any] = {}
-    net_catalog = study_catalog(spec.network) if spec.network is not None else None
+    net_catalog = study_catalog(spec.network, "network.") if spec.network is not None else None
     for nd in spec.designs:
         catalogs[nd.name] = study_catalog(nd.resolve(spec.network, spec.base_dir))
     time_key = "time_to_train_with_failures_s" if "time_to_train_with_failures_s" in spec.objectives else "time_to_train_s"
@@ -1033,9 +1033,11 @@ def _claim_output(out: Path, spec: StudySpec, overwrite: bool) -> Any:
             raise SpecError(f"--out '{out}' holds the results of study '{other}', not '{spec.name}'; give another "
                             "--out, or --overwrite to replace them")
         if other_hash and other_hash != spec.spec_hash():
-            # the same study, edited: its new results replace the old ones, and the user is told so
-            log.warning("--out '%s' holds study '%s' from an earlier spec (spec hash %s); this run's results "
-                        "replace them", out, spec.name, str(other_hash)[:12])
+            # the same study, edited: its new results take the folder when they are written, and the
+            # earlier ones move aside then (export.write_outputs)
+            log.warning("--out '%s' holds study '%s' from an earlier spec (spec hash %s); this run's results take "
+                        "the folder and the earlier ones move to '%s'", out, spec.name, str(other_hash)[:12],
+                        out / PREVIOUS_RESULTS / str(other_hash)[:12])
     return fh
 
 
@@ -1153,7 +1155,7 @@ def explain_study(spec: StudySpec, *, gpus: int | None = None) -> dict[str, Any]
     if spec.network is None:
         raise SpecError("field 'network': `designer space` needs the study's network section")
     problem = make_problem(spec)
-    catalog = study_catalog(spec.network)
+    catalog = study_catalog(spec.network, "network.")
     out: dict[str, Any] = {"study": spec.name, "mode": "codesign" if spec.codesign else "cheapest", "platforms": {}}
     if spec.codesign:
         space = build_outer_space(spec, catalog, problem)
@@ -1186,7 +1188,7 @@ def summary_table(result: StudyResult) -> list[dict[str, Any]]:
     for _, r in result.pareto.iterrows():
         rows.append({
             "design": r["design_id"], "family": r["family"], "gpus": int(r["n_gpus"]),
-            "NICs/GPU": f"{int(r['nics_per_gpu'])} x {r['nic']}",
+            "NICs/GPU": f"{float(r['nics_per_gpu']):g} x {r['nic']}",
             "capex ($M)": round(float(r["capex_usd"]) / 1e6, 2), "power (MW)": round(float(r["power_w"]) / 1e6, 3),
             "time to train (days)": round(float(r["time_to_train_days"]), 2), "MFU": round(float(r["mfu"]), 3),
             "strategy": (f"tp{r['tp']} pp{r['pp']} dp{r['dp']}" + (f" ep{r['ep']}" if r["ep"] > 1 else "")

@@ -5,7 +5,7 @@ The cases come from mutating valid files (a study, a co-design study with a goal
 scenario). What each mutation must do is read from the records' schema, not from the tool's answers:
 - every key of a record section renamed (a typo): an unknown key, with the original as the closest;
 - every required key dropped;
-- every number made a word, infinite or NaN; every number whose field has a lower bound put below it;
+- every number made a word, true, infinite or NaN; every number whose field has a lower bound put below it;
 - every boolean made a word; every enum or literal given a value outside its choices.
 Bad command-line values are listed by hand at the end.
 """
@@ -166,6 +166,8 @@ def _cases() -> list[tuple[str, str, dict, str, tuple[str, ...]]]:
                 cases.append((f"{base}:word:{dotted}", base, _set(data, where, "lots"), "", (key, "lots")))
                 cases.append((f"{base}:inf:{dotted}", base, _set(data, where, math.inf), "", (key, "inf")))
                 cases.append((f"{base}:nan:{dotted}", base, _set(data, where, math.nan), "", (key, "nan")))
+                # YAML's true where a count belongs is a slip, not 1
+                cases.append((f"{base}:flag:{dotted}", base, _set(data, where, True), "", (key, "True")))
                 low = _lower_bound(field)
                 if low is not None:
                     bad = low - 1 if float(low).is_integer() else low - abs(low) - 1

@@ -300,7 +300,7 @@ def test_a_rerun_leaves_one_runs_files_and_clears_killed_runs_staging(complete_r
     assert set(check_complete(d)["files"]) == set(check_complete(res.out_dir)["files"])
 
 
-def test_an_edited_study_replaces_its_results_with_a_warning(complete_run, tmp_path, caplog):
+def test_an_edited_study_takes_the_folder_and_keeps_the_earlier_results(complete_run, tmp_path, caplog):
     import logging
     import shutil
 
@@ -313,6 +313,10 @@ def test_an_edited_study_replaces_its_results_with_a_warning(complete_run, tmp_p
         run_study(load_study(edited), out_dir=d)
     assert any("from an earlier spec" in r.getMessage() for r in caplog.records)
     assert check_complete(d)["spec_hash"] == load_study(edited).spec_hash() != spec.spec_hash()
+    # the earlier spec's results, byte for byte, under previous/<its spec hash>
+    kept = d / "previous" / spec.spec_hash()[:12]
+    assert check_complete(kept)["spec_hash"] == spec.spec_hash()
+    assert (kept / "pareto.csv").read_bytes() == (res.out_dir / "pareto.csv").read_bytes()
 
 
 def test_an_unmeetable_budget_names_the_nearest_designs_first(tmp_path):

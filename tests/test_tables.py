@@ -50,3 +50,12 @@ def test_formats_and_stated_types_of_a_run(tmp_path):
     n_designs = len(res.designs)
     assert sum(f.startswith("strategies/") and f.endswith(".parquet") for f in res.files) == n_designs
     assert sum(f.startswith("strategies/") and f.endswith(".csv") for f in res.files) == n_designs
+
+
+def test_a_tier_a_design_lacks_has_no_switches_not_a_missing_count():
+    # a rail-only design (no spine) beside a rail-optimized one, and a MILP-infeasible point (no design)
+    df = pd.DataFrame({"family": ["rail-only", "rail-optimized", None], "switch_count": [2, 6, None],
+                       "switches_leaf": [2, 4, None], "switches_spine": [None, 2, None]})
+    t = typed(df)
+    assert t["switches_spine"].tolist()[:2] == [0, 2] and pd.isna(t["switches_spine"].iloc[2])
+    assert t["switches_spine"].dtype == "Int64" and pd.isna(t["switches_leaf"].iloc[2])

@@ -103,7 +103,8 @@ class NetworkDesign(Record):
             "label": self.label, "family": self.family.value, "platform": self.platform, "gpu": self.gpu,
             "n_gpus": self.n_gpus, "n_domains": self.n_domains, "hb_domain_size": self.hb_domain_size,
             "hb_topology": self.hb_topology.value, "nic": self.nic, "nic_gbps": self.nic_gbps,
-            "nics_per_gpu": self.nics_per_gpu, "gpus_per_nic": self.gpus_per_nic, "switch": self.switch,
+            # as a study states it: 0.5 when two GPUs share one NIC
+            "nics_per_gpu": self.nics_per_gpu / self.gpus_per_nic, "gpus_per_nic": self.gpus_per_nic, "switch": self.switch,
             "radix": self.radix,
             "port_gbps": self.port_gbps, "oversubscription": self.oversubscription,
             "oversubscribed_level": self.oversubscribed_level, "n_tiers": self.n_tiers,

@@ -518,11 +518,12 @@ def load_network_study_file(path: str | Path) -> NetworkStudy:
     return validate(NetworkStudy, data, where=str(path))
 
 
-def study_catalog(study: NetworkStudy) -> Catalog:
-    """The catalog the study names, checked against the study's choices."""
+def study_catalog(study: NetworkStudy, prefix: str = "") -> Catalog:
+    """The catalog the study names, checked against the study's choices; errors name fields under
+    `prefix` ("network." for a study's network section)."""
     files = tuple(resolve_path(f, study.base_dir) for f in study.catalog.extra_files)
     catalog = load_catalog(files, dict(study.catalog.price_multipliers) or None)
-    check_against_catalog(study, catalog)
+    check_against_catalog(study, catalog, prefix)
     return catalog
 
 
@@ -536,41 +537,42 @@ def family_can_use_radix(family: str, radix: int) -> bool:
     return radix >= 4 and radix % 2 == 0
 
 
-def check_against_catalog(study: NetworkStudy, catalog: Catalog) -> None:
-    """Cross-field checks that need the catalog; one-line SpecError naming field, value, allowed."""
+def check_against_catalog(study: NetworkStudy, catalog: Catalog, prefix: str = "") -> None:
+    """Cross-field checks that need the catalog; one-line SpecError naming field, value, allowed.
+    `prefix` is the study's path in its file ("network." when it is a section of a study)."""
     ch = study.choices
     for i, pid in enumerate(ch.platforms):
         if pid not in _ids(catalog.platforms):
-            raise SpecError(f"field 'choices.platforms.{i}' = '{pid}': not in the catalog; allowed: {', '.join(_ids(catalog.platforms))}")
+            raise SpecError(f"field '{prefix}choices.platforms.{i}' = '{pid}': not in the catalog; allowed: {', '.join(_ids(catalog.platforms))}")
     for i, n in enumerate(ch.nics):
         if n.id not in _ids(catalog.nics):
-            raise SpecError(f"field 'choices.nics.{i}.id' = '{n.id}': not in the catalog; allowed: {', '.join(_ids(catalog.nics))}")
+            raise SpecError(f"field '{prefix}choices.nics.{i}.id' = '{n.id}': not in the catalog; allowed: {', '.join(_ids(catalog.nics))}")
         for k in n.nics_per_gpu:
             limits = {p: catalog.platform(p).max_nics_per_gpu for p in ch.platforms}
             if all(k > lim for lim in limits.values()):
                 raise SpecError(
-                    f"field 'choices.nics.{i}.nics_per_gpu' = {k}: no chosen platform takes that many NICs per GPU; "
+                    f"field '{prefix}choices.nics.{i}.nics_per_gpu' = {k}: no chosen platform takes that many NICs per GPU; "
                     f"allowed: <= {max(limits.values())}")
             lows = {p: catalog.platform(p).min_nics_per_gpu for p in ch.platforms}
             if all(k < lo for lo in lows.values()):
                 raise SpecError(
-                    f"field 'choices.nics.{i}.nics_per_gpu' = {k:g}: no chosen platform shares a NIC between GPUs; "
+                    f"field '{prefix}choices.nics.{i}.nics_per_gpu' = {k:g}: no chosen platform shares a NIC between GPUs; "
                     f"allowed: >= {min(lows.values()):g}")
     for i, s in enumerate(ch.switches):
         if s.id not in _ids(catalog.switches):
-            raise SpecError(f"field 'choices.switches.{i}.id' = '{s.id}': not in the catalog; allowed: {', '.join(_ids(catalog.switches))}")
+            raise SpecError(f"field '{prefix}choices.switches.{i}.id' = '{s.id}': not in the catalog; allowed: {', '.join(_ids(catalog.switches))}")
         radices = [m.radix for m in catalog.switch(s.id).modes]
         for r in s.radix:
             if r not in radices:
-                raise SpecError(f"field 'choices.switches.{i}.radix' = {r}: switch {s.id} has no such mode; allowed: {radices}")
+                raise SpecError(f"field '{prefix}choices.switches.{i}.radix' = {r}: switch {s.id} has no such mode; allowed: {radices}")
             for fam in ch.families:
                 if not family_can_use_radix(fam, r):
-                    raise SpecError(f"field 'choices.switches.{i}.radix' = {r}: family {fam} cannot use it; "
+                    raise SpecError(f"field '{prefix}choices.switches.{i}.radix' = {r}: family {fam} cannot use it; "
                                     "allowed: an even radix >= 4 (half the ports face down, half up)")
     if not any(family_can_use_radix(f, m.radix)
                for s in ch.switches for m in catalog.switch(s.id).modes if not s.radix or m.radix in s.radix
                for f in ch.families):
-        raise SpecError("field 'choices.switches': no switch mode has a radix the chosen families can use; "
+        raise SpecError(f"field '{prefix}choices.switches': no switch mode has a radix the chosen families can use; "
                         "allowed: an even radix >= 4")
     for key, copper in (("optic", False), ("dac", True)):
         mid = getattr(ch.media, key)
@@ -578,44 +580,44 @@ def check_against_catalog(study: NetworkStudy, catalog: Catalog) -> None:
             ids = [m.id for m in catalog.media if (m.kind.value in COPPER_MEDIA_KINDS) == copper]
             if mid not in ids:
                 what = "copper cable (dac, copper_active)" if copper else "optical medium (optic, aoc, lpo)"
-                raise SpecError(f"field 'choices.media.{key}' = '{mid}': not a {what} in the catalog; allowed: {', '.join(ids)}")
+                raise SpecError(f"field '{prefix}choices.media.{key}' = '{mid}': not a {what} in the catalog; allowed: {', '.join(ids)}")
     all_media = [m.id for m in catalog.media]
     for i, mid in enumerate(ch.media.allow):
         if mid not in all_media:
-            raise SpecError(f"field 'choices.media.allow.{i}' = '{mid}': not a medium in the catalog; allowed: "
+            raise SpecError(f"field '{prefix}choices.media.allow.{i}' = '{mid}': not a medium in the catalog; allowed: "
                             + ", ".join(all_media))
     sizes = {p: catalog.platform(p).hb_domain_size for p in ch.platforms}
     mult = study.gpus.multiple_of
     if mult is not None:
         lcm = math.lcm(*sizes.values())
         if mult % lcm:
-            raise SpecError(f"field 'gpus.multiple_of' = {mult}: not a multiple of every chosen HB domain size "
+            raise SpecError(f"field '{prefix}gpus.multiple_of' = {mult}: not a multiple of every chosen HB domain size "
                             f"{sorted(set(sizes.values()))}; allowed: multiples of {lcm}")
         if study.gpus.count is not None and study.gpus.count % mult:
-            raise SpecError(f"field 'gpus.count' = {study.gpus.count}: not a multiple of gpus.multiple_of ({mult}); "
+            raise SpecError(f"field '{prefix}gpus.count' = {study.gpus.count}: not a multiple of gpus.multiple_of ({mult}); "
                             f"allowed: multiples of {mult}")
         if study.gpus.count is None and (study.gpus.hi // mult) * mult < study.gpus.lo:
-            raise SpecError(f"field 'gpus.multiple_of' = {mult}: the range [{study.gpus.lo}, {study.gpus.hi}] "
+            raise SpecError(f"field '{prefix}gpus.multiple_of' = {mult}: the range [{study.gpus.lo}, {study.gpus.hi}] "
                             f"holds no multiple of it; allowed: a value with a multiple in the range")
     if study.gpus.count is not None:
         bad = {p: k for p, k in sizes.items() if study.gpus.count % k}
         if bad:
             p, k = next(iter(bad.items()))
             raise SpecError(
-                f"field 'gpus.count' = {study.gpus.count}: not a multiple of the HB domain of platform {p} ({k}); "
+                f"field '{prefix}gpus.count' = {study.gpus.count}: not a multiple of the HB domain of platform {p} ({k}); "
                 f"allowed: multiples of {k}, or a gpus.min/max range, or drop the platform")
     else:
         lo, hi = study.gpus.lo, study.gpus.hi
         if not any((hi // k) * k >= lo for k in sizes.values()):
             raise SpecError(
-                f"field 'gpus' = [{lo}, {hi}]: holds no multiple of any chosen HB domain size {sorted(set(sizes.values()))}")
+                f"field '{prefix}gpus' = [{lo}, {hi}]: holds no multiple of any chosen HB domain size {sorted(set(sizes.values()))}")
     fr = study.objective.frontier
     if fr is not None and fr.vary == "n_gpus":
         for lvl in fr.levels:
             if lvl != int(lvl) or any(int(lvl) % k for k in sizes.values()):
-                raise SpecError(f"field 'objective.frontier.levels' = {lvl}: GPU levels must be multiples of every HB domain size {sorted(set(sizes.values()))}")
+                raise SpecError(f"field '{prefix}objective.frontier.levels' = {lvl}: GPU levels must be multiples of every HB domain size {sorted(set(sizes.values()))}")
             if mult is not None and int(lvl) % mult:
-                raise SpecError(f"field 'objective.frontier.levels' = {lvl}: not a multiple of gpus.multiple_of ({mult}); "
+                raise SpecError(f"field '{prefix}objective.frontier.levels' = {lvl}: not a multiple of gpus.multiple_of ({mult}); "
                                 f"allowed: multiples of {mult}")
 
 

@@ -328,6 +328,8 @@ def test_fewer_nics_than_gpus_is_a_knob(tmp_path):
     assert set(t.index) == {1, 2}
     half, full = t.loc[2], t.loc[1]
     assert half["nic_count"] == 128 and full["nic_count"] == 256
+    # exported as the study states the rail width: 128 NICs for 256 GPUs
+    assert half["nics_per_gpu"] == 0.5 and full["nics_per_gpu"] == 1
     assert half["scaleout_gbps_per_gpu"] == 200 and full["scaleout_gbps_per_gpu"] == 400
     catalog = study_catalog(spec.network)
     bom = bill_of_materials("rail-optimized", 128, 4, 64, prices=RAILONLY_V1_PRICES, port_gbps=400)
