@@ -197,7 +197,7 @@ class LayerWork:
     router + experts + shared experts);
     attn_fwd_s / attn_bwd_s: the attention core, forward and backward; norm_s, residual_s, mlp_mem_s
     (act_fn_s: its activation-function part), attn_mem_s, rope_s: element-wise seconds; cast_s: low-precision
-    quantisation of the GEMM inputs (forward; backward casts the gradients, the same amount).
+    quantisation of the GEMM inputs (forward), cast_bwd_s: of the GEMM output gradients (backward).
     *_flops: executed forward FLOPs; attn_flops_model: the non-causal count (MFU conventions);
     attn_flops_causal: exactly half of it."""
 
@@ -217,6 +217,7 @@ class LayerWork:
     attn_flops: np.ndarray
     attn_flops_model: np.ndarray
     rope_s: np.ndarray = 0.0  # eager rotary embedding of the queries and keys
+    cast_bwd_s: np.ndarray = 0.0  # low-precision quantisation of the output gradients (backward)
 
     @property
     def gemm_s(self):
@@ -232,8 +233,10 @@ class LayerWork:
 
     @property
     def backward_s(self):
-        """2× the linear GEMMs and the element-wise traffic, the attention core's own backward."""
-        return 2 * (self.gemm_s + self.memory_s) + self.attn_bwd_s
+        """2× the linear GEMMs and the element-wise traffic, the output gradients' casts (the inputs'
+        transposed copies the weight gradients read were written in the forward), the attention
+        core's own backward."""
+        return 2 * (self.gemm_s + self.memory_s - self.cast_s) + self.cast_bwd_s + self.attn_bwd_s
 
 
 def _attention_dims(llm: LLMSpec):
@@ -324,9 +327,9 @@ def layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kernel
         return low
     hi = _layer_forward(llm, prec=dataclasses.replace(prec, gemm_peak_flops=prec.hi_peak_flops,
                                                       gemm_max_eff=prec.hi_max_eff, cast_bytes_per_element=0.0), **kw)
-    use_low = low.gemm_s + low.cast_s <= hi.gemm_s
+    use_low = 3 * low.gemm_s + low.cast_s + low.cast_bwd_s <= 3 * hi.gemm_s
     pick = {f: np.where(use_low, getattr(low, f), getattr(hi, f))
-            for f in ("attn_gemm_s", "mla_up_s", "out_proj_s", "mlp_gemm_s", "cast_s")}
+            for f in ("attn_gemm_s", "mla_up_s", "out_proj_s", "mlp_gemm_s", "cast_s", "cast_bwd_s")}
     return dataclasses.replace(low, **pick)
 
 
@@ -348,6 +351,8 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
     tokens = b * s / cp  # tokens of this CP rank
     a_local = a / tp
     gp, ge = prec.gemm_peak_flops, prec.gemm_max_eff
+    # a [tokens, h] activation as each rank holds it: split over TP under sequence parallelism
+    h_local = np.where(sp, h / tp, h)
 
     # Linear layers (Megatron column/row parallel): QKV (or MLA projections), attention output.
     f_qkv_tok, f_up_tok, f_out_tok, dqk, dv = attention_projection_flops_per_token(llm, tp)
@@ -359,12 +364,14 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
         t_up = (gemm_time_s(tokens, a_local * dqk, q_in, 1, gp, ge, calib)
                 + gemm_time_s(tokens, a_local * (mla.qk_nope_head_dim + dv), mla.kv_lora_rank, 1, gp, ge, calib))
         t_qkv = t_down + t_up
-        qkv_in_elems = tokens * (h + q_in + mla.kv_lora_rank)
+        qkv_in_elems = tokens * (q_in + mla.kv_lora_rank)
+        qkv_out_elems = tokens * (down_w + a_local * (dqk + mla.qk_nope_head_dim + dv))
     else:
         kv_local = np.maximum(kv / tp, 1.0)
         t_qkv = gemm_time_s(tokens, (a_local + 2 * kv_local) * dh, h, 1, gp, ge, calib)
         t_up = np.zeros_like(tokens)
-        qkv_in_elems = tokens * h
+        qkv_in_elems = np.zeros_like(tokens)
+        qkv_out_elems = tokens * (a_local + 2 * kv_local) * dh
     t_out = gemm_time_s(tokens, h, a_local * dv, 1, gp, ge, calib)
     f_attn_lin = tokens * (f_qkv_tok + f_out_tok)
     gate = 2.0 if llm.gated_mlp else 1.0
@@ -385,7 +392,9 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
         # unpermute copies of the dispatched tokens (read + write each)
         act_bytes = routed * (gate + 1) * fe / etp * ACT_BYTES
         mlp_mem_bytes = act_bytes + 2 * 2 * routed * h * ACT_BYTES
-        in_elems = tokens * h + routed * (h + fe / etp)
+        in_elems = routed * (h + fe / etp)
+        out_elems = routed * (gate * fe / etp + h)
+        gathered_mlp = np.zeros_like(tokens)  # the routed experts take the rank's own tokens
         if moe.shared_experts:
             fs = moe.shared_experts * moe.shared_ffn_size
             t_mlp = t_mlp + (gemm_time_s(tokens, gate * fs / tp, h, 1, gp, ge, calib)
@@ -395,6 +404,8 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
             act_bytes = act_bytes + shared_act
             mlp_mem_bytes = mlp_mem_bytes + shared_act
             in_elems = in_elems + tokens * fs / tp
+            out_elems = out_elems + tokens * gate * fs / tp
+            gathered_mlp = tokens * h  # the shared experts are a TP-parallel MLP
     else:
         f = llm.ffn_size
         t_mlp = (gemm_time_s(tokens, gate * f / tp, h, 1, gp, ge, calib)
@@ -403,7 +414,9 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
         # fused bias + activation: read the (gate+up) input, write the activation (Megatron fused GeLU/SwiGLU)
         act_bytes = tokens * (gate + 1) * f / tp * ACT_BYTES
         mlp_mem_bytes = act_bytes
-        in_elems = tokens * (h + f / tp)
+        in_elems = tokens * f / tp
+        out_elems = tokens * gate * f / tp
+        gathered_mlp = tokens * h
 
     # Attention core: QKᵀ and AV, batched over b·a/tp heads; with CP each rank holds s/cp queries
     # against all s keys (ring attention). Non-causal FLOPs = 2·b·(s/cp)·s·a/tp·(d_qk + d_v).
@@ -440,15 +453,23 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
     # residual, write out), fused with dropout (+ a uint8 mask) where the model has it. Without
     # sequence parallelism these are replicated on every TP rank; with it they are split
     # (Korthikanti §4.2.2).
-    h_local = np.where(sp, h / tp, h)
     norm_bytes = 2 * (2 * tokens * h_local * ACT_BYTES)
     residual_bytes = 2 * tokens * h_local * (3 * ACT_BYTES + (MASK_BYTES if llm.dropout else 0.0))
     # Low-precision recipes quantise every linear-layer input (forward) and output gradient
     # (backward): read 16-bit, write the 8-bit copy and its transpose for the other GEMM operand
     # (Transformer Engine cast-transpose), + one more read for current scaling's amax pass. The
-    # backward's casts of the output gradients are taken equal to these (LayerWork.cast_s).
-    cast_elems = qkv_in_elems + tokens * a_local * dv + in_elems
-    cast_bytes = cast_elems * prec.cast_bytes_per_element
+    # [tokens, h] operands of the column-parallel GEMMs (the norm outputs forward, the row-parallel
+    # outputs' gradients backward) are, under sequence parallelism, quantised on the rank's 1/tp
+    # shard and gathered in 8 bits (Precisions.tp_gather_bytes_per_element); the transposed copy the
+    # other GEMM reads is then made from the gathered tensor: read 1 byte, write 1 (Transformer
+    # Engine's LayerNormLinear: layernorm_fwd_fp8, gather_along_first_dim, fp8_transpose; torchao's
+    # Float8ColwiseParallel casts before its redistribute).
+    cpe = prec.cast_bytes_per_element
+    gathered_fwd = tokens * h + gathered_mlp
+    gathered_bwd = tokens * h + gathered_mlp
+    on_shard = np.where(sp, (cpe - 1.0) / tp + 2.0, cpe) if cpe else 0.0
+    cast_bytes = (qkv_in_elems + tokens * a_local * dv + in_elems) * cpe + gathered_fwd * on_shard
+    cast_bwd_bytes = (qkv_out_elems + out_elems) * cpe + gathered_bwd * on_shard
     hbm = hbm_bytes_per_s * calib.hbm_efficiency
     # PyTorch eager mode: the same ops, one kernel each (EAGER_* above)
     eager = np.asarray(eager, float)
@@ -470,6 +491,7 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
         attn_fwd_s=t_attn_f, attn_bwd_s=t_attn_b,
         norm_s=norm_bytes / hbm, residual_s=residual_bytes / hbm, mlp_mem_s=mlp_mem_bytes / hbm,
         act_fn_s=act_bytes / hbm, attn_mem_s=attn_mem_bytes / hbm, cast_s=cast_bytes / hbm,
+        cast_bwd_s=cast_bwd_bytes / hbm,
         dense_flops=dense_flops, attn_flops=attn_exec, attn_flops_model=attn_model, rope_s=rope_bytes / hbm,
     )
 

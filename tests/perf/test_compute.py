@@ -404,3 +404,37 @@ def test_rowwise_fp8_keeps_its_slow_gemms_where_transformer_engine_recipes_fall_
             assert float(w.gemm_s[0]) == pytest.approx(float(bf16.gemm_s[0])) and float(w.cast_s[0]) == 0.0
         else:
             assert float(w.gemm_s[0]) > 1.9 * float(bf16.gemm_s[0]) and float(w.cast_s[0]) > 0.0
+
+
+def test_fp8_casts_are_counted_where_they_run():
+    # Llama 3 8B's dense layer, delayed scaling (4 bytes per cast element: read 2, write the 8-bit copy
+    # and its transpose), 8192 tokens. Forward: the QKV and fc1 inputs (the norm outputs, h each), the
+    # projection input (a*d = h) and the fc2 input (f); backward: the QKV output gradient ((a + 2kv) d),
+    # fc1's (2f), and the projection's and fc2's (h each). Under sequence parallelism over tp 8 the four
+    # [tokens, h] operands are cast on their 1/8 shard (3 bytes: the 8-bit copy), gathered, then
+    # transposed from the gathered tensor (2 bytes per element); the rest are TP-local already.
+    from designer.perf.iteration import precisions
+    from tests.perf.systems import cluster
+
+    llm = load_model("llama3-8b")
+    h, f, kv_dim = 4096, 14336, 8 * 128
+    tokens = 8192.0
+    tr = TrainingSpec(sequence_length=8192, global_batch_sequences=8, total_tokens=1e9, precision="fp8",
+                      fp8_recipe="delayed")
+    p = precisions(cluster("h100_sxm", 8), tr, PERF)
+    p = cmp.Precisions(**{**p.__dict__, "bf16_fallback": False})
+    assert p.cast_bytes_per_element == 4.0
+    hbm = 3.35e12 * CAL.hbm_efficiency
+    one = np.ones(1)
+    for tp, sp in ((1, False), (8, True)):
+        w = cmp.layer_forward(llm, prec=p, moe_layer=False, b=one, s=8192, tp=one * tp, cp=one, ep=one, etp=one,
+                              sp=np.array([sp]), kernel=np.array([cmp.ATTENTION_KERNELS.index("flash")]),
+                              hbm_bytes_per_s=3.35e12, calib=CAL)
+        gathered = (3.0 / tp + 2.0) if sp else 4.0  # bytes per element of a [tokens, h] operand
+        fwd = tokens * (2 * h * gathered + 4.0 * (h + f) / tp)
+        bwd = tokens * (2 * h * gathered + 4.0 * ((h + 2 * kv_dim) + 2 * f) / tp)
+        assert float(w.cast_s[0]) == pytest.approx(fwd / hbm, rel=1e-12)
+        assert float(w.cast_bwd_s[0]) == pytest.approx(bwd / hbm, rel=1e-12)
+        # the backward casts the output gradients once; the inputs' transposes were written forward
+        assert float(w.backward_s[0]) == pytest.approx(
+            2 * (float(w.gemm_s[0]) + float(w.memory_s[0]) - fwd / hbm) + bwd / hbm + float(w.attn_bwd_s[0]), rel=1e-12)
