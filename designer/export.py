@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -261,12 +262,15 @@ def write_outputs(out_dir: Path, *, pareto: pd.DataFrame, trials: pd.DataFrame, 
     rec.write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
     _fsync(rec)
     old = out_dir / COMPLETION_RECORD
+    _finish_moves(out_dir)  # an earlier set a killed run was moving aside
     previous = _listed_files(old)
     earlier = _record(old)
     if (earlier.get("study") == meta.get("study") and earlier.get("spec_hash")
             and earlier.get("spec_hash") != meta.get("spec_hash")):
         # the same study from an edited spec: its results move aside rather than being replaced
-        _keep_earlier_results(out_dir, previous, str(earlier["spec_hash"])[:12])
+        kept = _keep_earlier_results(out_dir, previous, str(earlier["spec_hash"])[:12])
+        logging.getLogger(__name__).warning("the earlier results of study '%s' (spec hash %s) are in '%s'",
+                                            earlier.get("study"), str(earlier["spec_hash"])[:12], kept)
         previous = set()
     if old.exists():
         old.unlink()  # from here until the new record lands, the folder reads as incomplete
@@ -304,22 +308,41 @@ def _record(path: Path) -> dict[str, Any]:
 
 def _keep_earlier_results(out_dir: Path, listed: set[str], spec_hash: str) -> Path:
     """Move an earlier spec's files (those its record lists, then the record) into
-    out_dir/previous/<its spec hash>, a new name when that one is taken; each move is a rename."""
+    out_dir/previous/<its spec hash> (a new name when that one is taken). They gather in
+    previous/.moving-<hash> first, renamed into place last, so a run killed while moving them leaves
+    one folder that the rerun completes (_finish_moves), never two halves."""
     import os
 
-    dest = out_dir / PREVIOUS_RESULTS / spec_hash
-    n = 2
-    while dest.exists():
-        dest, n = out_dir / PREVIOUS_RESULTS / f"{spec_hash}-{n}", n + 1
+    moving = out_dir / PREVIOUS_RESULTS / f".moving-{spec_hash}"
     root = out_dir.resolve()
     for rel in [*sorted(listed), COMPLETION_RECORD]:
         src = out_dir / rel
         if not src.is_file() or not src.resolve().is_relative_to(root):
-            continue  # a hand-edited record cannot move anything from outside the folder
-        target = dest / rel
+            continue  # moved already by a killed run, or outside the folder (a hand-edited record)
+        target = moving / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(src, target)
-    return dest
+    return next((d for d in _finish_moves(out_dir) if d.name.split("-")[0] == spec_hash), moving)
+
+
+def _finish_moves(out_dir: Path) -> list[Path]:
+    """Rename every gathered earlier set (previous/.moving-<hash> holding its record, which moves
+    last) to previous/<hash>, or <hash>-2, ... when that is taken; returns the folders it named. A
+    set without its record is still being gathered: its record is in the folder, and the next
+    _keep_earlier_results completes it."""
+    import os
+
+    done = []
+    for moving in sorted((out_dir / PREVIOUS_RESULTS).glob(".moving-*")):
+        if not (moving / COMPLETION_RECORD).is_file():
+            continue
+        spec_hash = moving.name[len(".moving-"):]
+        dest, n = out_dir / PREVIOUS_RESULTS / spec_hash, 2
+        while dest.exists():
+            dest, n = out_dir / PREVIOUS_RESULTS / f"{spec_hash}-{n}", n + 1
+        os.replace(moving, dest)
+        done.append(dest)
+    return done
 
 
 def _listed_files(record: Path) -> set[str]:

@@ -119,16 +119,22 @@ def economics_for(spec: StudySpec) -> Callable[[Any, Any], Any] | None:
     return econ
 
 
-def with_cost_terms(spec: StudySpec, net: Any) -> Any:
+def design_field_prefix(nd: Any) -> str:
+    """Where a named design's catalog choices are stated: its own `choices`, or the study's network's."""
+    return f"designs.{nd.name}." if nd.choices is not None else "network."
+
+
+def with_cost_terms(spec: StudySpec, net: Any, prefix: str = "network.") -> Any:
     """The network study with the study's cost lines per platform (NetworkStudy.cost_terms), so its
-    budgets may bound capex_total_usd and facility_power_w; unchanged without a `costs` section."""
+    budgets may bound capex_total_usd and facility_power_w; unchanged without a `costs` section.
+    `prefix`: where its fields are in the study file, for error messages."""
     if spec.costs is None or net is None:
         return net
     from designer.analysis.tco import linear_terms
     from designer.search.economics import liquid_cooled
     from designer.spec.network_study import study_catalog
 
-    catalog = study_catalog(net, "network.")
+    catalog = study_catalog(net, prefix)
     terms = []
     for pid in net.choices.platforms:
         liquid = liquid_cooled(catalog.platform(pid), net.choices.layout)
@@ -170,8 +176,11 @@ def generate_candidates(spec: StudySpec, progress: ProgressFn | None = None, *, 
                 except Exception as err:  # the split is invalid on its own (e.g. a radix its family cannot use)
                     raise SpecError(f"network split {fam}/{plat}: {str(err).splitlines()[0]}") from None
                 jobs.append(("milp", "-".join(x for x in (fam, plat) if x) or "net", sub))
+    field_prefix = {}
     for nd in spec.designs:
-        jobs.append(("named", nd.name, with_cost_terms(spec, nd.resolve(spec.network, spec.base_dir))))
+        field_prefix[nd.name] = design_field_prefix(nd)
+        jobs.append(("named", nd.name, with_cost_terms(spec, nd.resolve(spec.network, spec.base_dir),
+                                                       field_prefix[nd.name])))
     cands: list[Candidate] = []
     info: dict[str, MilpInfo] = {}
     seen: set[str] = set()
@@ -180,7 +189,7 @@ def generate_candidates(spec: StudySpec, progress: ProgressFn | None = None, *, 
         if progress is not None:
             progress(ProgressEvent("milp", i, len(jobs), prefix, message=f"sizing {prefix}"))
         try:
-            catalog = study_catalog(sub, "network.")
+            catalog = study_catalog(sub, field_prefix.get(prefix, "network.") if source == "named" else "network.")
             result = solve_network(sub, catalog=catalog)
             log.info("sized %s: %d design(s), MILP %s in %.2f s", prefix, len(result.designs), result.status,
                      result.solve_time_s)
@@ -720,8 +729,8 @@ def _run_codesign(spec: StudySpec, problem: Problem, out_dir: Path, *, workers: 
         from designer.network.api import solve_network
         from designer.network.design import design_to_system
 
-        sub = with_cost_terms(spec, nd.resolve(spec.network, spec.base_dir))
-        cat = study_catalog(sub, "network.")
+        sub = with_cost_terms(spec, nd.resolve(spec.network, spec.base_dir), design_field_prefix(nd))
+        cat = study_catalog(sub, design_field_prefix(nd))
         try:
             res = solve_network(sub, catalog=cat)
         except InfeasibleDesign as err:
@@ -898,7 +907,7 @@ def _robustness(spec: StudySpec, cands: list[Candidate], tables: list[ScoredTabl
     catalogs: dict[str, Any] = {}
     net_catalog = study_catalog(spec.network, "network.") if spec.network is not None else None
     for nd in spec.designs:
-        catalogs[nd.name] = study_catalog(nd.resolve(spec.network, spec.base_dir))
+        catalogs[nd.name] = study_catalog(nd.resolve(spec.network, spec.base_dir), design_field_prefix(nd))
     time_key = "time_to_train_with_failures_s" if "time_to_train_with_failures_s" in spec.objectives else "time_to_train_s"
     picked = [(c, t) for c, t in zip(cands, tables) if t.best is not None]
     exposures, times, powers, nds = [], [], [], []
@@ -1036,8 +1045,8 @@ def _claim_output(out: Path, spec: StudySpec, overwrite: bool) -> Any:
             # the same study, edited: its new results take the folder when they are written, and the
             # earlier ones move aside then (export.write_outputs)
             log.warning("--out '%s' holds study '%s' from an earlier spec (spec hash %s); this run's results take "
-                        "the folder and the earlier ones move to '%s'", out, spec.name, str(other_hash)[:12],
-                        out / PREVIOUS_RESULTS / str(other_hash)[:12])
+                        "the folder and the earlier ones move to '%s/'", out, spec.name, str(other_hash)[:12],
+                        out / PREVIOUS_RESULTS)
     return fh
 
 

@@ -310,3 +310,29 @@ def test_an_inline_model_names_its_own_field(path, value, needles, tmp_path, mon
     code, out, err = _invoke(["evaluate", str(f)], monkeypatch, capsys)
     line = _check_one_line(code, out, err, needles)
     assert "function-after" not in line and "model.str" not in line and "valid string" not in line, line
+
+
+@pytest.mark.parametrize("section,needle", [
+    ("network", "field 'network.choices.platforms.0' = 'no_such_platform'"),
+    ("design", "field 'designs.k8_rail_only.choices.platforms.0' = 'no_such_platform'"),
+])
+def test_a_choice_the_catalog_lacks_names_the_section_that_states_it(section, needle, tmp_path, monkeypatch, capsys):
+    # catalog checks run on the resolved network study: the message names the field where the study
+    # file states it, the network section or a named design's own choices
+    study = yaml.safe_load((ROOT / "studies/railonly/headline.yaml").read_text())
+    where = study["network"] if section == "network" else study["designs"][0]
+    where["choices"]["platforms"] = ["no_such_platform"]
+    f = tmp_path / "study.yaml"
+    f.write_text(yaml.safe_dump(study, sort_keys=False))
+    code, out, err = _invoke(["run", str(f), "--out", str(tmp_path / "out")], monkeypatch, capsys)
+    _check_one_line(code, out, err, (needle, "allowed"))
+
+
+def test_true_in_a_list_of_numbers_is_one_clear_line(tmp_path, monkeypatch, capsys):
+    # YAML's `true` in a list of counts is a slip, not 1
+    study = yaml.safe_load((ROOT / "studies/quickstart/study.yaml").read_text())
+    study["strategy_space"]["microbatch_sizes"] = [True, 2]
+    f = tmp_path / "study.yaml"
+    f.write_text(yaml.safe_dump(study, sort_keys=False))
+    code, out, err = _invoke(["space", str(f)], monkeypatch, capsys)
+    _check_one_line(code, out, err, ("strategy_space.microbatch_sizes", "True", "required"))

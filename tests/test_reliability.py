@@ -317,6 +317,18 @@ def test_an_edited_study_takes_the_folder_and_keeps_the_earlier_results(complete
     kept = d / "previous" / spec.spec_hash()[:12]
     assert check_complete(kept)["spec_hash"] == spec.spec_hash()
     assert (kept / "pareto.csv").read_bytes() == (res.out_dir / "pareto.csv").read_bytes()
+    # a run killed while moving them aside: two files gone to the staging folder, the rest and the
+    # record still in place; the rerun completes the one folder
+    d2 = tmp_path / "out2"
+    shutil.copytree(res.out_dir, d2)
+    moving = d2 / "previous" / f".moving-{spec.spec_hash()[:12]}"
+    moving.mkdir(parents=True)
+    for name in ("pareto.csv", "designs.csv"):
+        (d2 / name).replace(moving / name)
+    run_study(load_study(edited), out_dir=d2)
+    assert [p.name for p in (d2 / "previous").iterdir()] == [spec.spec_hash()[:12]]
+    assert check_complete(d2 / "previous" / spec.spec_hash()[:12])["spec_hash"] == spec.spec_hash()
+    assert check_complete(d2)["spec_hash"] == load_study(edited).spec_hash()
 
 
 def test_an_unmeetable_budget_names_the_nearest_designs_first(tmp_path):

@@ -45,6 +45,8 @@ EAGER_ROPE_BYTES = 20.0
 # gated MLP per inner element: silu(w1 x) 2+2, times w3 x 2+2+2 = 10 against the fused 6
 EAGER_GATED_ACT_EXTRA_BYTES = 4.0
 LOW_PRECISIONS = ("fp8", "mxfp8", "nvfp4")
+# fp8 recipes with one scale per tensor, whose transposed copy is a transpose of the quantised one
+PER_TENSOR_FP8_RECIPES = ("delayed", "current")
 ATTENTION_KERNELS = ("flash", "flash2", "flash3", "cudnn", "unfused")  # StrategyArrays.kernel codes
 KERNEL_UNFUSED = 4
 FLASH_BLOCK = 128  # query/key tile of the fused attention kernels (FA2/FA3, cuDNN): causal blocks
@@ -185,6 +187,12 @@ class Precisions:
     # a layer whose low-precision GEMMs and casts are slower than 16-bit runs in 16-bit, as Transformer
     # Engine's recipes keep such layers; False where the recipe converts every linear layer regardless
     bf16_fallback: bool = True
+    # Under sequence parallelism a recipe that gathers its GEMM inputs in 8 bits quantises them on the
+    # rank's shard (False: it gathers 16-bit and casts the gathered tensor, torchao's rowwise); a
+    # per-tensor scaled copy is then transposed from the gathered tensor, while a block-scaled format
+    # (MXFP8, NVFP4, blockwise) cannot transpose its scales and quantises both copies on the shard
+    sp_cast_on_shard: bool = False
+    sp_transpose_after_gather: bool = False
 
 
 @dataclass(frozen=True)
@@ -467,7 +475,10 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
     cpe = prec.cast_bytes_per_element
     gathered_fwd = tokens * h + gathered_mlp
     gathered_bwd = tokens * h + gathered_mlp
-    on_shard = np.where(sp, (cpe - 1.0) / tp + 2.0, cpe) if cpe else 0.0
+    on_shard = 0.0
+    if cpe:
+        shard = ((cpe - 1.0) / tp + 2.0) if prec.sp_transpose_after_gather else cpe / tp
+        on_shard = np.where(np.asarray(sp) & (tp > 1) & prec.sp_cast_on_shard, shard, cpe)
     cast_bytes = (qkv_in_elems + tokens * a_local * dv + in_elems) * cpe + gathered_fwd * on_shard
     cast_bwd_bytes = (qkv_out_elems + out_elems) * cpe + gathered_bwd * on_shard
     hbm = hbm_bytes_per_s * calib.hbm_efficiency

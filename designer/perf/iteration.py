@@ -319,7 +319,9 @@ def precisions(system: ClusterSystem, training: TrainingSpec, calib: PerfCalibra
         else cmp.ACT_BYTES,
         attn_fwd_eff=fwd, attn_bwd_eff=bwd, attn_seq_half=ccal.attention_seq_half_table(gpu.architecture),
         attn_head_dim_half=ccal.attention_head_dim_half_table(gpu.architecture),
-        bf16_fallback=calib.bf16_fallback(gemm_prec, training.fp8_recipe.value))
+        bf16_fallback=calib.bf16_fallback(gemm_prec, training.fp8_recipe.value),
+        sp_cast_on_shard=low and calib.tp_gather_bytes(gemm_prec, training.fp8_recipe.value) < cmp.ACT_BYTES,
+        sp_transpose_after_gather=gemm_prec == "fp8" and training.fp8_recipe.value in cmp.PER_TENSOR_FP8_RECIPES)
 
 
 @dataclass(frozen=True)
@@ -546,7 +548,7 @@ def compute_term(ctx: _Context, w: cmp.LayerWork, is_moe: bool) -> LayerTimes:
         fwd = fwd + host / 3
         bwd = bwd + 2 * host / 3
     return LayerTimes(compute_s=fwd + bwd + rc, fwd_s=fwd, bwd_s=bwd + rc, w_s=w.gemm_s,
-                      gemm_s=3 * linear + rc_gemm, gemm_fwd_s=linear, attn_s=w.attn_fwd_s + w.attn_bwd_s + ctx.full * w.attn_fwd_s)
+                      gemm_s=3 * w.gemm_s + w.cast_s + w.cast_bwd_s + rc_gemm, gemm_fwd_s=linear, attn_s=w.attn_fwd_s + w.attn_bwd_s + ctx.full * w.attn_fwd_s)
 
 
 def tp_term(ctx: _Context, dense: LayerTimes) -> Term:

@@ -25,6 +25,21 @@ def _number_not_flag(annotation: Any) -> bool:
     return False
 
 
+@cache
+def _numbers_inside(annotation: Any) -> bool:
+    """Whether a field is a sequence of numbers (tuple[int, ...], list[float]), whose items are
+    checked as _number_not_flag checks a number."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _numbers_inside(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return any(_numbers_inside(a) for a in typing.get_args(annotation))
+    if origin in (tuple, list, set, frozenset):
+        items = [a for a in typing.get_args(annotation) if a is not Ellipsis]
+        return bool(items) and all(_number_not_flag(a) for a in items)
+    return False
+
+
 class Record(BaseModel):
     """Base of every validated input record: immutable, unknown keys rejected, numbers finite (an
     infinite or NaN price, count or token budget is rejected where it is read, never propagated), and
@@ -39,6 +54,10 @@ class Record(BaseModel):
             field = cls.model_fields.get(info.field_name or "")
             if field is not None and _number_not_flag(field.annotation):
                 raise ValueError("a number is required, not true/false")
+        elif isinstance(value, (list, tuple)) and any(v is True or v is False for v in value):
+            field = cls.model_fields.get(info.field_name or "")
+            if field is not None and _numbers_inside(field.annotation):
+                raise ValueError("numbers are required, not true/false")
         return value
 
 

@@ -438,3 +438,17 @@ def test_fp8_casts_are_counted_where_they_run():
         # the backward casts the output gradients once; the inputs' transposes were written forward
         assert float(w.backward_s[0]) == pytest.approx(
             2 * (float(w.gemm_s[0]) + float(w.memory_s[0]) - fwd / hbm) + bwd / hbm + float(w.attn_bwd_s[0]), rel=1e-12)
+    # torchao's rowwise recipe gathers in 16 bits (tp_gather_bytes_per_element 2): it casts the
+    # gathered tensor whole, 6.02 bytes per element; MXFP8's block scales cannot be transposed, so
+    # both of its copies are quantised on the shard (4.0625 bytes per element, over tp)
+    for recipe, precision, gathered in (("rowwise", "fp8", 6.02), ("delayed", "mxfp8", 4.0625 / 8)):
+        tr = TrainingSpec(sequence_length=8192, global_batch_sequences=8, total_tokens=1e9, precision=precision,
+                          fp8_recipe=recipe)
+        sy = cluster("b200" if precision == "mxfp8" else "h100_sxm", 8)
+        p = cmp.Precisions(**{**precisions(sy, tr, PERF).__dict__, "bf16_fallback": False})
+        cpe = p.cast_bytes_per_element
+        w = cmp.layer_forward(llm, prec=p, moe_layer=False, b=one, s=8192, tp=one * 8, cp=one, ep=one, etp=one,
+                              sp=np.array([True]), kernel=np.array([cmp.ATTENTION_KERNELS.index("flash")]),
+                              hbm_bytes_per_s=3.35e12, calib=CAL)
+        fwd = tokens * (2 * h * gathered + cpe * (h + f) / 8)
+        assert float(w.cast_s[0]) == pytest.approx(fwd / hbm, rel=1e-12), recipe
