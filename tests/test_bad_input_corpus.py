@@ -336,3 +336,12 @@ def test_true_in_a_list_of_numbers_is_one_clear_line(tmp_path, monkeypatch, caps
     f.write_text(yaml.safe_dump(study, sort_keys=False))
     code, out, err = _invoke(["space", str(f)], monkeypatch, capsys)
     _check_one_line(code, out, err, ("strategy_space.microbatch_sizes", "True", "required"))
+
+
+def test_true_as_a_price_multiplier_is_one_clear_line(tmp_path, monkeypatch, capsys):
+    study = yaml.safe_load((ROOT / "studies/quickstart/study.yaml").read_text())
+    study["network"].setdefault("catalog", {})["price_multipliers"] = {"h100_sxm": True}
+    f = tmp_path / "study.yaml"
+    f.write_text(yaml.safe_dump(study, sort_keys=False))
+    code, out, err = _invoke(["space", str(f)], monkeypatch, capsys)
+    _check_one_line(code, out, err, ("network.catalog.price_multipliers", "required"))

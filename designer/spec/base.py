@@ -27,8 +27,8 @@ def _number_not_flag(annotation: Any) -> bool:
 
 @cache
 def _numbers_inside(annotation: Any) -> bool:
-    """Whether a field is a sequence of numbers (tuple[int, ...], list[float]), whose items are
-    checked as _number_not_flag checks a number."""
+    """Whether a field is a sequence of numbers (tuple[int, ...], list[float]) or a mapping to numbers
+    (dict[str, float]), whose items are checked as _number_not_flag checks a number."""
     origin = typing.get_origin(annotation)
     if origin is typing.Annotated:
         return _numbers_inside(typing.get_args(annotation)[0])
@@ -37,6 +37,9 @@ def _numbers_inside(annotation: Any) -> bool:
     if origin in (tuple, list, set, frozenset):
         items = [a for a in typing.get_args(annotation) if a is not Ellipsis]
         return bool(items) and all(_number_not_flag(a) for a in items)
+    if origin is dict:  # checked on its values
+        args = typing.get_args(annotation)
+        return len(args) == 2 and _number_not_flag(args[1])
     return False
 
 
@@ -54,7 +57,8 @@ class Record(BaseModel):
             field = cls.model_fields.get(info.field_name or "")
             if field is not None and _number_not_flag(field.annotation):
                 raise ValueError("a number is required, not true/false")
-        elif isinstance(value, (list, tuple)) and any(v is True or v is False for v in value):
+        elif isinstance(value, (list, tuple, dict)) and any(
+                v is True or v is False for v in (value.values() if isinstance(value, dict) else value)):
             field = cls.model_fields.get(info.field_name or "")
             if field is not None and _numbers_inside(field.annotation):
                 raise ValueError("numbers are required, not true/false")
