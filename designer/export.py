@@ -263,8 +263,8 @@ def write_outputs(out_dir: Path, *, pareto: pd.DataFrame, trials: pd.DataFrame, 
     _fsync(rec)
     old = out_dir / COMPLETION_RECORD
     _finish_moves(out_dir)  # an earlier set a killed run was moving aside
-    previous = _listed_files(old)
     earlier = _record(old)
+    previous = _listed_files(earlier)
     if (earlier.get("study") == meta.get("study") and earlier.get("spec_hash")
             and earlier.get("spec_hash") != meta.get("spec_hash")):
         # the same study from an edited spec: its results move aside rather than being replaced
@@ -345,12 +345,9 @@ def _finish_moves(out_dir: Path) -> list[Path]:
     return done
 
 
-def _listed_files(record: Path) -> set[str]:
-    """The files a completion record lists (none when it is absent or unreadable)."""
-    try:
-        files = json.loads(record.read_text()).get("files")
-    except (OSError, ValueError, UnicodeDecodeError, AttributeError):
-        return set()
+def _listed_files(record: dict[str, Any]) -> set[str]:
+    """The files a completion record lists (none when it lists none)."""
+    files = record.get("files")
     return {str(k) for k in files} if isinstance(files, dict) else set()
 
 

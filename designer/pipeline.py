@@ -175,21 +175,19 @@ def generate_candidates(spec: StudySpec, progress: ProgressFn | None = None, *, 
                     sub = net.with_updates(choices=choices)
                 except Exception as err:  # the split is invalid on its own (e.g. a radix its family cannot use)
                     raise SpecError(f"network split {fam}/{plat}: {str(err).splitlines()[0]}") from None
-                jobs.append(("milp", "-".join(x for x in (fam, plat) if x) or "net", sub))
-    field_prefix = {}
+                jobs.append(("milp", "-".join(x for x in (fam, plat) if x) or "net", sub, "network."))
     for nd in spec.designs:
-        field_prefix[nd.name] = design_field_prefix(nd)
-        jobs.append(("named", nd.name, with_cost_terms(spec, nd.resolve(spec.network, spec.base_dir),
-                                                       field_prefix[nd.name])))
+        where = design_field_prefix(nd)
+        jobs.append(("named", nd.name, with_cost_terms(spec, nd.resolve(spec.network, spec.base_dir), where), where))
     cands: list[Candidate] = []
     info: dict[str, MilpInfo] = {}
     seen: set[str] = set()
     failures: list[str] = []
-    for i, (source, prefix, sub) in enumerate(jobs):
+    for i, (source, prefix, sub, where) in enumerate(jobs):
         if progress is not None:
             progress(ProgressEvent("milp", i, len(jobs), prefix, message=f"sizing {prefix}"))
         try:
-            catalog = study_catalog(sub, field_prefix.get(prefix, "network.") if source == "named" else "network.")
+            catalog = study_catalog(sub, where)
             result = solve_network(sub, catalog=catalog)
             log.info("sized %s: %d design(s), MILP %s in %.2f s", prefix, len(result.designs), result.status,
                      result.solve_time_s)
@@ -729,8 +727,9 @@ def _run_codesign(spec: StudySpec, problem: Problem, out_dir: Path, *, workers: 
         from designer.network.api import solve_network
         from designer.network.design import design_to_system
 
-        sub = with_cost_terms(spec, nd.resolve(spec.network, spec.base_dir), design_field_prefix(nd))
-        cat = study_catalog(sub, design_field_prefix(nd))
+        where = design_field_prefix(nd)
+        sub = with_cost_terms(spec, nd.resolve(spec.network, spec.base_dir), where)
+        cat = study_catalog(sub, where)
         try:
             res = solve_network(sub, catalog=cat)
         except InfeasibleDesign as err:

@@ -24,15 +24,9 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _nic_width(bom: dict[str, Any]) -> str:
-    """The rail width in words: NICs per GPU, or how many GPUs share one NIC."""
-    shared = int(bom.get("gpus_per_nic") or 1)
-    return f"1 NIC per {shared} GPUs" if shared > 1 else f"{bom['nics_per_gpu']} NIC(s) per GPU"
-
-
 def print_bom(bom: dict[str, Any]) -> None:
     console.print(f"[bold]{bom['family']}[/bold]: {bom['n_gpus']:,} GPUs, HB domain {bom['hb_domain_size']}, "
-                  f"radix {bom['radix']} x {bom['port_gbps']:g}G, {_nic_width(bom)}, "
+                  f"radix {bom['radix']} x {bom['port_gbps']:g}G, {bom['nics_per_gpu'] / bom['gpus_per_nic']:g} NIC(s) per GPU, "
                   f"{bom['convention']} counting, prices {bom['prices_name']}")
     table = Table("tier", "switches", "down ports", "up ports", "down links", "oversubscription", "span GPUs")
     for t in bom["tiers"]:
@@ -180,7 +174,7 @@ def print_network_result(result: Any) -> None:
                   + (" (stopped at the time limit; the gap is against the tighter of HiGHS's bound and the LP relaxation)"
                      if result.status == "incumbent" else ""))
     print_rows("", [{"design": d.label, "family": d.family.value, "platform": d.platform, "GPUs": f"{d.n_gpus:,}",
-                     "NIC": f"{d.nics_per_gpu}x{d.nic_gbps:g}G" if d.gpus_per_nic == 1 else f"1x{d.nic_gbps:g}G/{d.gpus_per_nic} GPUs", "switch": f"{d.switch} {d.radix}x{d.port_gbps:g}G",
+                     "NIC": f"{d.nics_per_gpu / d.gpus_per_nic:g}x{d.nic_gbps:g}G", "switch": f"{d.switch} {d.radix}x{d.port_gbps:g}G",
                      "tiers": str(d.n_tiers), "switches": _fmt(d.bom.switch_count),
                      "optics": _fmt(d.bom.transceiver_count), "capex (M$)": f"{d.capex_usd / 1e6:,.1f}",
                      "power (MW)": f"{d.power_w / 1e6:,.2f}"} for d in result.designs])

@@ -359,8 +359,6 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
     tokens = b * s / cp  # tokens of this CP rank
     a_local = a / tp
     gp, ge = prec.gemm_peak_flops, prec.gemm_max_eff
-    # a [tokens, h] activation as each rank holds it: split over TP under sequence parallelism
-    h_local = np.where(sp, h / tp, h)
 
     # Linear layers (Megatron column/row parallel): QKV (or MLA projections), attention output.
     f_qkv_tok, f_up_tok, f_out_tok, dqk, dv = attention_projection_flops_per_token(llm, tp)
@@ -461,6 +459,7 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
     # residual, write out), fused with dropout (+ a uint8 mask) where the model has it. Without
     # sequence parallelism these are replicated on every TP rank; with it they are split
     # (Korthikanti §4.2.2).
+    h_local = np.where(sp, h / tp, h)
     norm_bytes = 2 * (2 * tokens * h_local * ACT_BYTES)
     residual_bytes = 2 * tokens * h_local * (3 * ACT_BYTES + (MASK_BYTES if llm.dropout else 0.0))
     # Low-precision recipes quantise every linear-layer input (forward) and output gradient
@@ -473,14 +472,14 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
     # Engine's LayerNormLinear: layernorm_fwd_fp8, gather_along_first_dim, fp8_transpose; torchao's
     # Float8ColwiseParallel casts before its redistribute).
     cpe = prec.cast_bytes_per_element
-    gathered_fwd = tokens * h + gathered_mlp
-    gathered_bwd = tokens * h + gathered_mlp
+    # the attention input and the MLP's (forward); their counterparts' gradients (backward), alike
+    gathered = tokens * h + gathered_mlp
     on_shard = 0.0
     if cpe:
         shard = ((cpe - 1.0) / tp + 2.0) if prec.sp_transpose_after_gather else cpe / tp
         on_shard = np.where(np.asarray(sp) & (tp > 1) & prec.sp_cast_on_shard, shard, cpe)
-    cast_bytes = (qkv_in_elems + tokens * a_local * dv + in_elems) * cpe + gathered_fwd * on_shard
-    cast_bwd_bytes = (qkv_out_elems + out_elems) * cpe + gathered_bwd * on_shard
+    cast_bytes = (qkv_in_elems + tokens * a_local * dv + in_elems) * cpe + gathered * on_shard
+    cast_bwd_bytes = (qkv_out_elems + out_elems) * cpe + gathered * on_shard
     hbm = hbm_bytes_per_s * calib.hbm_efficiency
     # PyTorch eager mode: the same ops, one kernel each (EAGER_* above)
     eager = np.asarray(eager, float)
