@@ -464,10 +464,14 @@ def megatron_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus: i
     # attention kernel: TransformerConfig.attention_backend (AttnBackend flash|fused|unfused|local|auto);
     # 'fused' is TE's cuDNN fused attention, 'auto' lets TE pick the generation's best
     backend = {AttentionKernel.flash: "auto", AttentionKernel.flash2: "flash", AttentionKernel.flash3: "flash",
-               AttentionKernel.cudnn: "fused", AttentionKernel.unfused: "unfused"}[s.attention_kernel]
+               AttentionKernel.cudnn: "fused", AttentionKernel.unfused: "unfused",
+               AttentionKernel.triton: "flash"}[s.attention_kernel]
     a += ["--attention-backend", backend]
-    if s.attention_kernel in (AttentionKernel.flash2, AttentionKernel.flash3):
-        a += ["--flash-attention-version", "2" if s.attention_kernel == AttentionKernel.flash2 else "3"]
+    if s.attention_kernel == AttentionKernel.triton:
+        notes.append("attention_kernel triton (llm-foundry's Triton kernel) has no Megatron-LM backend: written as "
+                     "FlashAttention-2, which runs faster than designer priced")
+    if s.attention_kernel in (AttentionKernel.flash2, AttentionKernel.flash3, AttentionKernel.triton):
+        a += ["--flash-attention-version", "3" if s.attention_kernel == AttentionKernel.flash3 else "2"]
     precision_aware = (training.grad_accumulation_dtype == "bf16" or training.optimizer_state_dtype == "bf16"
                        or s.offload_optimizer or s.offload_weights)
     if s.offload_optimizer or s.offload_weights:

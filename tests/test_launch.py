@@ -595,3 +595,14 @@ def test_a_recompute_module_megatron_lacks_is_left_out_of_its_flags_and_said():
     ns = MEGATRON_PARSER.parse_args(launch.script_args)
     assert ns.recompute_modules == ["core_attn", "mlp"]
     assert any("attn_out_proj" in n and "no recompute module" in n for n in launch.notes)
+
+
+def test_the_triton_attention_kernel_is_written_as_flashattention2_and_said():
+    # Megatron-LM's --attention-backend has no Triton kernel (AttnBackend flash|fused|unfused|local|auto):
+    # FlashAttention-2 is the nearest, and the note says it runs faster than designer priced
+    llm = load_model("llama2-7b")
+    s = Strategy(dp=8, zero_stage=1, attention_kernel=AttentionKernel.triton)
+    launch = megatron_launch(llm, _train(4096, 64), s, 8, 8)
+    ns = MEGATRON_PARSER.parse_args(launch.script_args)
+    assert (ns.attention_backend, ns.flash_attention_version) == ("flash", 2)
+    assert any(n.startswith("attention_kernel triton") and "FlashAttention-2" in n for n in launch.notes)

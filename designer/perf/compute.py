@@ -47,7 +47,7 @@ EAGER_GATED_ACT_EXTRA_BYTES = 4.0
 LOW_PRECISIONS = ("fp8", "mxfp8", "nvfp4")
 # fp8 recipes with one scale per tensor, whose transposed copy is a transpose of the quantised one
 PER_TENSOR_FP8_RECIPES = ("delayed", "current")
-ATTENTION_KERNELS = ("flash", "flash2", "flash3", "cudnn", "unfused")  # StrategyArrays.kernel codes
+ATTENTION_KERNELS = ("flash", "flash2", "flash3", "cudnn", "unfused", "triton")  # StrategyArrays.kernel codes
 KERNEL_UNFUSED = 4
 FLASH_BLOCK = 128  # query/key tile of the fused attention kernels (FA2/FA3, cuDNN): causal blocks
 

@@ -219,7 +219,7 @@ _SCHEDULES = ("gpipe", "1f1b", "interleaved", "zero_bubble", "dualpipe")  # code
 _RECOMPUTES = ("none", "selective", "full")  # codes 0, 1, 2 (perf.memory.RECOMPUTE_*)
 # bit of each selective-recompute module in StrategyArrays.rc_modules (perf.memory.RC_*)
 _RECOMPUTE_MODULES = ("core_attn", "layernorm", "mlp", "moe", "moe_act", "mla_up_proj", "attn_out_proj")
-_ATTENTION_KERNELS = ("flash", "flash2", "flash3", "cudnn", "unfused")  # codes 0-4
+_ATTENTION_KERNELS = ("flash", "flash2", "flash3", "cudnn", "unfused", "triton")  # codes 0-5
 _RANK_ORDERS = ("tp-cp-dp-pp", "tp-cp-pp-dp")  # codes 0, 1
 CP_COMMS = ("p2p", "all_gather", "a2a")  # codes 0-2 (Strategy.cp_comm)
 

@@ -298,13 +298,16 @@ class RecomputeModule(str, Enum):
 class AttentionKernel(str, Enum):
     """The attention implementation. flash: the generation's standard fused kernel (FlashAttention-2
     on Ampere, cuDNN/FlashAttention-3 on Hopper, cuDNN on Blackwell); flash2 / flash3 / cudnn name a
-    kernel; unfused materialises the scores in HBM (Megatron 2021)."""
+    kernel; triton is llm-foundry's Triton FlashAttention (attn_impl: triton, a port of the 2022
+    HazyResearch Triton kernel that takes ALiBi as a bias: what MPT ran before FlashAttention-2 had
+    ALiBi); unfused materialises the scores in HBM (Megatron 2021)."""
 
     flash = "flash"
     flash2 = "flash2"
     flash3 = "flash3"
     cudnn = "cudnn"
     unfused = "unfused"
+    triton = "triton"
 
 
 class RankOrder(str, Enum):

@@ -165,6 +165,18 @@ def test_infeasible_kinds(kw, kind):
     assert isinstance(r, Infeasible) and r.kind == kind and "\n" not in r.reason
 
 
+def test_the_triton_attention_kernel_runs_where_it_was_measured_and_is_refused_elsewhere():
+    # llm-foundry's Triton kernel has figures for the GPUs its MPT runs used (compute_efficiency.yaml
+    # attention.kernels.triton: Ampere, Hopper); on Blackwell designer has none and says so
+    llm = load_model("gpt-1.7b")
+    tr = TrainingSpec(sequence_length=2048, global_batch_sequences=64, total_tokens=1e9)
+    st = Strategy(dp=8, attention_kernel="triton")
+    for gpu in ("a100_80gb", "h100_sxm"):
+        assert isinstance(evaluate_system(llm, tr, st, cluster(gpu, 8), calib=CAL), Metrics)
+    r = evaluate_system(llm, tr, st, cluster("b200", 8), calib=CAL)
+    assert isinstance(r, Infeasible) and r.reason == "attention_kernel triton does not exist on blackwell GPUs (b200)"
+
+
 def test_moe_host_time_per_local_expert_by_hand():
     # Mixtral 8x7B: 32 MoE layers of 8 experts. At EP 2 each GPU holds 4 local experts; with
     # framework_per_expert_s = 1 ms every MoE layer and microbatch computes 4 x 1 ms longer

@@ -23,10 +23,10 @@ from tests.perf import modern_runs
 # dense-fsdp's share within 10% fell from 85% when the fp8 casts were counted where they run
 # (compute_efficiency.yaml sources.fitted): torchtitan's power-capped H100 fp8 rows (TT-3, TT-10, TT-14,
 # TT-24, TT-27) sit within 0.6 points of the line, on either side
-BOUNDS = {  # set: (MAPE bound, share of rows within 10%, at least) -- reached: 4.7%/88%, 6.4%/80%, 10.6%/71%, 14.1%/66%
+BOUNDS = {  # set: (MAPE bound, share of rows within 10%, at least) -- reached: 4.7%/88%, 6.3%/81%, 10.0%/71%, 14.1%/66%
     "dense-3d": (0.050, 0.87),
-    "dense-fsdp": (0.066, 0.79),
-    "long-ctx": (0.11, 0.70),
+    "dense-fsdp": (0.065, 0.80),
+    "long-ctx": (0.105, 0.70),
     "moe": (0.145, 0.65),
 }
 
