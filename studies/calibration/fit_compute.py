@@ -132,15 +132,17 @@ def _recipe_factor(recipe):
     return f"gemm.fp8_recipe_factor.{recipe}", get, put, (0.3, 1.0)
 
 
-def _clock_scale(name, gpus):
-    """One sustained-clock factor for the parts of a generation that share a chip (B300, GB300)."""
+def _clock_scale(name, gpus, bounds=(1.0, 1.4)):
+    """One sustained-clock factor for the parts of a generation that share a chip (B300, GB300), or
+    for a part held below its generation's clocks (a power-capped H100; its GEMM ceilings are its own,
+    so the factor moves its attention kernels)."""
     def get(c):
         return dict(c.compute.gpu_clock_scales).get(gpus[0], 1.0)
 
     def put(c, x):
         rows = tuple(r for r in c.compute.gpu_clock_scales if r[0] not in gpus) + tuple((g, x) for g in gpus)
         return dataclasses.replace(c, compute=dataclasses.replace(c.compute, gpu_clock_scales=rows))
-    return f"gemm.clock_scale.{name}", get, put, (1.0, 1.4)
+    return f"gemm.clock_scale.{name}", get, put, bounds
 
 
 def _tied_ceiling(arch, prec, to_arch, to_prec):
@@ -162,14 +164,14 @@ PARAMS = [
     (_ceiling("blackwell", "nvfp4"), DENSE),
     (_gpu_ceiling("h100_96gb_500w", "bf16", "hopper"), DENSE), (_gpu_ceiling("h100_96gb_500w", "fp8", "hopper"), DENSE),
     # cuDNN's attention is not fitted: it is measured (compute_efficiency.yaml attention.kernels.cudnn)
-    # FlashAttention-2 on Ampere is the literature's figure, not fitted (compute_efficiency.yaml sources.attention)
-    (_attention("flash2", "hopper"), DENSE),
+    # FlashAttention-2's figures are the literature's, not fitted (compute_efficiency.yaml sources.attention)
     (_attention("triton", "hopper"), DENSE), (_attention("triton", "ampere"), DENSE),
     (_scalar("hbm_efficiency", 0.4, 0.95), DENSE), (_scalar("framework_per_layer_s", 0.0, 2e-3), DENSE + MOE),
     (_scalar("framework_per_iteration_s", 0.0, 0.2), DENSE + MOE), (_scalar("framework_per_expert_s", 0.0, 1e-3), MOE),
     (_scalar("overlap_slowdown", 0.0, 0.5), DENSE + MOE),
     (_scalar("grouped_gemm_efficiency", 0.2, 1.0), MOE), (_recipe_factor("rowwise"), DENSE),
     (_clock_scale("blackwell_ultra", ("b300", "gb300")), DENSE + MOE),
+    (_clock_scale("h100_96gb_500w", ("h100_96gb_500w",), (0.4, 1.0)), DENSE),
 ]
 
 

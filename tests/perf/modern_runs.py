@@ -104,6 +104,30 @@ def stated_recompute(row: dict):
     return rc if rc is not None else recipes().get(row["id"], {}).get("recompute")
 
 
+def container_release(row: dict) -> str | None:
+    """The NeMo / Megatron-Bridge container (YY.MM) a row's source names, read from the source, the
+    row id or the row's notes (training-runs-modern.md: S2 is NeMo 24.07's table, S5's NeMo rows ran
+    24.12, S4's ids carry their release)."""
+    if row["source"] == "S2":
+        return "24.07"
+    if row["source"] == "S5":
+        return None if row["framework"] == "maxtext" else "24.12"
+    if row["source"] == "S4":
+        m = re.match(r"MB(\d\d)(\d\d)", row["id"])
+        return f"{m.group(1)}.{m.group(2)}"
+    if row["source"] in ("S3", "S6", "S11"):
+        m = re.search(r"NeMo (\d\d)\.(\d\d)", row["notes"])
+        return f"{m.group(1)}.{m.group(2)}" if m else None
+    return None
+
+
+def attention_kernel_for(row: dict) -> str:
+    """The framework's attention kernel, or FlashAttention-2 where the row's container turned cuDNN's
+    off (modern_systems.yaml flash2_containers)."""
+    fw = systems()["frameworks"][row["framework"]]
+    return "flash2" if container_release(row) in fw.get("flash2_containers", ()) else fw["attention_kernel"]
+
+
 def strategy_for(row: dict) -> Strategy:
     fw = systems()["frameworks"][row["framework"]]
     rc = stated_recompute(row)
@@ -152,7 +176,7 @@ def strategy_for(row: dict) -> Strategy:
         sequence_parallel=fw["sequence_parallel"] and row["tp"] > 1, microbatch_size=mbs or 1,
         schedule=schedule, virtual_stages=vp if interleaved else 1, pipeline_flushes=flushes, zero_stage=zero,
         fsdp_reshard_after_forward=fw["reshard_under_pp"] or row["pp"] == 1, shard_group_size=shard_group,
-        recompute=recompute, recompute_modules=modules, attention_kernel=fw["attention_kernel"],
+        recompute=recompute, recompute_modules=modules, attention_kernel=attention_kernel_for(row),
         overlap_tp_comm=overlap_tp and row["tp"] > 1, cp_comm=fw.get("cp_comm", "p2p"),
         overlap_ep_comm=row["framework"] == "deepseek" or _EP_OVERLAP.search(overlap) is not None
         or recipe.get("overlap_ep_comm", False),

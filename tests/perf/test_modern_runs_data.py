@@ -434,25 +434,9 @@ NCCL_RELEASES = {"2.20": "2024-03-06", "2.21": "2024-04-03", "2.22": "2024-06-19
                  "2.28": "2025-09-06", "2.29": "2026-01-07", "2.30": "2026-04-20"}
 
 
-def container_release(row) -> str | None:
-    """The NeMo / Megatron-Bridge container (YY.MM) a row's source names, read from the source, the
-    row id or the row's notes."""
-    if row["source"] == "S2":
-        return "24.07"
-    if row["source"] == "S5":
-        return None if row["framework"] == "maxtext" else "24.12"
-    if row["source"] == "S4":
-        m = re.match(r"MB(\d\d)(\d\d)", row["id"])
-        return f"{m.group(1)}.{m.group(2)}"
-    if row["source"] in ("S3", "S6", "S11"):
-        m = re.search(r"NeMo (\d\d)\.(\d\d)", row["notes"])
-        return f"{m.group(1)}.{m.group(2)}" if m else None
-    return None
-
-
 @pytest.mark.parametrize("row", ROWS, ids=IDS)
 def test_nccl_version_is_the_newest_release_out_by_the_tenth_of_the_container_month(row):
-    rel = container_release(row)
+    rel = modern_runs.container_release(row)
     if rel is None:
         assert row["nccl_version"] is None
         return
@@ -469,3 +453,16 @@ def test_a_row_is_priced_with_its_containers_nccl_release():
     # a source naming no container keeps the shipped release, and the compute calibration is untouched
     assert modern_runs.calibration_for(by_id["TT-1"], calib) is calib
     assert modern_runs.calibration_for(by_id["NLS-H9"], calib).compute is calib.compute
+
+
+def test_each_row_runs_the_attention_kernel_its_software_ran():
+    # NeMo Framework Launcher 24.01-24.07 set NVTE_FUSED_ATTN: 0 (cuDNN's attention off; Transformer
+    # Engine then runs flash-attn 2), gone at 24.09; llm-foundry's MPT benchmark script defaulted
+    # attn_impl to triton; everything else keeps its framework's kernel (modern_systems.yaml)
+    by_id = {r["id"]: r for r in ROWS}
+    kernel = {rid: modern_runs.strategy_for(by_id[rid]).attention_kernel.value
+              for rid in ("NLS-H3", "NLS-H1", "N24-1", "DG-30", "MB2509-01", "MPT-2", "MPT-71", "TT-1", "FMS-2")}
+    assert kernel == {"NLS-H3": "flash2", "NLS-H1": "flash2", "N24-1": "flash2", "DG-30": "flash",
+                      "MB2509-01": "flash", "MPT-2": "triton", "MPT-71": "triton", "TT-1": "flash2",
+                      "FMS-2": "flash2"}
+    assert [modern_runs.container_release(by_id[r]) for r in ("NLS-H3", "N24-1", "DG-30")] == ["24.03", "24.07", "24.12"]
