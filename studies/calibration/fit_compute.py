@@ -201,7 +201,7 @@ def fit(cases, calib, params, sweeps: int, echo=None):
     sets it is fitted on, kept only where the objective falls; `sweeps` passes over `params`.
     Returns the calibration and the names of the parameters no case moved (the objective the same
     wherever the search probed: no row of theirs among the cases), which keep their starting value."""
-    unmoved = set()
+    flat: dict[str, bool] = {}  # name -> flat in every sweep so far
     for sweep in range(sweeps):
         for (name, get, put, (lo, hi)), sets in params:
             sub = [c for c in cases if c[0] in sets]
@@ -212,13 +212,13 @@ def fit(cases, calib, params, sweeps: int, echo=None):
                 probed.append(objective(set_errors(sub, put(calib, x))))
                 return probed[-1]
             x, v = golden(f, lo, hi, get(calib)) if sub else (get(calib), cur)
-            if not sub or max(abs(p - cur) for p in probed) < 1e-12:
-                unmoved.add(name)
-            elif v < cur:
+            is_flat = not sub or max(abs(p - cur) for p in probed) < 1e-12
+            flat[name] = flat.get(name, True) and is_flat
+            if not is_flat and v < cur:
                 calib, cur = put(calib, x), v
             if echo:
                 echo(f"  sweep {sweep} {name:40s} {get(calib):.4g}  objective on {'+'.join(sets)} {cur:.4f}")
-    return calib, unmoved
+    return calib, {name for name, f in flat.items() if f}
 
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode="rich")
