@@ -328,6 +328,16 @@ def test_a_choice_the_catalog_lacks_names_the_section_that_states_it(section, ne
     _check_one_line(code, out, err, (needle, "allowed"))
 
 
+@pytest.mark.parametrize("key,value", [("platform", "dgx_z"), ("nic", "cx9_1600g"), ("switch", "qm9700")])
+def test_a_scenario_system_the_catalog_lacks_names_its_field(key, value, tmp_path, monkeypatch, capsys):
+    scenario = yaml.safe_load(BASES["scenario"][0].read_text())
+    scenario["system"][key] = value
+    f = tmp_path / "scenario.yaml"
+    f.write_text(yaml.safe_dump(scenario, sort_keys=False))
+    code, out, err = _invoke(["evaluate", str(f)], monkeypatch, capsys)
+    _check_one_line(code, out, err, (f"field 'system.{key}' = '{value}': not in the catalog; allowed: ",))
+
+
 def test_true_in_a_list_of_numbers_is_one_clear_line(tmp_path, monkeypatch, capsys):
     # YAML's `true` in a list of counts is a slip, not 1
     study = yaml.safe_load((ROOT / "studies/quickstart/study.yaml").read_text())

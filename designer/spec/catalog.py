@@ -397,7 +397,8 @@ class Catalog(Record):
             if e.id == entry_id:
                 return e
         allowed = ", ".join(e.id for e in getattr(self, section))
-        raise SpecError(f"{section[:-1] if section != 'media' else 'media'} '{entry_id}' is not in the catalog; allowed: {allowed}")
+        kind = {"switches": "switch", "media": "media"}.get(section, section[:-1])  # the singular
+        raise SpecError(f"{kind} '{entry_id}' is not in the catalog; allowed: {allowed}")
 
     def gpu(self, entry_id: str) -> Gpu:
         return self._get("gpus", entry_id)
