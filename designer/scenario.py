@@ -94,21 +94,12 @@ def load_scenario(path: str | Path) -> Scenario:
     return validate(Scenario, data, where=str(path))
 
 
-def _catalog_entry(catalog: Catalog, section: str, field: str, entry_id: str):
-    """The catalog entry a scenario field names, or one line naming the field and the ids allowed."""
-    entries = getattr(catalog, section)
-    for e in entries:
-        if e.id == entry_id:
-            return e
-    raise SpecError(f"field '{field}' = '{entry_id}': not in the catalog; allowed: {', '.join(e.id for e in entries)}")
-
-
 def build_system(choice: SystemChoice, catalog: Catalog) -> ClusterSystem:
     """The ClusterSystem of a named cluster: platform HB domain + closed-form physical network."""
-    plat = _catalog_entry(catalog, "platforms", "system.platform", choice.platform)
+    plat = catalog.platform(choice.platform, "system.platform")
     gpu = catalog.gpu(plat.gpu)
-    nic = _catalog_entry(catalog, "nics", "system.nic", choice.nic)
-    switch = _catalog_entry(catalog, "switches", "system.switch", choice.switch)
+    nic = catalog.nic(choice.nic, "system.nic")
+    switch = catalog.switch(choice.switch, "system.switch")
     modes = [m for m in switch.modes if m.port_gbps == nic.gbps]
     if not modes:
         allowed = ", ".join(f"{m.port_gbps:g}G" for m in switch.modes)

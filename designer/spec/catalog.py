@@ -392,28 +392,32 @@ class Catalog(Record):
                                  f"{cls.value} reach at {m.lane_gbps:g}G per lane (reach rule '{rule.id}')")
         return self
 
-    def _get(self, section: str, entry_id: str) -> Any:
+    def _get(self, section: str, entry_id: str, field: str | None = None) -> Any:
+        """The entry, or one line naming what was asked for (the input `field` that states it, where
+        the caller knows it) and the ids allowed."""
         for e in getattr(self, section):
             if e.id == entry_id:
                 return e
         allowed = ", ".join(e.id for e in getattr(self, section))
+        if field is not None:
+            raise SpecError(f"field '{field}' = '{entry_id}': not in the catalog; allowed: {allowed}")
         kind = {"switches": "switch", "media": "media"}.get(section, section[:-1])  # the singular
         raise SpecError(f"{kind} '{entry_id}' is not in the catalog; allowed: {allowed}")
 
     def gpu(self, entry_id: str) -> Gpu:
         return self._get("gpus", entry_id)
 
-    def platform(self, entry_id: str) -> Platform:
-        return self._get("platforms", entry_id)
+    def platform(self, entry_id: str, field: str | None = None) -> Platform:
+        return self._get("platforms", entry_id, field)
 
-    def nic(self, entry_id: str) -> Nic:
-        return self._get("nics", entry_id)
+    def nic(self, entry_id: str, field: str | None = None) -> Nic:
+        return self._get("nics", entry_id, field)
 
     def dpu(self, entry_id: str) -> Dpu:
         return self._get("dpus", entry_id)
 
-    def switch(self, entry_id: str) -> Switch:
-        return self._get("switches", entry_id)
+    def switch(self, entry_id: str, field: str | None = None) -> Switch:
+        return self._get("switches", entry_id, field)
 
     def medium(self, entry_id: str) -> LinkMedia:
         return self._get("media", entry_id)

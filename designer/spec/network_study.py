@@ -527,10 +527,6 @@ def study_catalog(study: NetworkStudy, prefix: str = "") -> Catalog:
     return catalog
 
 
-def _ids(section: tuple) -> list[str]:
-    return [e.id for e in section]
-
-
 def family_can_use_radix(family: str, radix: int) -> bool:
     """Every family is a folded Clos whose lower tiers split a switch into R/2 down and R/2 up ports,
     so the radix must be even and >= 4 (designer.network.topology.check_radix, railonly.md §2)."""
@@ -542,11 +538,9 @@ def check_against_catalog(study: NetworkStudy, catalog: Catalog, prefix: str = "
     `prefix` is the study's path in its file ("network." when it is a section of a study)."""
     ch = study.choices
     for i, pid in enumerate(ch.platforms):
-        if pid not in _ids(catalog.platforms):
-            raise SpecError(f"field '{prefix}choices.platforms.{i}' = '{pid}': not in the catalog; allowed: {', '.join(_ids(catalog.platforms))}")
+        catalog.platform(pid, f"{prefix}choices.platforms.{i}")
     for i, n in enumerate(ch.nics):
-        if n.id not in _ids(catalog.nics):
-            raise SpecError(f"field '{prefix}choices.nics.{i}.id' = '{n.id}': not in the catalog; allowed: {', '.join(_ids(catalog.nics))}")
+        catalog.nic(n.id, f"{prefix}choices.nics.{i}.id")
         for k in n.nics_per_gpu:
             limits = {p: catalog.platform(p).max_nics_per_gpu for p in ch.platforms}
             if all(k > lim for lim in limits.values()):
@@ -559,9 +553,7 @@ def check_against_catalog(study: NetworkStudy, catalog: Catalog, prefix: str = "
                     f"field '{prefix}choices.nics.{i}.nics_per_gpu' = {k:g}: no chosen platform shares a NIC between GPUs; "
                     f"allowed: >= {min(lows.values()):g}")
     for i, s in enumerate(ch.switches):
-        if s.id not in _ids(catalog.switches):
-            raise SpecError(f"field '{prefix}choices.switches.{i}.id' = '{s.id}': not in the catalog; allowed: {', '.join(_ids(catalog.switches))}")
-        radices = [m.radix for m in catalog.switch(s.id).modes]
+        radices = [m.radix for m in catalog.switch(s.id, f"{prefix}choices.switches.{i}.id").modes]
         for r in s.radix:
             if r not in radices:
                 raise SpecError(f"field '{prefix}choices.switches.{i}.radix' = {r}: switch {s.id} has no such mode; allowed: {radices}")
