@@ -361,7 +361,11 @@ def check_complete(out_dir: str | Path) -> dict[str, Any]:
     if not d.is_dir():
         raise SpecError(f"'{out_dir}' is not a study output folder (no such folder)")
     if not rec.is_file():
-        if (d / "pareto.csv").exists():
+        if any((d / PREVIOUS_RESULTS).glob(".moving-*")):
+            # a run of an edited study was stopped while it set the earlier results aside
+            raise SpecError(f"'{out_dir}' is incomplete (a run was stopped while moving the earlier results into "
+                            f"{PREVIOUS_RESULTS}/, where they are kept); rerun the study")
+        if (d / "pareto.csv").exists() or any(d.glob(".staging-*")):
             raise SpecError(f"'{out_dir}' is incomplete (no meta.json: a run was stopped while writing); rerun the study")
         raise SpecError(f"'{out_dir}' holds no study results; run `designer run STUDY.yaml --out {out_dir}` first")
     try:

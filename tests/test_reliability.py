@@ -325,6 +325,19 @@ def test_an_edited_study_takes_the_folder_and_keeps_the_earlier_results(complete
     moving.mkdir(parents=True)
     for name in ("pareto.csv", "designs.csv"):
         (d2 / name).replace(moving / name)
+    # killed once every file and the record had gone aside: the folder is refused as interrupted
+    # (not as one that never held results), and the rerun completes it too
+    d3 = tmp_path / "out3"
+    shutil.copytree(res.out_dir, d3)
+    moving3 = d3 / "previous" / f".moving-{spec.spec_hash()[:12]}"
+    moving3.mkdir(parents=True)
+    for rel in [*sorted(json.loads((d3 / "meta.json").read_text())["files"]), "meta.json"]:
+        (moving3 / rel).parent.mkdir(parents=True, exist_ok=True)
+        (d3 / rel).replace(moving3 / rel)
+    with pytest.raises(SpecError, match="stopped while moving the earlier results into previous/.*rerun"):
+        check_complete(d3)
+    run_study(load_study(edited), out_dir=d3)
+    assert check_complete(d3 / "previous" / spec.spec_hash()[:12])["spec_hash"] == spec.spec_hash()
     run_study(load_study(edited), out_dir=d2)
     assert [p.name for p in (d2 / "previous").iterdir()] == [spec.spec_hash()[:12]]
     assert check_complete(d2 / "previous" / spec.spec_hash()[:12])["spec_hash"] == spec.spec_hash()

@@ -1405,14 +1405,18 @@ def p2p_net_channels(e: _Env) -> np.ndarray:
     halved while it times ceil(nRanks / NCCL_MAX_DEV_WORK_P2P_PER_BATCH) exceeds p2pnChannels, so
     that every peer fits in one round; before 2.29 it starts at 2, halved while it times nRanks
     exceeds 4 p2pnChannels, and is at least the NIC count. A large message uses all of them."""
-    c, p = e.c, e.p
+    return _p2p_net_channels(e.n_ch, e.p, e.system, e.c)
+
+
+def _p2p_net_channels(n_ch, p, system: ClusterSystem, c: CollectiveCalibration) -> np.ndarray:
     # graph channels: one per NIC (n_ch), doubled by ncclTopoDupChannels unless there are more
     # than 4 of them (it skips sm90+ graphs with nCh > 4 and bwIntra < 50); then the runtime copy
-    graph = e.n_ch * np.where(e.n_ch <= 4, 2.0, 1.0)
+    graph = n_ch * np.where(n_ch <= 4, 2.0, 1.0)
     total = np.minimum(_pow2_up(c.runtime_channels_per_search_channel * graph), 64.0)
-    nics = float(e.system.nics_per_gpu)
+    nics = float(system.nics_per_gpu)
     if _at_least(c, "2.29"):
-        ch = _pow2_up(np.maximum(nics, np.ceil(e.nic / c.p2p_net_channel_bytes_per_s - 1e-9)))
+        ch = _pow2_up(np.maximum(nics, np.ceil(system.nic_bandwidth_per_gpu_bytes_per_s
+                                                / c.p2p_net_channel_bytes_per_s - 1e-9)))
         rounds = np.ceil(p / c.p2p_ops_per_batch - 1e-9)
         for _ in range(7):  # at most 64 -> 1
             ch = np.where((ch * rounds > total) & (ch > 1), ch / 2, ch)
@@ -1421,6 +1425,26 @@ def p2p_net_channels(e: _Env) -> np.ndarray:
         ch = np.where(2.0 * p > 4.0 * total, 1.0, ch)
         ch = _pow2_up(np.maximum(ch, nics))
     return np.minimum(ch, total)
+
+
+def send_recv_channel_share(size, ranks_per_domain, system: ClusterSystem, calib: CollectiveCalibration):
+    """The thread blocks (NCCL channels, one SM each) one send/recv holds while it runs, as a share
+    of those a collective holds: the compute beside hidden communication loses SMs in proportion
+    (iteration.hidden_cost). A peer inside the HB domain gets 2 channels per NVLink (paths.cc
+    ncclTopoGetNchannels: `2*std::max(1, (int)(path->bw / nvlBw))`), a collective's full
+    complement: share 1. A peer in another domain gets p2p_net_channels (NCCL 2.29: max(NICs, NIC
+    GB/s / NCCL_P2P_PER_CHANNEL_NET_BW), 4 for a 400 Gb/s NIC; 2 before) against those 2 per
+    NVLink: 4 of an 18-link domain's 36. Collectives keep share 1 whatever their span: the fitted
+    overlap_slowdown describes them within and across domains together (a share by their channels
+    across domains, one per NIC of the domain, 8 of 18 for a node of 8 single-NIC GPUs, priced the
+    sharded data-parallel rows of the calibration 6.1-6.6 % MAPE against 5.9 %)."""
+    p = np.asarray(size, float)
+    g = np.minimum(np.asarray(ranks_per_domain, float), p)
+    arch = _architecture(system, calib)
+    links = system.hb.bandwidth_per_gpu_bytes_per_s / arch.nvlink_line_rate_per_link_bytes_per_s
+    n_ch = np.minimum(g * system.nics_per_gpu, calib.max_channels)
+    peer = _p2p_net_channels(n_ch, p, system, calib)
+    return np.where(p > g, np.minimum(peer / (2.0 * max(links, 1.0)), 1.0), 1.0)
 
 
 def _p2p(e: _Env, proto: int):

@@ -327,7 +327,9 @@ def precisions(system: ClusterSystem, training: TrainingSpec, calib: PerfCalibra
 @dataclass(frozen=True)
 class StageLayout:
     """Layers per pipeline stage, per strategy. first/last: the end stages' layers; mid_max: the
-    largest middle stage (pp > 2); *_moe: how many of a stage's layers are MoE layers."""
+    largest middle stage (pp > 2); mid_long: how many middle stages hold mid_max layers, the earliest
+    ones (the others hold one fewer); *_moe: how many of a stage's layers are MoE layers (mid_min_moe:
+    of a short middle stage)."""
 
     first: np.ndarray
     last: np.ndarray
@@ -336,6 +338,8 @@ class StageLayout:
     last_moe: np.ndarray
     mid_moe: np.ndarray
     valid: np.ndarray
+    mid_long: np.ndarray
+    mid_min_moe: np.ndarray
 
 
 def default_end_stages(n_layers: int, pp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -381,11 +385,14 @@ def stage_layout(llm: LLMSpec, S: StrategyArrays) -> StageLayout:
     last = np.where(pp == 1, L, np.where(l_fixed, l_given, base))
     # the remainder goes to the earliest free stages: the first (when free) takes one of it
     mid_max = np.where(pp > 2, base + (rem > (~f_fixed).astype(np.int64)), 0)
+    n_mid = np.maximum(pp - 2, 0)
+    mid_long = np.where(rem > (~f_fixed).astype(np.int64),
+                        np.minimum(rem - (~f_fixed).astype(np.int64), n_mid), n_mid)
     valid = (rest >= 0) & ((free > 0) | (rest == 0))
     n_dense, n_moe = cmp.layer_kinds(llm)
     if llm.moe is None:
         z = np.zeros_like(first)
-        return StageLayout(first, last, mid_max, z, z, z, valid)
+        return StageLayout(first, last, mid_max, z, z, z, valid, mid_long, z)
     fd = llm.moe.first_dense_layers
     interval = llm.moe.moe_layer_interval
 
@@ -398,7 +405,9 @@ def stage_layout(llm: LLMSpec, S: StrategyArrays) -> StageLayout:
     first_moe = moe_in(first, 0)
     last_moe = np.where(pp == 1, first_moe, moe_in(last, L - last))
     mid_moe = moe_in(mid_max, first)
-    return StageLayout(first, last, mid_max, first_moe, last_moe, mid_moe, valid)
+    # a short middle stage follows the long ones
+    mid_min_moe = moe_in(np.maximum(mid_max - 1, 0), first + mid_long * mid_max)
+    return StageLayout(first, last, mid_max, first_moe, last_moe, mid_moe, valid, mid_long, mid_min_moe)
 
 
 @dataclass(frozen=True)
@@ -477,12 +486,19 @@ def _context(llm, training, S, system, calib) -> _Context:
 # ---------------------------------------------------------------------------------------------
 
 
-def hidden_cost(comm_s, budget_s, ctx: _Context):
+def hidden_cost(comm_s, budget_s, ctx: _Context, sm_share=1.0):
     """Exposed seconds of communication overlapped with `budget_s` of compute: the part that does not
     fit, plus the slowdown the hidden part inflicts on the compute it overlaps (NCCL kernels take
-    SMs and HBM bandwidth from the GEMMs running beside them; collectives.yaml is about the links)."""
+    SMs and HBM bandwidth from the GEMMs running beside them; collectives.yaml is about the links).
+    The slowdown is overlap_slowdown for a collective and scales with the channels (SMs) the
+    communication holds against a collective's: `sm_share` (collectives.send_recv_channel_share)."""
     hid = np.minimum(comm_s, np.maximum(budget_s, 0.0))
-    return comm_s - hid + ctx.calib.compute.overlap_slowdown * hid
+    return comm_s - hid + ctx.calib.compute.overlap_slowdown * sm_share * hid
+
+
+def _send_recv_sm_share(ctx: _Context, g: GroupArrays):
+    """collectives.send_recv_channel_share of a send/recv on group g."""
+    return coll.send_recv_channel_share(g.size, g.ranks_per_domain, ctx.system, ctx.calib.collectives)
 
 
 @dataclass(frozen=True)
@@ -614,8 +630,10 @@ def cp_term(ctx: _Context, dense: LayerTimes) -> Term:
     steps = ctx.cp - 1
     attn_f = ctx.dense.attn_fwd_s
     attn_b = ctx.dense.attn_bwd_s
-    e_ring_f = steps * hidden_cost(ring_f.time_s, attn_f / ctx.cp, ctx)
-    e_ring = n_fwd * e_ring_f + steps * hidden_cost(ring_b.time_s, attn_b / ctx.cp, ctx)
+    # a ring neighbour in another domain is one network peer: few channels (send_recv_channel_share)
+    ring_sm = _send_recv_sm_share(ctx, ctx.pl.cp_ring)
+    e_ring_f = steps * hidden_cost(ring_f.time_s, attn_f / ctx.cp, ctx, ring_sm)
+    e_ring = n_fwd * e_ring_f + steps * hidden_cost(ring_b.time_s, attn_b / ctx.cp, ctx, ring_sm)
     t_ring = steps * (n_fwd * ring_f.time_s + ring_b.time_s)
     # a2a: Q, K, V in and the output out (each rank's local tensors), per pass
     tok = ctx.b * s / ctx.cp * cmp.ACT_BYTES
@@ -720,13 +738,17 @@ def pp_term(ctx: _Context, dense: LayerTimes, moe: LayerTimes | None) -> Term:
     interleaved = (S.schedule == mem.SCHEDULE_INTERLEAVED) & multi & S.overlap_pp
     warm = np.clip(((ctx.v - 1) * ctx.pp + ctx.pp - 1) / np.maximum(ctx.m_flush * ctx.v, 1.0), 0.0, 1.0)
     steady = total * (1.0 - warm)
-    exposed = np.where(interleaved, total * warm + hidden_cost(steady, stage_compute, ctx), total)
+    # the sends to a stage in another domain hold few channels; the NVLink all-gather a full set
+    sm = np.where(total > 0, (p2p.time_s * _send_recv_sm_share(ctx, ctx.pl.pp) + ag.time_s)
+                  / np.maximum(p2p.time_s + ag.time_s, 1e-30), 1.0)
+    exposed = np.where(interleaved, total * warm + hidden_cost(steady, stage_compute, ctx, sm), total)
     return Term(total, exposed, rows=((p2p, n, "pp"), (ag, n, "pp")))
 
 
 @dataclass(frozen=True)
 class StageTimes:
-    """Per microbatch, the slowest stage (what paces the pipeline) and the mean stage."""
+    """Per microbatch, the slowest stage (what paces the pipeline; under DualPipe the slowest rank,
+    the mean of its two stages) and the mean stage."""
 
     pace_s: np.ndarray
     mean_s: np.ndarray
@@ -763,13 +785,35 @@ def stage_times(ctx: _Context, dense: LayerTimes, moe: LayerTimes | None, dense_
     n_dense_all, n_moe_all = cmp.layer_kinds(ctx.llm)
     total = n_dense_all * d_t + n_moe_all * m_t + logits + mtp + ctx.pp * pp_exposed
     mean = total / ctx.pp
+    # DualPipe: rank r holds stage r of one direction and stage pp-1-r of the other
+    # (deepseek-ai/DualPipe examples/example_dualpipe.py: `full_modules[rank], full_modules[pp_size -
+    # 1 - rank]`) and runs half the microbatches in each, so a rank's pace is the mean of its two
+    # stages: the first stage pairs with the last, and a long middle stage with a short one unless
+    # more than half the middle stages are long (they are the earliest, rank r pairs with pp-1-r).
+    dual = (ctx.S.schedule == mem.SCHEDULE_DUALPIPE) & (ctx.pp >= 2)
+    n_mid = np.maximum(ctx.pp - 2, 0)
+    mixed_mid = (st.mid_long > 0) & (st.mid_long < n_mid) & (2 * st.mid_long <= n_mid)
+    mid_short = np.maximum(st.mid_max - 1, 0)
+    t_mid_short = np.where(ctx.pp > 2, stage(mid_short, st.mid_min_moe, 0.0), 0.0)
+    w_mid_long = np.where(dual & mixed_mid, 0.5, 1.0)  # weight of the long stage in the pair
+    t_mid = w_mid_long * t_mid + (1.0 - w_mid_long) * t_mid_short
+    ends = 0.5 * (t_first + t_last)
+    t_first, t_last = np.where(dual, ends, t_first), np.where(dual, ends, t_last)
     pace_is = np.argmax(np.stack([t_first, t_mid, t_last]), axis=0)
     pace = np.maximum.reduce([t_first, t_mid, t_last])
-    n_layers = np.choose(pace_is, [st.first, st.mid_max, st.last])
-    n_moe = np.choose(pace_is, [st.first_moe, st.mid_moe, st.last_moe])
-    n_dense = n_layers - n_moe
-    has_logits = (pace_is == 2) | (ctx.pp == 1)
-    lg = np.where(has_logits, logits + mtp, 0.0)
+    pair_end = dual & (pace_is != 1)
+    # the pace rank's share of each stage's layers: one stage, or half of each of a pair
+    first_w = np.where(pair_end, 0.5, np.where(pace_is == 0, 1.0, 0.0))
+    last_w = np.where(pair_end, 0.5, np.where(pace_is == 2, 1.0, 0.0))
+    mid_w = np.where(pace_is == 1, 1.0, 0.0)
+    n_dense = (first_w * (st.first - st.first_moe) + last_w * (st.last - st.last_moe)
+               + mid_w * (w_mid_long * (st.mid_max - st.mid_moe) + (1 - w_mid_long) * (mid_short - st.mid_min_moe)))
+    n_moe = (first_w * st.first_moe + last_w * st.last_moe
+             + mid_w * (w_mid_long * st.mid_moe + (1 - w_mid_long) * st.mid_min_moe))
+    # the output layer, loss and MTP: on the last stage (and the first when pp is 1)
+    lg_w = np.where(ctx.pp == 1, 1.0, last_w)
+    lg = lg_w * (logits + mtp)
+    has_logits = lg_w > 0
 
     def by_kind(attr):
         x = n_dense * getattr(dense, attr)
@@ -842,6 +886,15 @@ def stage_params(ctx: _Context, stt: StageTimes) -> StageParams:
     peak_i = np.argmax(tot, axis=0)
     pace_d = np.choose(np.where(stt.logits_on_pace, 2, np.where(pp > 2, 1, 0)), [first_d, mid_d, last_d])
     pace_e = np.choose(np.where(stt.logits_on_pace, 2, np.where(pp > 2, 1, 0)), [first_e, mid_e, last_e])
+    # DualPipe: the pace rank holds two stages (stage_times), the first and last or two middle ones
+    dual = (S.schedule == mem.SCHEDULE_DUALPIPE) & (pp >= 2)
+    n_mid = np.maximum(pp - 2, 0)
+    mixed = (st.mid_long > 0) & (st.mid_long < n_mid) & (2 * st.mid_long <= n_mid)
+    short = np.maximum(st.mid_max - 1, 0)
+    mid_pair_d = mid_d + np.where(mixed, dense_side(short, st.mid_min_moe, 0.0), mid_d)
+    mid_pair_e = mid_e + np.where(mixed, expert_side(st.mid_min_moe), mid_e)
+    pace_d = np.where(dual, np.where(stt.logits_on_pace, first_d + last_d, mid_pair_d), pace_d)
+    pace_e = np.where(dual, np.where(stt.logits_on_pace, first_e + last_e, mid_pair_e), pace_e)
     return StageParams(pace_dense=pace_d, pace_expert=pace_e,
                        peak_dense=np.choose(peak_i, [first_d, mid_d, last_d]),
                        peak_expert=np.choose(peak_i, [first_e, mid_e, last_e]),
@@ -863,6 +916,9 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, layer_exposed_fwd_
     gather_bytes = 1.0 if low else mem.WEIGHT_BYTES
     grad_b = mem.gradient_bytes(ctx.training.grad_reduce_dtype)
     n_layers = stt.dense_layers + stt.moe_layers
+    # a DualPipe rank holds two stages' parameters (stage_params) and runs each microbatch through
+    # one of them (stage_times): a layer's parameters are the pair's over twice its layer count
+    pair = np.where((S.schedule == mem.SCHEDULE_DUALPIPE) & (ctx.pp >= 2), 2.0, 1.0)
     # wall time of the passes (a host-bound stage lasts its launches: a third forward, two backward)
     host = n_layers * ctx.calib.compute.framework_per_layer_s * ctx.host_launched
     gpu_f = stt.fwd_s + n_layers * layer_exposed_fwd_s
@@ -893,7 +949,7 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, layer_exposed_fwd_
         if kind == "dense":
             # per-layer gathers carry the stage's embedding / output layer too (FSDP wraps them as units)
             params, g_full, n_l = sp_.pace_dense, pl.grad, n_layers
-            layer_p = params / np.maximum(n_l, 1)
+            layer_p = params / np.maximum(n_l * pair, 1)
             # HSDP: shards over the first shard_group_size ranks of the (contiguous, stride tp) group
             shard_n = sg
             if np.any(S.shard_group > 0):
@@ -906,7 +962,7 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, layer_exposed_fwd_
                 continue
             # expert weights shard over their whole expert-data-parallel group
             params, g_full, n_l = sp_.pace_expert, pl.expert_dp, stt.moe_layers
-            layer_p = params / np.maximum(n_l, 1)
+            layer_p = params / np.maximum(n_l * pair, 1)
             shard_n, g_shard, g_rep = g_full.size, g_full, _single(shape)
         hsdp = shard_n < g_full.size
         G = params * grad_b
@@ -959,11 +1015,12 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, layer_exposed_fwd_
         down = np.where(S.offload_w, layer_p * grad_b / np.maximum(shard_n, 1) / link, 0.0)
         # per-layer seconds summed over the stage's layers (dense and expert gathers share the layers'
         # compute as their hiding budget, so they are priced together below)
-        z3_f = z3_f + np.where(z3, n_l * np.maximum(agf.time_s, up), 0.0)
+        once = np.where(S.reshard, 1.0, pair)  # a gather kept for the iteration takes both stages
+        z3_f = z3_f + np.where(z3, n_l * once * np.maximum(agf.time_s, up), 0.0)
         z3_b = z3_b + np.where(z3, n_l * np.maximum(agb, np.where(S.reshard, up, 0.0)), 0.0)
-        z3_r = z3_r + np.where(z3, n_l * (np.maximum(rs3.time_s, down) + rep3.time_s), 0.0)
-        rows += [(agf, n_l * n_fwd, "dp"), (agb_node, n_l * m, "dp"), (agb_flat, n_l * m, "dp"),
-                 (rs3, n_l * n_red, "dp"), (rep3, n_l * n_red, "dp")]
+        z3_r = z3_r + np.where(z3, n_l * pair * (np.maximum(rs3.time_s, down) + rep3.time_s), 0.0)
+        rows += [(agf, n_l * once * n_fwd, "dp"), (agb_node, n_l * m, "dp"), (agb_flat, n_l * m, "dp"),
+                 (rs3, n_l * pair * n_red, "dp"), (rep3, n_l * pair * n_red, "dp")]
     hide = ov & (S.prefetch > 0)
     n = np.maximum(n_layers, 1)
 

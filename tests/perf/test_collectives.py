@@ -352,6 +352,23 @@ def test_sendrecv_across_domains_is_striped_over_few_channels(calib, p, version,
     assert n / e.time_s == pytest.approx(want_bw, rel=1e-3)
 
 
+@pytest.mark.parametrize("p,per_domain,version,share", [
+    # a pair across domains: NCCL 2.29+ stripes it over max(1 NIC, ceil(50 / 14)) = 4 channels, 2
+    # before; a peer inside the domain gets 2 per NVLink (400 GB/s over Hopper's 25 GB/s links: 16),
+    # 32, the share's denominator and a pair inside the domain's own count
+    (2, 1, "2.30", 4 / 32), (2, 1, "2.28", 2 / 32), (2, 2, "2.30", 1.0),
+    # 64 ranks, 8 per domain: the 4 halve to 2 (see the striping test above)
+    (64, 8, "2.30", 2 / 32),
+])
+def test_send_recv_holds_its_channels_share_of_the_sms(calib, p, per_domain, version, share):
+    from designer.perf.collectives import for_nccl_version, send_recv_channel_share
+
+    tiers = (NetworkTier(name="leaf", span_domains=max(p // 8, 1), cross_rail=False, bandwidth_per_gpu_bytes_per_s=B_NET),)
+    got = send_recv_channel_share(np.array([p]), np.array([per_domain]), _system(n_gpus=max(p, 8), tiers=tiers),
+                                  for_nccl_version(calib, version))
+    assert float(got[0]) == pytest.approx(share)
+
+
 def test_slow_fabric_adds_its_excess_latency_per_hop(calib):
     """A 30 us path (EFA) is 24 us slower than the 6 us NCCL's NET constants cover: a Simple hop
     pays it twice (NCCL adds latencyInter again for Simple), max(6, 14) + 2 x 24 = 62 us; LL once,

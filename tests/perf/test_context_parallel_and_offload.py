@@ -95,6 +95,23 @@ def test_ring_attention_across_nodes_sends_at_the_nics_two_node_rate():
     assert bytes_per_iteration / r["cp_s"] == pytest.approx(43.3e9, rel=0.10)
 
 
+@pytest.mark.parametrize("gpus_per_node", [8, 1])
+def test_hidden_ring_sends_slow_the_attention_by_their_channels(gpus_per_node):
+    # Llama-3 8B at 128K on cp = 8, the blocks' attention far longer than their sends, so the ring
+    # hides whole and costs only the slowdown its kernels inflict on the attention beside them:
+    # overlap_slowdown for a send inside the node (2 channels per NVLink, a collective's full set),
+    # and 4 / 36 of it for one to a peer in another node (a 400 Gb/s NIC: ceil(50 / 14) = 4 channels
+    # in NCCL 2.29+, against 2 x 18 NVLinks of the H100).
+    tr = TrainingSpec(sequence_length=131072, global_batch_sequences=1, total_tokens=1e9)
+    sy = cluster("h100_sxm", 8, hb_size=gpus_per_node)
+    st = Strategy(cp=8, recompute="full", cp_comm="p2p", overlap_dp_comm=False)
+    sigma = 0.3
+    slow = dataclasses.replace(BARE, compute=dataclasses.replace(BARE.compute, overlap_slowdown=sigma))
+    r, free = _run(st, sy, tr, slow), _run(st, sy, tr)
+    share = 1.0 if gpus_per_node == 8 else 4 / 36
+    assert r["iteration_time_s"] - free["iteration_time_s"] == pytest.approx(sigma * share * r["cp_s"], rel=1e-9)
+
+
 def test_ulysses_all_to_all_is_exposed_by_hand():
     # DeepSpeed-Ulysses on cp = 8: per layer and pass, all-to-alls of each rank's Q (s/cp·32·128),
     # K and V (s/cp·2·8·128) and output (s/cp·32·128), 2 B each; forward and backward; nothing to hide
