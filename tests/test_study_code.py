@@ -134,7 +134,11 @@ def test_ctrl_c_inside_highs_is_an_interruption_not_a_time_limit(tmp_path):
                          "families": ["rail-optimized"]},
              "gpus": {"count": 1024}, "solver": {"time_limit_s": 120, "threads": 1}}
     (tmp_path / "hard.yaml").write_text(yaml.safe_dump(study))
-    proc = subprocess.Popen([sys.executable, "-m", "designer.cli", "network", str(tmp_path / "hard.yaml")],
+    # as from a terminal: a shell starts background jobs with SIGINT ignored and children inherit
+    # that (a CI run started with `&` would), so the child takes Python's default Ctrl-C handler back
+    child = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+             "sys.argv = ['designer', 'network', sys.argv[1]]; runpy.run_module('designer.cli', run_name='__main__')")
+    proc = subprocess.Popen([sys.executable, "-c", child, str(tmp_path / "hard.yaml")],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(6)  # start-up, model build, and well into branch and bound
     assert proc.poll() is None, proc.communicate()
