@@ -328,8 +328,10 @@ def precisions(system: ClusterSystem, training: TrainingSpec, calib: PerfCalibra
 class StageLayout:
     """Layers per pipeline stage, per strategy. first/last: the end stages' layers; mid_max: the
     largest middle stage (pp > 2); mid_long: how many middle stages hold mid_max layers, the earliest
-    ones (the others hold one fewer); *_moe: how many of a stage's layers are MoE layers (mid_min_moe:
-    of a short middle stage)."""
+    ones (the others hold one fewer); mid_mixed: whether the middle stage paired with each long one
+    (stage r with stage pp-1-r, as DualPipe pairs them) is a short one, true when at most half the
+    middle stages are long and not all are; *_moe: how many of a stage's layers are MoE layers
+    (mid_min_moe: of a short middle stage)."""
 
     first: np.ndarray
     last: np.ndarray
@@ -340,6 +342,7 @@ class StageLayout:
     valid: np.ndarray
     mid_long: np.ndarray
     mid_min_moe: np.ndarray
+    mid_mixed: np.ndarray
 
 
 def default_end_stages(n_layers: int, pp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -388,11 +391,12 @@ def stage_layout(llm: LLMSpec, S: StrategyArrays) -> StageLayout:
     n_mid = np.maximum(pp - 2, 0)
     mid_long = np.where(rem > (~f_fixed).astype(np.int64),
                         np.minimum(rem - (~f_fixed).astype(np.int64), n_mid), n_mid)
+    mid_mixed = (mid_long > 0) & (mid_long < n_mid) & (2 * mid_long <= n_mid)
     valid = (rest >= 0) & ((free > 0) | (rest == 0))
     n_dense, n_moe = cmp.layer_kinds(llm)
     if llm.moe is None:
         z = np.zeros_like(first)
-        return StageLayout(first, last, mid_max, z, z, z, valid, mid_long, z)
+        return StageLayout(first, last, mid_max, z, z, z, valid, mid_long, z, mid_mixed)
     fd = llm.moe.first_dense_layers
     interval = llm.moe.moe_layer_interval
 
@@ -407,7 +411,7 @@ def stage_layout(llm: LLMSpec, S: StrategyArrays) -> StageLayout:
     mid_moe = moe_in(mid_max, first)
     # a short middle stage follows the long ones
     mid_min_moe = moe_in(np.maximum(mid_max - 1, 0), first + mid_long * mid_max)
-    return StageLayout(first, last, mid_max, first_moe, last_moe, mid_moe, valid, mid_long, mid_min_moe)
+    return StageLayout(first, last, mid_max, first_moe, last_moe, mid_moe, valid, mid_long, mid_min_moe, mid_mixed)
 
 
 @dataclass(frozen=True)
@@ -444,6 +448,8 @@ class _Context:
     # from captured CUDA graphs (no launch floor per layer, no host wait per MoE expert)
     host_launched: np.ndarray
     experts_launched: np.ndarray  # 1 where the MoE layers launch their local experts one by one from the host
+    # DualPipe: each rank holds two stages, r and pp-1-r (stage_times, stage_params, dp_term, memory_term)
+    dualpipe: np.ndarray
 
 
 def full_recompute_share(llm: LLMSpec, S: StrategyArrays) -> np.ndarray:
@@ -478,7 +484,8 @@ def _context(llm, training, S, system, calib) -> _Context:
                     rc_modules=np.where(S.recompute == mem.RECOMPUTE_SELECTIVE, S.rc_modules, 0),
                     act_bytes=b * (s / cp) * llm.hidden_size * cmp.ACT_BYTES,
                     host_launched=np.where(S.graphs, 0.0, 1.0),
-                    experts_launched=np.where(S.graphs | S.grouped_gemm, 0.0, 1.0))
+                    experts_launched=np.where(S.graphs | S.grouped_gemm, 0.0, 1.0),
+                    dualpipe=(S.schedule == mem.SCHEDULE_DUALPIPE) & (S.pp >= 2))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -497,8 +504,14 @@ def hidden_cost(comm_s, budget_s, ctx: _Context, sm_share=1.0):
 
 
 def _send_recv_sm_share(ctx: _Context, g: GroupArrays):
-    """collectives.send_recv_channel_share of a send/recv on group g."""
-    return coll.send_recv_channel_share(g.size, g.ranks_per_domain, ctx.system, ctx.calib.collectives)
+    """collectives.send_recv_channel_share of a send/recv on group g, once per distinct group shape
+    (GroupArrays.shape_code, which _ct's collectives on g compute anyway) and scattered back."""
+    code, n_shapes = g.shape_code
+    rep = np.zeros(n_shapes, np.int64)
+    rep[code.ravel()] = np.arange(code.size)  # a strategy of each shape
+    share = coll.send_recv_channel_share(g.size.ravel()[rep], g.ranks_per_domain.ravel()[rep], ctx.system,
+                                         ctx.calib.collectives)
+    return share[code]
 
 
 @dataclass(frozen=True)
@@ -631,7 +644,7 @@ def cp_term(ctx: _Context, dense: LayerTimes) -> Term:
     attn_f = ctx.dense.attn_fwd_s
     attn_b = ctx.dense.attn_bwd_s
     # a ring neighbour in another domain is one network peer: few channels (send_recv_channel_share)
-    ring_sm = _send_recv_sm_share(ctx, ctx.pl.cp_ring)
+    ring_sm = _send_recv_sm_share(ctx, ctx.pl.cp_ring) if ring_f.live else 1.0
     e_ring_f = steps * hidden_cost(ring_f.time_s, attn_f / ctx.cp, ctx, ring_sm)
     e_ring = n_fwd * e_ring_f + steps * hidden_cost(ring_b.time_s, attn_b / ctx.cp, ctx, ring_sm)
     t_ring = steps * (n_fwd * ring_f.time_s + ring_b.time_s)
@@ -739,6 +752,8 @@ def pp_term(ctx: _Context, dense: LayerTimes, moe: LayerTimes | None) -> Term:
     warm = np.clip(((ctx.v - 1) * ctx.pp + ctx.pp - 1) / np.maximum(ctx.m_flush * ctx.v, 1.0), 0.0, 1.0)
     steady = total * (1.0 - warm)
     # the sends to a stage in another domain hold few channels; the NVLink all-gather a full set
+    if not np.any(interleaved):
+        return Term(total, total, rows=((p2p, n, "pp"), (ag, n, "pp")))
     sm = np.where(total > 0, (p2p.time_s * _send_recv_sm_share(ctx, ctx.pl.pp) + ag.time_s)
                   / np.maximum(p2p.time_s + ag.time_s, 1e-30), 1.0)
     exposed = np.where(interleaved, total * warm + hidden_cost(steady, stage_compute, ctx, sm), total)
@@ -790,28 +805,30 @@ def stage_times(ctx: _Context, dense: LayerTimes, moe: LayerTimes | None, dense_
     # 1 - rank]`) and runs half the microbatches in each, so a rank's pace is the mean of its two
     # stages: the first stage pairs with the last, and a long middle stage with a short one unless
     # more than half the middle stages are long (they are the earliest, rank r pairs with pp-1-r).
-    dual = (ctx.S.schedule == mem.SCHEDULE_DUALPIPE) & (ctx.pp >= 2)
-    n_mid = np.maximum(ctx.pp - 2, 0)
-    mixed_mid = (st.mid_long > 0) & (st.mid_long < n_mid) & (2 * st.mid_long <= n_mid)
-    mid_short = np.maximum(st.mid_max - 1, 0)
-    t_mid_short = np.where(ctx.pp > 2, stage(mid_short, st.mid_min_moe, 0.0), 0.0)
-    w_mid_long = np.where(dual & mixed_mid, 0.5, 1.0)  # weight of the long stage in the pair
-    t_mid = w_mid_long * t_mid + (1.0 - w_mid_long) * t_mid_short
-    ends = 0.5 * (t_first + t_last)
-    t_first, t_last = np.where(dual, ends, t_first), np.where(dual, ends, t_last)
+    dual = ctx.dualpipe
+    any_dual = bool(np.any(dual))
+    if any_dual:
+        mid_pair = dual & st.mid_mixed
+        t_short = stage(np.maximum(st.mid_max - 1, 0), st.mid_min_moe, 0.0)
+        t_mid = np.where(mid_pair & (ctx.pp > 2), 0.5 * (t_mid + t_short), t_mid)
+        ends = 0.5 * (t_first + t_last)
+        t_first, t_last = np.where(dual, ends, t_first), np.where(dual, ends, t_last)
     pace_is = np.argmax(np.stack([t_first, t_mid, t_last]), axis=0)
     pace = np.maximum.reduce([t_first, t_mid, t_last])
-    pair_end = dual & (pace_is != 1)
-    # the pace rank's share of each stage's layers: one stage, or half of each of a pair
-    first_w = np.where(pair_end, 0.5, np.where(pace_is == 0, 1.0, 0.0))
-    last_w = np.where(pair_end, 0.5, np.where(pace_is == 2, 1.0, 0.0))
-    mid_w = np.where(pace_is == 1, 1.0, 0.0)
-    n_dense = (first_w * (st.first - st.first_moe) + last_w * (st.last - st.last_moe)
-               + mid_w * (w_mid_long * (st.mid_max - st.mid_moe) + (1 - w_mid_long) * (mid_short - st.mid_min_moe)))
-    n_moe = (first_w * st.first_moe + last_w * st.last_moe
-             + mid_w * (w_mid_long * st.mid_moe + (1 - w_mid_long) * st.mid_min_moe))
-    # the output layer, loss and MTP: on the last stage (and the first when pp is 1)
-    lg_w = np.where(ctx.pp == 1, 1.0, last_w)
+    # the pace stage's layers by kind, and its share of the output layer, loss and MTP (on the last
+    # stage, and the first when pp is 1)
+    n_layers = np.choose(pace_is, [st.first, st.mid_max, st.last]).astype(float)
+    n_moe = np.choose(pace_is, [st.first_moe, st.mid_moe, st.last_moe]).astype(float)
+    lg_w = np.where((pace_is == 2) | (ctx.pp == 1), 1.0, 0.0)
+    if any_dual:
+        # a DualPipe pace rank: half of each end stage, or half of a long and a short middle stage
+        ends_pace = dual & (pace_is != 1)
+        short_pace = mid_pair & (pace_is == 1)
+        n_layers = np.where(ends_pace, 0.5 * (st.first + st.last), np.where(short_pace, st.mid_max - 0.5, n_layers))
+        n_moe = np.where(ends_pace, 0.5 * (st.first_moe + st.last_moe),
+                         np.where(short_pace, 0.5 * (st.mid_moe + st.mid_min_moe), n_moe))
+        lg_w = np.where(ends_pace, 0.5, lg_w)
+    n_dense = n_layers - n_moe
     lg = lg_w * (logits + mtp)
     has_logits = lg_w > 0
 
@@ -887,14 +904,12 @@ def stage_params(ctx: _Context, stt: StageTimes) -> StageParams:
     pace_d = np.choose(np.where(stt.logits_on_pace, 2, np.where(pp > 2, 1, 0)), [first_d, mid_d, last_d])
     pace_e = np.choose(np.where(stt.logits_on_pace, 2, np.where(pp > 2, 1, 0)), [first_e, mid_e, last_e])
     # DualPipe: the pace rank holds two stages (stage_times), the first and last or two middle ones
-    dual = (S.schedule == mem.SCHEDULE_DUALPIPE) & (pp >= 2)
-    n_mid = np.maximum(pp - 2, 0)
-    mixed = (st.mid_long > 0) & (st.mid_long < n_mid) & (2 * st.mid_long <= n_mid)
-    short = np.maximum(st.mid_max - 1, 0)
-    mid_pair_d = mid_d + np.where(mixed, dense_side(short, st.mid_min_moe, 0.0), mid_d)
-    mid_pair_e = mid_e + np.where(mixed, expert_side(st.mid_min_moe), mid_e)
-    pace_d = np.where(dual, np.where(stt.logits_on_pace, first_d + last_d, mid_pair_d), pace_d)
-    pace_e = np.where(dual, np.where(stt.logits_on_pace, first_e + last_e, mid_pair_e), pace_e)
+    if np.any(ctx.dualpipe):
+        short = np.maximum(st.mid_max - 1, 0)
+        mid_pair_d = mid_d + np.where(st.mid_mixed, dense_side(short, st.mid_min_moe, 0.0), mid_d)
+        mid_pair_e = mid_e + np.where(st.mid_mixed, expert_side(st.mid_min_moe), mid_e)
+        pace_d = np.where(ctx.dualpipe, np.where(stt.logits_on_pace, first_d + last_d, mid_pair_d), pace_d)
+        pace_e = np.where(ctx.dualpipe, np.where(stt.logits_on_pace, first_e + last_e, mid_pair_e), pace_e)
     return StageParams(pace_dense=pace_d, pace_expert=pace_e,
                        peak_dense=np.choose(peak_i, [first_d, mid_d, last_d]),
                        peak_expert=np.choose(peak_i, [first_e, mid_e, last_e]),
@@ -918,7 +933,7 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, layer_exposed_fwd_
     n_layers = stt.dense_layers + stt.moe_layers
     # a DualPipe rank holds two stages' parameters (stage_params) and runs each microbatch through
     # one of them (stage_times): a layer's parameters are the pair's over twice its layer count
-    pair = np.where((S.schedule == mem.SCHEDULE_DUALPIPE) & (ctx.pp >= 2), 2.0, 1.0)
+    pair = np.where(ctx.dualpipe, 2.0, 1.0) if np.any(ctx.dualpipe) else 1.0
     # wall time of the passes (a host-bound stage lasts its launches: a third forward, two backward)
     host = n_layers * ctx.calib.compute.framework_per_layer_s * ctx.host_launched
     gpu_f = stt.fwd_s + n_layers * layer_exposed_fwd_s
@@ -1015,7 +1030,7 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, layer_exposed_fwd_
         down = np.where(S.offload_w, layer_p * grad_b / np.maximum(shard_n, 1) / link, 0.0)
         # per-layer seconds summed over the stage's layers (dense and expert gathers share the layers'
         # compute as their hiding budget, so they are priced together below)
-        once = np.where(S.reshard, 1.0, pair)  # a gather kept for the iteration takes both stages
+        once = np.where(S.reshard, 1.0, pair) if np.ndim(pair) else 1.0  # a kept gather takes both stages
         z3_f = z3_f + np.where(z3, n_l * once * np.maximum(agf.time_s, up), 0.0)
         z3_b = z3_b + np.where(z3, n_l * np.maximum(agb, np.where(S.reshard, up, 0.0)), 0.0)
         z3_r = z3_r + np.where(z3, n_l * pair * (np.maximum(rs3.time_s, down) + rep3.time_s), 0.0)
@@ -1169,7 +1184,7 @@ def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams, acts) -> dict[
     # optimizer's master weights: no 16-bit copy at rest (the gathered 16-bit layers are z3_extra)
     weight_bytes = np.where((S.zero >= 3) & tr.fp32_sharded_params, 0.0, weight_bytes)
     rpn_dp = np.minimum(ctx.pl.grad.ranks_per_domain, ctx.pl.grad.size).astype(float)
-    dual = np.where(S.schedule == mem.SCHEDULE_DUALPIPE, 2.0, 1.0)  # DualPipe holds two copies
+    dual = np.where(ctx.dualpipe, 2.0, 1.0)  # DualPipe holds two copies
     w_b, g_b, o_b = mem.model_state_bytes(
         sp_.peak_dense * dual, sp_.peak_expert * dual, dp_shard=sg, expert_dp_shard=edp, zero_stage=S.zero,
         hpz=S.hpz, ranks_per_node_dp=rpn_dp, grad_bytes=mem.gradient_bytes(tr.grad_accumulation_dtype),
