@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from designer.spec.llm import (
-    AttentionKernel, Fp8Recipe, LLMSpec, Precision, RankOrder, Recompute, Schedule, Strategy, TrainingSpec,
-    pipeline_stage_layers,
+    AttentionKernel, Fp8Recipe, LLMSpec, Precision, RankOrder, Recompute, RecomputeModule, Schedule, Strategy,
+    TrainingSpec, pipeline_stage_layers,
 )
 
 LAUNCH_DATA = Path(__file__).resolve().parent / "data" / "launch"
@@ -310,6 +310,11 @@ def _recompute_args(s: Strategy, training: TrainingSpec, notes: list[str]) -> li
                 and {"moe_act", "layernorm"} & set(modules)):
             notes.append("Megatron-LM refuses moe_act/layernorm recompute with delayed fp8 scaling "
                          "(TransformerConfig.__post_init__): use --fp8-recipe tensorwise")
+        if modules == ["alternate_matmuls"]:
+            # torchtitan's per-op policy has no Megatron-LM counterpart; core_attn is its default
+            notes.append("Megatron-LM has no per-op checkpointing (priced: torchtitan's alternate_matmuls): "
+                         "--recompute-modules core_attn written, which recomputes the attention core instead")
+            modules = ["core_attn"]
         if "attn_out_proj" in modules:
             # MaxText's remat vocabulary, not a Megatron-LM --recompute-modules choice
             modules = [m for m in modules if m != "attn_out_proj"] or ["core_attn"]
@@ -470,6 +475,9 @@ def megatron_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus: i
     if s.attention_kernel == AttentionKernel.triton:
         notes.append("attention_kernel triton (llm-foundry's Triton kernel) has no Megatron-LM backend: written as "
                      "FlashAttention-2, which runs faster than designer priced")
+    if s.qkv_projection == "separate":
+        notes.append("qkv_projection separate: Megatron-Core computes Q, K and V in one GEMM (linear_qkv), "
+                     "which runs faster than designer priced")
     if s.attention_kernel in (AttentionKernel.flash2, AttentionKernel.flash3, AttentionKernel.triton):
         a += ["--flash-attention-version", "3" if s.attention_kernel == AttentionKernel.flash3 else "2"]
     precision_aware = (training.grad_accumulation_dtype == "bf16" or training.optimizer_state_dtype == "bf16"
@@ -694,6 +702,9 @@ def torchtitan_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus:
         else:
             par["fsdp_reshard_after_forward"] = "always" if s.fsdp_reshard_after_forward else "never"
     par["tensor_parallel_degree"] = s.tp
+    if s.qkv_projection == "fused":
+        notes.append("qkv_projection fused: torchtitan's llama3 computes Q, K and V in three GEMMs (wq, wk, wv), "
+                     "slower than designer priced where the K and V GEMMs are narrow")
     if s.tp > 1 and not s.sequence_parallel:
         notes.append("TP without sequence parallelism: torchtitan's llama3 TP plan always shards the norms' sequence")
     if s.overlap_tp_comm and s.tp > 1:
@@ -745,8 +756,9 @@ def torchtitan_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus:
         # 'op': per-op selective checkpointing (saves matmul outputs, recomputes the rest): nearest to
         # Megatron's module list; the integer form is full checkpointing of every n-th layer
         ac_fields["selective_ac_option"] = "op"
-        wanted = ",".join(m.value for m in s.recompute_modules) or "core_attn"
-        ac_comments.append(f"selective 'op': torchtitan's op-level policy; the designer recomputes {wanted}")
+        if s.recompute_modules != (RecomputeModule.alternate_matmuls,):
+            wanted = ",".join(m.value for m in s.recompute_modules) or "core_attn"
+            ac_comments.append(f"selective 'op': torchtitan's op-level policy; the designer recomputes {wanted}")
     sections: list[tuple[str, dict[str, Any], list[str]]] = [
         ("job", {"dump_folder": "./outputs", "description": f"{llm.name} designer front point"}, []),
         ("model", model, model_comments),

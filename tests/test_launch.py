@@ -606,3 +606,29 @@ def test_the_triton_attention_kernel_is_written_as_flashattention2_and_said():
     ns = MEGATRON_PARSER.parse_args(launch.script_args)
     assert (ns.attention_backend, ns.flash_attention_version) == ("flash", 2)
     assert any(n.startswith("attention_kernel triton") and "FlashAttention-2" in n for n in launch.notes)
+
+
+def test_torchtitans_per_op_checkpointing_is_its_op_option_and_said_for_megatron():
+    # alternate_matmuls is torchtitan's selective_ac_option 'op' exactly (no comment that it differs);
+    # Megatron-LM has no per-op policy: core_attn is written and the note says so
+    llm = load_model("llama3-8b")
+    s = Strategy(dp=8, zero_stage=3, recompute=Recompute.selective,
+                 recompute_modules=(RecomputeModule.alternate_matmuls,), qkv_projection="separate")
+    tt = torchtitan_launch(llm, _train(8192, 64), s, 8, 8)
+    assert tomllib.loads(tt.toml)["activation_checkpoint"] == {"mode": "selective", "selective_ac_option": "op"}
+    assert "designer recomputes" not in tt.toml
+    assert not any("qkv_projection" in n for n in tt.notes)
+    launch = megatron_launch(llm, _train(8192, 64), s, 8, 8)
+    ns = MEGATRON_PARSER.parse_args(launch.script_args)
+    assert ns.recompute_modules == ["core_attn"]
+    assert any("alternate_matmuls" in n and "no per-op" in n for n in launch.notes)
+    # Megatron-Core fuses Q, K and V (linear_qkv), torchtitan never does: each says so where asked otherwise
+    assert any(n.startswith("qkv_projection separate") for n in launch.notes)
+    fused = torchtitan_launch(llm, _train(8192, 64), s.model_copy(update={"qkv_projection": "fused"}), 8, 8)
+    assert any(n.startswith("qkv_projection fused") for n in fused.notes)
+
+
+def test_per_op_checkpointing_takes_no_other_module():
+    with pytest.raises(ValueError, match="alternate_matmuls is a whole-layer policy"):
+        Strategy(dp=8, recompute=Recompute.selective,
+                 recompute_modules=(RecomputeModule.alternate_matmuls, RecomputeModule.mlp))

@@ -226,6 +226,7 @@ class LayerWork:
     attn_flops_model: np.ndarray
     rope_s: np.ndarray = 0.0  # eager rotary embedding of the queries and keys
     cast_bwd_s: np.ndarray = 0.0  # low-precision quantisation of the output gradients (backward)
+    alternate_mm_s: np.ndarray = 0.0  # the matmuls torchtitan's per-op checkpointing recomputes (forward)
 
     @property
     def gemm_s(self):
@@ -269,6 +270,59 @@ def attention_projection_flops_per_token(llm: LLMSpec, tp) -> tuple:
         return down + up, up, out, qk, mla.v_head_dim
     kv_local = np.maximum(kv / tp, 1.0)
     return 2 * h * (a_local + 2 * kv_local) * dh, np.zeros_like(tp), 2 * a_local * dh * h, dh, dh
+
+
+def _even_needed(flops_needed, start: int = 0) -> tuple[float, int]:
+    """Sum of the FLOPs of the even-numbered matmuls (counting from start + 1) whose outputs the
+    backward needs, and the count after them."""
+    total = 0.0
+    for i, (flops, needed) in enumerate(flops_needed, start=start + 1):
+        if i % 2 == 0 and needed:
+            total += flops
+    return total, start + len(flops_needed)
+
+
+def alternate_matmul_flops_per_token(llm: LLMSpec, moe_layer: bool) -> tuple[float, float, float, float]:
+    """(attention-projection FLOPs recomputed, of all of them; MLP-block FLOPs recomputed, of all of
+    them) per token of one whole layer (no TP split), forward, under torchtitan's per-op selective
+    checkpointing (RecomputeModule.alternate_matmuls): its policy counts the layer's matmuls in forward
+    order and recomputes the even-numbered ones, of which only those whose outputs the backward reads
+    run again (a compiled graph recomputes what the backward needs; eager checkpointing stops early
+    once it has). Order: wq, wk, wv, wo (MLA: the q down and up projections, the kv down and up
+    projections, wo; without a q LoRA rank one wq), then the router and the shared experts of an MoE
+    layer (the routed experts' grouped GEMMs are saved, not counted), or w1, w3, w2 (w1, w2 ungated).
+    Every output is read by the backward but the last down projection's, which feeds a residual add."""
+    h = llm.hidden_size
+    a, kv, dh = _attention_dims(llm)
+    if llm.mla is not None:
+        m = llm.mla
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        kv_down = 2 * h * (m.kv_lora_rank + m.qk_rope_head_dim)
+        kv_up = 2 * m.kv_lora_rank * a * (m.qk_nope_head_dim + m.v_head_dim)
+        out = 2 * a * m.v_head_dim * h
+        q = ([(2 * h * m.q_lora_rank, True), (2 * m.q_lora_rank * a * qk, True)] if m.q_lora_rank
+             else [(2 * h * a * qk, True)])
+        attn = q + [(kv_down, True), (kv_up, True), (out, True)]
+    else:
+        attn = [(2 * h * a * dh, True), (2 * h * kv * dh, True), (2 * h * kv * dh, True), (2 * a * dh * h, True)]
+    attn_alt, count = _even_needed(attn)
+    gate = 2.0 if llm.gated_mlp else 1.0
+
+    def mlp_mms(width):
+        up = [(2 * h * width, True)] * int(gate)
+        return up + [(2 * width * h, False)]
+    if moe_layer and llm.moe is not None:
+        moe = llm.moe
+        mms = [(2 * h * moe.experts, True)]
+        if moe.shared_experts:
+            mms += mlp_mms(moe.shared_experts * moe.shared_ffn_size)
+        mlp_all = (2 * moe.top_k * moe.capacity_factor * (gate + 1) * moe.expert_ffn_size * h
+                   + sum(f for f, _ in mms))
+    else:
+        mms = mlp_mms(llm.ffn_size)
+        mlp_all = sum(f for f, _ in mms)
+    mlp_alt, _ = _even_needed(mms, count)
+    return attn_alt, sum(f for f, _ in attn), mlp_alt, mlp_all
 
 
 def causal_fraction(s_q, s_kv):
@@ -320,7 +374,8 @@ def attended_fraction(llm: LLMSpec, s, cp, balanced=True):
 
 
 def layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kernel, prec: Precisions,
-                  hbm_bytes_per_s: float, calib: ComputeCalibration, etp=1, cp_balanced=True, eager=False) -> LayerWork:
+                  hbm_bytes_per_s: float, calib: ComputeCalibration, etp=1, cp_balanced=True, eager=False,
+                  qkv_separate=False) -> LayerWork:
     """Forward work of one transformer layer per microbatch per GPU (see _layer_forward).
 
     Under a low-precision recipe a layer whose GEMMs are too small to repay their casts runs in
@@ -329,7 +384,8 @@ def layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kernel
     under a recipe that converts every layer (Precisions.bf16_fallback False; compute_efficiency.yaml
     low_precision.converts_every_linear)."""
     kw = dict(moe_layer=moe_layer, b=b, s=s, tp=tp, cp=cp, ep=ep, sp=sp, kernel=kernel,
-              hbm_bytes_per_s=hbm_bytes_per_s, calib=calib, etp=etp, cp_balanced=cp_balanced, eager=eager)
+              hbm_bytes_per_s=hbm_bytes_per_s, calib=calib, etp=etp, cp_balanced=cp_balanced, eager=eager,
+              qkv_separate=qkv_separate)
     low = _layer_forward(llm, prec=prec, **kw)
     if not prec.bf16_fallback or (prec.cast_bytes_per_element == 0.0 and prec.gemm_peak_flops == prec.hi_peak_flops):
         return low
@@ -337,16 +393,18 @@ def layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kernel
                                                       gemm_max_eff=prec.hi_max_eff, cast_bytes_per_element=0.0), **kw)
     use_low = 3 * low.gemm_s + low.cast_s + low.cast_bwd_s <= 3 * hi.gemm_s
     pick = {f: np.where(use_low, getattr(low, f), getattr(hi, f))
-            for f in ("attn_gemm_s", "mla_up_s", "out_proj_s", "mlp_gemm_s", "cast_s", "cast_bwd_s")}
+            for f in ("attn_gemm_s", "mla_up_s", "out_proj_s", "mlp_gemm_s", "cast_s", "cast_bwd_s", "alternate_mm_s")}
     return dataclasses.replace(low, **pick)
 
 
 def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kernel, prec: Precisions,
-                   hbm_bytes_per_s: float, calib: ComputeCalibration, etp=1, cp_balanced=True, eager=False) -> LayerWork:
+                   hbm_bytes_per_s: float, calib: ComputeCalibration, etp=1, cp_balanced=True, eager=False,
+                   qkv_separate=False) -> LayerWork:
     """Forward work of one transformer layer per microbatch per GPU.
 
     b: microbatch sequences; s: sequence length; tp/cp/ep/etp: group sizes; sp: sequence parallelism;
-    kernel: attention kernel code; eager: element-wise ops run as PyTorch eager kernels (arrays). The
+    kernel: attention kernel code; eager: element-wise ops run as PyTorch eager kernels;
+    qkv_separate: Q, K and V from three GEMMs (arrays). The
     router and the attention core run in 16-bit."""
     h = llm.hidden_size
     a, kv, dh = _attention_dims(llm)
@@ -374,7 +432,11 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
         qkv_out_elems = tokens * (down_w + a_local * (dqk + mla.qk_nope_head_dim + dv))
     else:
         kv_local = np.maximum(kv / tp, 1.0)
-        t_qkv = gemm_time_s(tokens, (a_local + 2 * kv_local) * dh, h, 1, gp, ge, calib)
+        # one GEMM as wide as Q, K and V together, or three (Strategy.qkv_projection)
+        t_qkv = np.where(np.asarray(qkv_separate, bool),
+                         gemm_time_s(tokens, a_local * dh, h, 1, gp, ge, calib)
+                         + gemm_time_s(tokens, kv_local * dh, h, 2, gp, ge, calib),
+                         gemm_time_s(tokens, (a_local + 2 * kv_local) * dh, h, 1, gp, ge, calib))
         t_up = np.zeros_like(tokens)
         qkv_in_elems = np.zeros_like(tokens)
         qkv_out_elems = tokens * (a_local + 2 * kv_local) * dh
@@ -496,6 +558,9 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
             (a_local + np.maximum(kv / tp, 1.0)) * dh
         rope_bytes = eager * tokens * rotated * EAGER_ROPE_BYTES
     dense_flops = f_attn_lin + f_mlp
+    # torchtitan's per-op checkpointing recomputes some of these GEMMs, at their block's average rate
+    attn_alt, attn_all, mlp_alt, mlp_all = alternate_matmul_flops_per_token(llm, moe_layer)
+    t_alt = (t_qkv + t_out) * (attn_alt / attn_all) + t_mlp * (mlp_alt / mlp_all)
     return LayerWork(
         attn_gemm_s=t_qkv + t_out, mla_up_s=t_up, out_proj_s=t_out, mlp_gemm_s=t_mlp,
         attn_fwd_s=t_attn_f, attn_bwd_s=t_attn_b,
@@ -503,6 +568,7 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
         act_fn_s=act_bytes / hbm, attn_mem_s=attn_mem_bytes / hbm, cast_s=cast_bytes / hbm,
         cast_bwd_s=cast_bwd_bytes / hbm,
         dense_flops=dense_flops, attn_flops=attn_exec, attn_flops_model=attn_model, rope_s=rope_bytes / hbm,
+        alternate_mm_s=t_alt,
     )
 
 

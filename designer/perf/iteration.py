@@ -469,7 +469,7 @@ def _context(llm, training, S, system, calib) -> _Context:
     etp = np.where(S.etp > 0, S.etp, S.tp).astype(float)
     kw = dict(b=b, s=s, tp=tp, cp=cp, ep=S.ep.astype(float), etp=etp, sp=S.sp, kernel=S.kernel, prec=prec,
               hbm_bytes_per_s=system.gpu.hbm_bandwidth_bytes_per_s, calib=calib.compute, cp_balanced=S.cp_lb,
-              eager=S.eager)
+              eager=S.eager, qkv_separate=S.qkv_separate)
     n_dense, n_moe = cmp.layer_kinds(llm)
     dense = cmp.layer_forward(llm, moe_layer=False, **kw)
     moe = cmp.layer_forward(llm, moe_layer=True, **kw) if n_moe else None
@@ -555,7 +555,20 @@ def _recompute_s(ctx: _Context, w: cmp.LayerWork, is_moe: bool):
     sel = sel + w.mla_up_s * ((rc & mem.RC_MLA_UP) > 0)
     # the output projection and the residual add after it (one of the layer's two)
     sel = sel + (w.out_proj_s + 0.5 * w.residual_s) * ((rc & mem.RC_ATTN_OUT) > 0)
+    alt = (rc & mem.RC_ALT_MM) > 0
+    if np.any(alt):
+        sel = sel + _alternate_matmuls_s(w) * alt
     return ctx.full * w.forward_s + (1.0 - ctx.full) * sel
+
+
+def _alternate_matmuls_s(w: cmp.LayerWork):
+    """Forward seconds torchtitan's per-op checkpointing recomputes (RecomputeModule.alternate_matmuls):
+    its even-numbered matmuls with their inputs' low-precision casts, and the element-wise ops it
+    does not save: the norms, RoPE, the activation, the first residual add, and the attention's own
+    element-wise kernels where it is unfused (a fused attention kernel's outputs are saved)."""
+    cast = w.cast_s * np.divide(w.alternate_mm_s, w.gemm_s, out=np.zeros_like(np.asarray(w.gemm_s, float)),
+                                where=np.asarray(w.gemm_s) > 0)
+    return w.alternate_mm_s + cast + w.norm_s + w.rope_s + w.act_fn_s + 0.5 * w.residual_s + w.attn_mem_s
 
 
 def compute_term(ctx: _Context, w: cmp.LayerWork, is_moe: bool) -> LayerTimes:
@@ -564,6 +577,10 @@ def compute_term(ctx: _Context, w: cmp.LayerWork, is_moe: bool) -> LayerTimes:
     # what TP communication can hide behind: the GEMMs and their low-precision casts
     linear = w.gemm_s + w.cast_s
     rc_gemm = ctx.full * linear
+    alt = (ctx.rc_modules & mem.RC_ALT_MM) > 0
+    if np.any(alt):
+        # torchtitan's per-op checkpointing recomputes some GEMMs, which the TP collectives hide behind too
+        rc_gemm = rc_gemm + (1.0 - ctx.full) * w.alternate_mm_s * alt
     if is_moe:
         # Host time per local expert, exposed: the dropless dispatcher copies the per-expert token
         # counts to the host and synchronises (Megatron-Core token_dispatcher.py cuda_sync_point),
@@ -593,12 +610,18 @@ def tp_term(ctx: _Context, dense: LayerTimes) -> Term:
     ag = _ct("all_gather", ctx.act_bytes * (ctx.prec.tp_gather_bytes_per_element / cmp.ACT_BYTES), pl.tp,
              ctx.system, ccol, S.sp, graphs=ctx.S.graphs)
     one = ar.time_s + rs.time_s + ag.time_s
-    total = n * one
+    # torchtitan's per-op checkpointing saves reduce-scatter outputs only, so its recomputation
+    # gathers the two sequence-parallel inputs again, or repeats the all-reduce after the attention
+    # output projection whose sum the second norm reads (RecomputeModule.alternate_matmuls)
+    alt = ((ctx.rc_modules & mem.RC_ALT_MM) > 0) * (1.0 - ctx.full)
+    n_ar, n_ag = n + alt, n + 2 * alt
+    total = n * rs.time_s + n_ar * ar.time_s + n_ag * ag.time_s
     # each pass hides its collectives behind its own GEMMs: 2 collectives behind the forward's, the
     # rest (backward, recomputed forward) behind the backward's
     e_f = np.where(S.overlap_tp, hidden_cost(2 * one, dense.gemm_fwd_s, ctx), 2 * one)
-    e_b = np.where(S.overlap_tp, hidden_cost((n - 2) * one, dense.gemm_s - dense.gemm_fwd_s, ctx), (n - 2) * one)
-    return Term(total, e_f + e_b, rows=((ar, n, "tp"), (rs, n, "tp"), (ag, n, "tp")), exposed_fwd_s=e_f)
+    rest = total - 2 * one
+    e_b = np.where(S.overlap_tp, hidden_cost(rest, dense.gemm_s - dense.gemm_fwd_s, ctx), rest)
+    return Term(total, e_f + e_b, rows=((ar, n_ar, "tp"), (rs, n, "tp"), (ag, n_ag, "tp")), exposed_fwd_s=e_f)
 
 
 CP_P2P, CP_ALL_GATHER, CP_A2A = 0, 1, 2  # StrategyArrays.cp_comm (records.CP_COMMS)
@@ -1458,8 +1481,12 @@ def flop_counts(llm: LLMSpec, training: TrainingSpec, recompute, rc_modules, fus
     exec_core = np.where(fused, float(cmp.attended_fraction(llm, s, 1)) * core, core)
     base = 3.0 * tokens * (lin + logits + exec_core)
     rc = np.asarray(rc_modules)
+    alt_d = cmp.alternate_matmul_flops_per_token(llm, False)
+    alt_m = cmp.alternate_matmul_flops_per_token(llm, True) if n_moe else (0.0, 0.0, 0.0, 0.0)
+    alternate = n_dense * (alt_d[0] + alt_d[2]) + n_moe * (alt_m[0] + alt_m[2])
     sel = tokens * (exec_core * ((rc & mem.RC_CORE_ATTN) > 0) + mlp_dense * ((rc & mem.RC_MLP) > 0)
-                    + mlp_moe * ((rc & mem.RC_MOE) > 0) + out_proj * ((rc & mem.RC_ATTN_OUT) > 0))
+                    + mlp_moe * ((rc & mem.RC_MOE) > 0) + out_proj * ((rc & mem.RC_ATTN_OUT) > 0)
+                    + alternate * ((rc & mem.RC_ALT_MM) > 0))
     extra = np.where(np.asarray(recompute) == mem.RECOMPUTE_FULL, full_share * tokens * (lin + exec_core),
                      np.where(np.asarray(recompute) == mem.RECOMPUTE_SELECTIVE, sel, 0.0))
     return dict(model=model, model_causal=model_causal, hardware=base + extra + np.zeros(shape))

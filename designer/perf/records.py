@@ -218,7 +218,8 @@ class Infeasible:
 _SCHEDULES = ("gpipe", "1f1b", "interleaved", "zero_bubble", "dualpipe")  # codes 0-4 (perf.memory.SCHEDULE_*)
 _RECOMPUTES = ("none", "selective", "full")  # codes 0, 1, 2 (perf.memory.RECOMPUTE_*)
 # bit of each selective-recompute module in StrategyArrays.rc_modules (perf.memory.RC_*)
-_RECOMPUTE_MODULES = ("core_attn", "layernorm", "mlp", "moe", "moe_act", "mla_up_proj", "attn_out_proj")
+_RECOMPUTE_MODULES = ("core_attn", "layernorm", "mlp", "moe", "moe_act", "mla_up_proj", "attn_out_proj",
+                      "alternate_matmuls")
 _ATTENTION_KERNELS = ("flash", "flash2", "flash3", "cudnn", "unfused", "triton")  # codes 0-5
 _RANK_ORDERS = ("tp-cp-dp-pp", "tp-cp-pp-dp")  # codes 0, 1
 CP_COMMS = ("p2p", "all_gather", "a2a")  # codes 0-2 (Strategy.cp_comm)
@@ -283,12 +284,13 @@ class StrategyArrays:
     flushes: np.ndarray = 1  # pipeline schedules per iteration (Strategy.pipeline_flushes)
     grouped_gemm: np.ndarray = False  # the local experts' GEMMs in one grouped kernel (Strategy.expert_gemm)
     eager: np.ndarray = False  # element-wise ops run one PyTorch eager kernel each (Strategy.elementwise_kernels)
+    qkv_separate: np.ndarray = False  # Q, K and V from three GEMMs (Strategy.qkv_projection)
 
     _INT = ("tp", "pp", "dp", "ep", "cp", "mbs", "schedule", "v", "zero", "recompute", "etp", "rc_modules",
             "kernel", "order", "pp_first", "pp_last", "shard_group", "prefetch", "offload_act", "rc_layers", "cp_comm",
             "batch", "flushes")
     _BOOL = ("sp", "qwz", "qgz", "hpz", "overlap_dp", "overlap_tp", "reshard", "overlap_ep", "offload_opt", "dedup",
-             "ag_dispatch", "graphs", "offload_w", "cp_lb", "overlap_pp", "grouped_gemm", "eager")
+             "ag_dispatch", "graphs", "offload_w", "cp_lb", "overlap_pp", "grouped_gemm", "eager", "qkv_separate")
     _FLOAT = ("bucket_bytes",)
 
     def __post_init__(self) -> None:
@@ -336,7 +338,8 @@ class StrategyArrays:
             cp_lb=[s.cp_load_balance for s in ss], overlap_pp=[s.overlap_pp_comm for s in ss],
             batch=[s.global_batch_sequences or 0 for s in ss], flushes=[s.pipeline_flushes for s in ss],
             grouped_gemm=[s.expert_gemm == "grouped" for s in ss],
-            eager=[s.elementwise_kernels == "eager" for s in ss])
+            eager=[s.elementwise_kernels == "eager" for s in ss],
+            qkv_separate=[s.qkv_projection == "separate" for s in ss])
 
     def to_strategy(self, i: int):
         from designer.spec.llm import AttentionKernel, RankOrder, Recompute, RecomputeModule, Schedule, Strategy
@@ -369,7 +372,8 @@ class StrategyArrays:
             cp_comm=CP_COMMS[int(self.cp_comm[i])], cp_load_balance=bool(self.cp_lb[i]),
             overlap_pp_comm=bool(self.overlap_pp[i]), global_batch_sequences=int(self.batch[i]) or None,
             pipeline_flushes=int(self.flushes[i]), expert_gemm="grouped" if bool(self.grouped_gemm[i]) else "per_expert",
-            elementwise_kernels="eager" if bool(self.eager[i]) else "fused")
+            elementwise_kernels="eager" if bool(self.eager[i]) else "fused",
+            qkv_projection="separate" if bool(self.qkv_separate[i]) else "fused")
 
 
 @dataclass(frozen=True)

@@ -293,6 +293,18 @@ class RecomputeModule(str, Enum):
     # core_attn + layernorm + mlp + attn_out_proj here; MaxText src/maxtext/layers/decoders.py:
     # save_only_these_names("query_proj", "value_proj", "key_proj", "kv_proj", "qkv_proj"))
     attn_out_proj = "attn_out_proj"
+    # torchtitan's per-op selective activation checkpointing (selective_ac_option 'op'; the policy
+    # in torchtitan/parallelisms/parallelize_llama.py at 9dec370, 2024-12, and in
+    # torchtitan/distributed/activation_checkpoint.py SelectiveAC since): a whole-layer policy, taken
+    # alone. The layer keeps the outputs of its attention kernel, of its reduce-scatters and of every
+    # odd-numbered matmul in forward order, and recomputes every other op that the backward pass
+    # needs: the even-numbered matmuls (wk, wo and w3 of Llama's wq, wk, wv, wo, w1, w3, w2; the last
+    # matmul's output feeds only a residual add, so it is not recomputed), the norms, RoPE, the
+    # activation and the first residual add, and under tensor parallelism the collectives that are
+    # not reduce-scatters (the sequence-parallel all-gathers of the column-parallel inputs, or the
+    # all-reduce after the attention output). Expert grouped GEMMs are saved (torchtitan's save list
+    # holds the compute-intensive ops) and do not count.
+    alternate_matmuls = "alternate_matmuls"
 
 
 class AttentionKernel(str, Enum):
@@ -356,6 +368,7 @@ class Strategy(Record):
     expert_gemm: Literal["per_expert", "grouped"] = Field(default="per_expert", description="how a rank's local experts run their GEMMs: per_expert, launched expert by expert from host-side token counts (Transformer Engine's GroupedLinear in Megatron-Core's TEGroupedMLP, its default), so the layer waits out a host time per local expert; grouped, with the split sizes kept on the device (Megatron --moe-use-grouped-tensor, torch._grouped_mm in torchtitan, grouped_gemm's gmm in NeMo AutoModel), nothing launched per expert (an implementation that adds expert biases expert by expert from host-side splits, as AutoModel's does, is per_expert)")
     offload_optimizer: bool = Field(default=False, description="fp32 master weights and Adam states in host memory, the step on the CPU (ZeRO-Offload, Megatron --optimizer-cpu-offload)")
     elementwise_kernels: Literal["fused", "eager"] = Field(default="fused", description="fused: norms, the MLP activation and the rotary embedding each run as one kernel (Transformer Engine / Megatron-Core fusions, torch.compile); eager: PyTorch eager mode runs every op of them as its own kernel through HBM (torchtitan without torch.compile: RMSNorm in fp32, RoPE through complex fp32, silu then multiply)")
+    qkv_projection: Literal["fused", "separate"] = Field(default="fused", description="fused: one GEMM computes Q, K and V (Megatron-Core's linear_qkv, llm-foundry's Wqkv, fms-fsdp's fused attention); separate: three GEMMs, the K and V ones only as wide as the KV heads (torchtitan's wq, wk, wv; Hugging Face's q_proj, k_proj, v_proj), which under grouped-query attention and tensor parallelism are narrow and run below the fused GEMM's efficiency")
     cuda_graphs: bool = Field(default=False, description="the iteration is captured in CUDA graphs (Megatron --enable-cuda-graph / cuda_graph_impl full_iteration): each collective keeps the graph fraction of the host floor of a call, and the per-layer launch floor and the MoE layers' per-expert host wait go")
     offload_weights: bool = Field(default=False, description="16-bit weights and gradients in host memory too, streamed over the host link layer by layer (FSDP2 CPUOffloadPolicy, ZeRO-Infinity offload_param); implies the optimizer offload")
     offload_activation_layers: int = Field(default=0, ge=0, description="layers per stage whose saved activations go to host memory in the forward pass and come back for the backward (Megatron --cpu-offloading-num-layers)")
@@ -372,6 +385,9 @@ class Strategy(Record):
             raise ValueError(f"virtual_stages {self.virtual_stages} needs schedule 'interleaved'")
         if self.recompute_modules and self.recompute != Recompute.selective:
             raise ValueError("recompute_modules needs recompute 'selective'")
+        if RecomputeModule.alternate_matmuls in self.recompute_modules and len(set(self.recompute_modules)) > 1:
+            raise ValueError("recompute_modules: alternate_matmuls is a whole-layer policy (torchtitan's per-op "
+                             "selective checkpointing) and takes no other module")
         if self.recompute_num_layers and self.recompute != Recompute.full:
             raise ValueError(f"recompute_num_layers {self.recompute_num_layers} needs recompute 'full' (Megatron's block method)")
         if self.pp == 1 and (self.pp_first_stage_layers is not None or self.pp_last_stage_layers is not None):

@@ -278,3 +278,85 @@ def test_recomputing_the_output_projection_adds_its_forward_and_no_more():
             == pytest.approx(64 * 8192 * 32 * 2 * 4096 * 4096))
     assert three.breakdown.compute_s < four.breakdown.compute_s < full.breakdown.compute_s
     assert four.memory_per_gpu_bytes < three.memory_per_gpu_bytes
+
+
+# torchtitan's per-op selective checkpointing (selective_ac_option 'op'): saves the attention kernel's
+# output, the reduce-scatters and every odd-numbered matmul; recomputes the rest the backward reads
+PER_OP_SAC = dict(recompute=Recompute.selective, recompute_modules=(RecomputeModule.alternate_matmuls,))
+
+
+def test_per_op_checkpointing_recomputes_wk_wo_and_w3():
+    # Llama-3 8B (h 4096, 32 heads / 8 KV heads of 128, SwiGLU 14336): of wq, wk, wv, wo, w1, w3, w2
+    # the even-numbered wk, wo, w3 run again (w2's output feeds only a residual add); hand FLOPs per
+    # token per layer: 2·4096·(1024 + 4096 + 14336)
+    llm = load_model("llama3-8b")
+    tr = TrainingSpec(sequence_length=8192, global_batch_sequences=64, total_tokens=1e12)
+    sy = cluster("h100_sxm", 64)
+    base = dict(dp=64, microbatch_size=1, zero_stage=3)
+    none = _ev(llm, tr, Strategy(**base), sy)
+    op = _ev(llm, tr, Strategy(**base, **PER_OP_SAC), sy)
+    assert (op.hardware_flops_per_iteration - none.hardware_flops_per_iteration
+            == pytest.approx(64 * 8192 * 32 * 2 * 4096 * (1024 + 4096 + 14336)))
+    # a GPT layer (no GQA, ungated MLP: q, k, v, o, fc1, fc2): k and o only
+    from designer.perf.compute import alternate_matmul_flops_per_token
+
+    gpt = load_model("gpt-1.7b")  # h 2304
+    h = 2304
+    assert alternate_matmul_flops_per_token(gpt, False) == pytest.approx((2 * 2 * h * h, 8 * h * h, 0.0, 16 * h * h))
+    full = _ev(llm, tr, Strategy(**dict(base, recompute=Recompute.full)), sy)
+    assert none.breakdown.compute_s < op.breakdown.compute_s < full.breakdown.compute_s
+
+
+def test_per_op_checkpointing_keeps_the_odd_matmuls_and_the_attention_output():
+    from designer.perf import memory as mem
+    from designer.perf.records import recompute_module_mask
+
+    llm = load_model("llama3-8b")
+    mask = recompute_module_mask(PER_OP_SAC["recompute_modules"])
+
+    def kept(tp):
+        return float(mem.activation_bytes_per_layer(llm, moe_layer=False, b=1, s=8192, tp=tp, cp=1, sp=tp > 1,
+                                                    recompute=mem.RECOMPUTE_SELECTIVE, flash=True, rc_modules=mask))
+    # by hand, 16-bit per token: the layer input (4096), wq's output (4096), wv's (1024), the attention
+    # output (4096) and its fp32 log-sum-exp per head (32 · 4 bytes), w1's output (14336)
+    assert kept(1) == pytest.approx(8192 * (2 * (4096 + 4096 + 1024 + 4096 + 14336) + 32 * 4))
+    # TP 8 with sequence parallelism: each split by 8, plus the saved reduce-scatter after wo (4096 / 8)
+    assert kept(8) == pytest.approx(8192 * (2 * (512 + 512 + 128 + 512 + 1792 + 512) + 4 * 4))
+
+
+def test_per_op_checkpointing_gathers_the_sequence_parallel_inputs_again():
+    # under TP with sequence parallelism the policy saves the reduce-scatters only, so the recomputed
+    # forward repeats the two all-gathers of each layer: 6 all-gathers and 4 reduce-scatters per layer
+    # per microbatch against 4 and 4 with Megatron's selective recompute
+    from designer.perf import collectives as coll
+
+    llm = load_model("llama3-8b")
+    tr = TrainingSpec(sequence_length=8192, global_batch_sequences=16, total_tokens=1e12)
+    sy = cluster("h100_sxm", 64)
+    base = dict(tp=8, dp=8, microbatch_size=2, sequence_parallel=True)
+    sel = _ev(llm, tr, Strategy(**base, recompute=Recompute.selective), sy)
+    op = _ev(llm, tr, Strategy(**base, **PER_OP_SAC), sy)
+    ag = coll.collective_time_s("all_gather", 2 * 8192 * 4096 * 2, coll.GroupShape(size=8, ranks_per_domain=8, domain_span=1, same_rail=True),
+                                sy, CAL.collectives)
+    assert op.breakdown.tp_s - sel.breakdown.tp_s == pytest.approx(2 * ag * 32 * 1, rel=1e-6)
+
+
+def test_separate_qkv_projections_run_narrower_gemms():
+    # torchtitan's Llama (wq, wk, wv) against Megatron's fused linear_qkv: same FLOPs, and under TP 8
+    # the K and V GEMMs are one KV head (128) wide, below the fused 768-wide GEMM's efficiency
+    from designer.perf.compute import gemm_time_s
+
+    llm = load_model("llama3-8b")
+    tr = TrainingSpec(sequence_length=8192, global_batch_sequences=8, total_tokens=1e12)
+    sy = cluster("h100_sxm", 64)
+    base = dict(tp=8, dp=8, microbatch_size=1, sequence_parallel=True)
+    fused = _ev(llm, tr, Strategy(**base), sy)
+    sep = _ev(llm, tr, Strategy(**base, qkv_projection="separate"), sy)
+    assert sep.hardware_flops_per_iteration == fused.hardware_flops_per_iteration
+    from designer.perf.iteration import precisions
+
+    p = precisions(sy, tr, CAL)
+    t = [gemm_time_s(8192, n, 4096, 1, p.gemm_peak_flops, p.gemm_max_eff, CAL.compute) for n in (768, 512, 128, 128)]
+    # forward + backward (3 GEMMs each) per layer per microbatch, 32 layers, one microbatch per rank
+    assert sep.breakdown.compute_s - fused.breakdown.compute_s == pytest.approx(
+        3 * 32 * (t[1] + t[2] + t[3] - t[0]), rel=1e-6)

@@ -92,9 +92,11 @@ def test_readme_tables_hold_the_shipped_calibrations_figures():
 def test_eager_kernels_explain_most_of_torchtitans_torch_compile_gain():
     # torchtitan benchmarks/llama3_h100_202412_torchtitan.md (820504e), tables 1 and 3: Llama 3.1 8B,
     # FSDP, selective AC, 5,762 -> 6,667 TPS/GPU with torch.compile on 8 GPUs (+15.7%), 5,605 -> 6,514 on
-    # 128 (+16.2%). Fusing the eager element-wise ops (Strategy.elementwise_kernels) accounts for most of
-    # it; compile fuses more than the kernels designer counts as fused (the residual add into the norm),
-    # so the model's gain stays below the measured one.
+    # 128 (+16.2%). Fusing the eager element-wise ops (Strategy.elementwise_kernels) accounts for
+    # it: the forward's and, under torchtitan's per-op checkpointing, their recomputation's (the
+    # policy saves no element-wise output). Compile fuses more than the kernels designer counts as
+    # fused (the residual add into the norm): the model's gain is held within a tenth of the
+    # measured one's excess over 1.
     calib = load_perf_calibration()
     for rid, measured in (("TT-1", 6667 / 5762), ("TT-8", 6514 / 5605)):
         row = next(r for r in modern_runs.rows() if r["id"] == rid)
@@ -103,4 +105,4 @@ def test_eager_kernels_explain_most_of_torchtitans_torch_compile_gain():
         llm, tr, _, sy = modern_runs.case(row)
         fused = evaluate_system(llm, tr, st.model_copy(update={"elementwise_kernels": "fused"}), sy, calib=calib)
         gain = m.iteration_time_s / fused.iteration_time_s
-        assert 1 + 0.6 * (measured - 1) <= gain <= measured, (rid, gain, measured)
+        assert abs(gain - measured) <= 0.1 * (measured - 1), (rid, gain, measured)

@@ -36,7 +36,8 @@ FRAMEWORKS = {"megatron", "nemo", "megatron-bridge", "torchtitan", "llm-foundry"
 PRECISIONS = {"bf16", "fp8", "mxfp8", "nvfp4"}
 FP8_RECIPES = {"delayed", "current", "blockwise", "rowwise"}
 SHARDING = {"ddp", "distopt", "zero1", "zero2", "fsdp", "hsdp"}
-RECOMPUTE_MODULES = {"core_attn", "mlp", "moe", "moe_act", "layernorm", "mla_up_proj", "shared_experts", "attn_out_proj"}
+RECOMPUTE_MODULES = {"core_attn", "mlp", "moe", "moe_act", "layernorm", "mla_up_proj", "shared_experts", "attn_out_proj",
+                     "alternate_matmuls"}
 # Dense bf16 peak per GPU in TFLOP/s, only for the sources whose MFU is checked against TFLOP/s below.
 BF16_PEAK = {"h100_sxm": 989, "a100_80gb": 312, "a100_40gb": 312}
 
