@@ -10,7 +10,9 @@ FLOP counts (per microbatch, per GPU, forward):
 - backward of the attention core = 2.5 × forward (five matmuls against two: QKᵀ and AV are
   recomputed from the saved statistics, then dV, dP, dQ, dK; Dao 2023, arXiv 2307.08691 §3.1.2);
 - recomputation adds the forward of what it drops: the whole layer (full) or the modules listed
-  (selective; Megatron's --recompute-modules; the default core_attn is Korthikanti et al. 2022 §5).
+  (selective; Megatron's --recompute-modules; the default core_attn is Korthikanti et al. 2022 §5),
+  or, under torchtitan's per-op policy, the even-numbered matmuls the backward reads
+  (alternate_matmul_flops_per_token).
 For the Megatron GPT layer this gives 24·b·s·h² + 4·b·s²·h forward FLOPs per layer and 2·b·s·h·V for
 the logits, the terms of the paper's F = 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)) (training-runs.md).
 
