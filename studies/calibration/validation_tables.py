@@ -54,6 +54,10 @@ def assumptions(row: dict, st) -> str:
     if st.offload_activation_layers:
         parts.append(f"activations of {st.offload_activation_layers} layers offloaded (recipe)")
     parts.append(st.attention_kernel.value)
+    if st.qkv_projection == "separate":
+        parts.append("separate Q/K/V GEMMs")
+    if st.elementwise_kernels == "eager":
+        parts.append("eager element-wise ops")
     if st.ep > 1:
         parts.append(f"{st.moe_dispatcher} dispatcher" + (", EP overlap" if st.overlap_ep_comm else ""))
         routing = modern_runs.training_for(row).moe_routing
