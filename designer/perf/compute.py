@@ -274,57 +274,78 @@ def attention_projection_flops_per_token(llm: LLMSpec, tp) -> tuple:
     return 2 * h * (a_local + 2 * kv_local) * dh, np.zeros_like(tp), 2 * a_local * dh * h, dh, dh
 
 
-def _even_needed(flops_needed, start: int = 0) -> tuple[float, int]:
-    """Sum of the FLOPs of the even-numbered matmuls (counting from start + 1) whose outputs the
-    backward needs, and the count after them."""
-    total = 0.0
-    for i, (flops, needed) in enumerate(flops_needed, start=start + 1):
-        if i % 2 == 0 and needed:
-            total += flops
-    return total, start + len(flops_needed)
+@dataclass(frozen=True)
+class LayerMatmul:
+    """One matmul of a layer, in forward order (layer_matmuls)."""
+
+    flops: float  # forward FLOPs per token, whole layer (no TP split)
+    out_elems: object  # output elements per token on one TP rank (float or array over strategies)
+    read_by_backward: bool  # the backward (or a later recomputed op) reads its output
+    block: str  # "attn" (the attention projections) or "mlp" (the MLP or MoE block)
+    partial_sum: bool = False  # a row-parallel output, summed over TP by an all-reduce or reduce-scatter
+
+
+def layer_matmuls(llm: LLMSpec, moe_layer: bool, tp=1.0) -> list[LayerMatmul]:
+    """The layer's matmuls in forward order, as torchtitan's per-op checkpointing counts them
+    (RecomputeModule.alternate_matmuls): wq, wk, wv, wo (MLA: the q down and up projections, the kv
+    down and up projections, wo; without a q LoRA rank one wq), then the router and the shared
+    experts of an MoE layer (the routed experts' grouped GEMMs are saved ops, not counted), or w1,
+    w3, w2 (w1, w2 ungated). Every output is read by the backward but the last down projection's,
+    which feeds only a residual add."""
+    h = llm.hidden_size
+    a, kv, dh = _attention_dims(llm)
+    tp = np.asarray(tp, float)
+    a_l, kv_l = a / tp, np.maximum(kv / tp, 1.0)
+    if llm.mla is not None:
+        m = llm.mla
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        q = ([LayerMatmul(2 * h * m.q_lora_rank, m.q_lora_rank, True, "attn"),
+              LayerMatmul(2 * m.q_lora_rank * a * qk, a_l * qk, True, "attn")] if m.q_lora_rank
+             else [LayerMatmul(2 * h * a * qk, a_l * qk, True, "attn")])
+        attn = q + [LayerMatmul(2 * h * (m.kv_lora_rank + m.qk_rope_head_dim), m.kv_lora_rank + m.qk_rope_head_dim,
+                                True, "attn"),
+                    LayerMatmul(2 * m.kv_lora_rank * a * (m.qk_nope_head_dim + m.v_head_dim),
+                                a_l * (m.qk_nope_head_dim + m.v_head_dim), True, "attn"),
+                    LayerMatmul(2 * a * m.v_head_dim * h, h, True, "attn", partial_sum=True)]
+    else:
+        attn = [LayerMatmul(2 * h * a * dh, a_l * dh, True, "attn"),
+                LayerMatmul(2 * h * kv * dh, kv_l * dh, True, "attn"),
+                LayerMatmul(2 * h * kv * dh, kv_l * dh, True, "attn"),
+                LayerMatmul(2 * a * dh * h, h, True, "attn", partial_sum=True)]
+    gate = 2 if llm.gated_mlp else 1
+
+    def mlp(width):
+        return ([LayerMatmul(2 * h * width, width / tp, True, "mlp")] * gate
+                + [LayerMatmul(2 * width * h, h, False, "mlp", partial_sum=True)])
+    if moe_layer and llm.moe is not None:
+        moe = llm.moe
+        mms = [LayerMatmul(2 * h * moe.experts, moe.experts, True, "mlp")]
+        if moe.shared_experts:
+            mms += mlp(moe.shared_experts * moe.shared_ffn_size)
+    else:
+        mms = mlp(llm.ffn_size)
+    return attn + mms
 
 
 def alternate_matmul_flops_per_token(llm: LLMSpec, moe_layer: bool) -> tuple[float, float, float, float]:
     """(attention-projection FLOPs recomputed, of all of them; MLP-block FLOPs recomputed, of all of
     them) per token of one whole layer (no TP split), forward, under torchtitan's per-op selective
     checkpointing (RecomputeModule.alternate_matmuls): its policy counts the layer's matmuls in forward
-    order and recomputes the even-numbered ones, of which only those whose outputs the backward reads
-    run again (a compiled graph recomputes what the backward needs; eager checkpointing stops early
-    once it has). Order: wq, wk, wv, wo (MLA: the q down and up projections, the kv down and up
-    projections, wo; without a q LoRA rank one wq), then the router and the shared experts of an MoE
-    layer (the routed experts' grouped GEMMs are saved, not counted), or w1, w3, w2 (w1, w2 ungated).
-    Every output is read by the backward but the last down projection's, which feeds a residual add."""
-    h = llm.hidden_size
-    a, kv, dh = _attention_dims(llm)
-    if llm.mla is not None:
-        m = llm.mla
-        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
-        kv_down = 2 * h * (m.kv_lora_rank + m.qk_rope_head_dim)
-        kv_up = 2 * m.kv_lora_rank * a * (m.qk_nope_head_dim + m.v_head_dim)
-        out = 2 * a * m.v_head_dim * h
-        q = ([(2 * h * m.q_lora_rank, True), (2 * m.q_lora_rank * a * qk, True)] if m.q_lora_rank
-             else [(2 * h * a * qk, True)])
-        attn = q + [(kv_down, True), (kv_up, True), (out, True)]
-    else:
-        attn = [(2 * h * a * dh, True), (2 * h * kv * dh, True), (2 * h * kv * dh, True), (2 * a * dh * h, True)]
-    attn_alt, count = _even_needed(attn)
-    gate = 2.0 if llm.gated_mlp else 1.0
-
-    def mlp_mms(width):
-        up = [(2 * h * width, True)] * int(gate)
-        return up + [(2 * width * h, False)]
+    order (layer_matmuls) and recomputes the even-numbered ones, of which only those whose outputs the
+    backward reads run again (a compiled graph recomputes what the backward needs; eager
+    checkpointing stops early once it has). An MoE block's total counts its routed experts too."""
+    mms = layer_matmuls(llm, moe_layer)
+    alt = {"attn": 0.0, "mlp": 0.0}
+    every = {"attn": 0.0, "mlp": 0.0}
+    for i, mm in enumerate(mms, start=1):
+        every[mm.block] += mm.flops
+        if i % 2 == 0 and mm.read_by_backward:
+            alt[mm.block] += mm.flops
     if moe_layer and llm.moe is not None:
         moe = llm.moe
-        mms = [(2 * h * moe.experts, True)]
-        if moe.shared_experts:
-            mms += mlp_mms(moe.shared_experts * moe.shared_ffn_size)
-        mlp_all = (2 * moe.top_k * moe.capacity_factor * (gate + 1) * moe.expert_ffn_size * h
-                   + sum(f for f, _ in mms))
-    else:
-        mms = mlp_mms(llm.ffn_size)
-        mlp_all = sum(f for f, _ in mms)
-    mlp_alt, _ = _even_needed(mms, count)
-    return attn_alt, sum(f for f, _ in attn), mlp_alt, mlp_all
+        gate = 2.0 if llm.gated_mlp else 1.0
+        every["mlp"] += 2 * moe.top_k * moe.capacity_factor * (gate + 1) * moe.expert_ffn_size * llm.hidden_size
+    return alt["attn"], every["attn"], alt["mlp"], every["mlp"]
 
 
 def causal_fraction(s_q, s_kv):

@@ -1481,9 +1481,11 @@ def flop_counts(llm: LLMSpec, training: TrainingSpec, recompute, rc_modules, fus
     exec_core = np.where(fused, float(cmp.attended_fraction(llm, s, 1)) * core, core)
     base = 3.0 * tokens * (lin + logits + exec_core)
     rc = np.asarray(rc_modules)
-    alt_d = cmp.alternate_matmul_flops_per_token(llm, False)
-    alt_m = cmp.alternate_matmul_flops_per_token(llm, True) if n_moe else (0.0, 0.0, 0.0, 0.0)
-    alternate = n_dense * (alt_d[0] + alt_d[2]) + n_moe * (alt_m[0] + alt_m[2])
+    alternate = 0.0
+    if np.any(rc & mem.RC_ALT_MM):
+        alt_d = cmp.alternate_matmul_flops_per_token(llm, False)
+        alt_m = cmp.alternate_matmul_flops_per_token(llm, True) if n_moe else (0.0, 0.0, 0.0, 0.0)
+        alternate = n_dense * (alt_d[0] + alt_d[2]) + n_moe * (alt_m[0] + alt_m[2])
     sel = tokens * (exec_core * ((rc & mem.RC_CORE_ATTN) > 0) + mlp_dense * ((rc & mem.RC_MLP) > 0)
                     + mlp_moe * ((rc & mem.RC_MOE) > 0) + out_proj * ((rc & mem.RC_ATTN_OUT) > 0)
                     + alternate * ((rc & mem.RC_ALT_MM) > 0))

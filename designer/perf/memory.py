@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from designer.perf.compute import ACT_BYTES, MASK_BYTES
+from designer.perf.compute import ACT_BYTES, MASK_BYTES, layer_matmuls
 from designer.spec.llm import LLMSpec
 
 WEIGHT_BYTES = 2.0  # 16-bit weights (ZeRO §3.1)
@@ -133,47 +133,28 @@ def activation_bytes_per_layer(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, s
 
 def _alternate_matmuls_kept(llm: LLMSpec, moe_layer: bool, tokens, tp, etp, sp):
     """Bytes torchtitan's per-op checkpointing keeps of a layer besides its input and the attention
-    kernel's outputs (RecomputeModule.alternate_matmuls), as a compiled graph keeps them (what the
-    backward or the recomputation reads of the saved ops' outputs): the odd-numbered matmuls'
-    16-bit outputs (compute.alternate_matmul_flops_per_token gives the order), the reduce-scatter
-    after the attention output projection under sequence parallelism (the second norm's input is
-    recomputed from it), and of an MoE layer the router's scores, the dispatched tokens and the
-    routed experts' GEMM outputs (grouped GEMMs and all-to-alls are saved ops); and the attention
-    kernel's output (its log-sum-exp is the caller's `core`)."""
+    kernel's log-sum-exp (RecomputeModule.alternate_matmuls), as a compiled graph keeps them (what the
+    backward or the recomputation reads of the saved ops' outputs): the odd-numbered matmuls' 16-bit
+    outputs (compute.layer_matmuls), where a row-parallel output is summed by a reduce-scatter
+    (sequence parallelism) the reduce-scatter's output instead (the second norm's input is
+    recomputed from it); the attention kernel's output; and of an MoE layer the dispatched tokens
+    and the routed experts' GEMM outputs (grouped GEMMs and all-to-alls are saved ops)."""
     h = llm.hidden_size
-    a, kv, dh = llm.heads, llm.kv_heads_effective, llm.head_dim_effective
     tp = np.asarray(tp, float)
     sp_tp = np.asarray(sp, bool) & (tp > 1)
-    a_l, kv_l = a / tp, np.maximum(kv / tp, 1.0)
-    # (output elements per token on this rank, read by the backward) in forward order; the
-    # attention output projection's output is read (for the second norm's input) unless a
-    # reduce-scatter after it is saved instead
-    out_proj = (np.where(sp_tp, 0.0, h), True)
-    if llm.mla is not None:
-        m = llm.mla
-        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
-        q = ([(m.q_lora_rank, True), (a_l * qk, True)] if m.q_lora_rank else [(a_l * qk, True)])
-        attn = q + [(m.kv_lora_rank + m.qk_rope_head_dim, True), (a_l * (m.qk_nope_head_dim + m.v_head_dim), True),
-                    out_proj]
-    else:
-        attn = [(a_l * dh, True), (kv_l * dh, True), (kv_l * dh, True), out_proj]
-    gate = 2 if llm.gated_mlp else 1
-
-    def mlp(width):
-        return [(width, True)] * gate + [(h, False)]
-    extra = np.zeros_like(tokens * tp)
+    kept = 0.0
+    for i, mm in enumerate(layer_matmuls(llm, moe_layer, tp), start=1):
+        if i % 2 == 1 and mm.read_by_backward:
+            kept = kept + (np.where(sp_tp, 0.0, mm.out_elems) if mm.partial_sum else mm.out_elems)
+    kept = kept + np.where(sp_tp, h / tp, 0.0)  # the reduce-scatter after wo, saved
+    kept = kept + llm.heads / tp * (llm.mla.v_head_dim if llm.mla is not None else llm.head_dim_effective)
+    extra = 0.0
     if moe_layer and llm.moe is not None:
         moe = llm.moe
-        mms = [(moe.experts, True)]
-        if moe.shared_experts:
-            mms += mlp(moe.shared_experts * moe.shared_ffn_size / tp)
+        gate = 2 if llm.gated_mlp else 1
         routed = tokens * moe.top_k * moe.capacity_factor * np.asarray(etp, float) / tp
         extra = routed * (2 * h + gate * moe.expert_ffn_size / np.asarray(etp, float)) * ACT_BYTES
-    else:
-        mms = mlp(llm.ffn_size / tp)
-    kept = sum(np.where((i % 2 == 1) & needed, elems, 0.0) for i, (elems, needed) in enumerate(attn + mms, start=1))
-    attn_out = a_l * (llm.mla.v_head_dim if llm.mla is not None else dh)  # the attention kernel's output
-    return tokens * (kept + attn_out + np.where(sp_tp, h / tp, 0.0)) * ACT_BYTES + extra
+    return tokens * kept * ACT_BYTES + extra
 
 
 def in_flight_factor(schedule, pp, m, v):
