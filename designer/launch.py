@@ -478,6 +478,11 @@ def megatron_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus: i
     if s.qkv_projection == "separate":
         notes.append("qkv_projection separate: Megatron-Core computes Q, K and V in one GEMM (linear_qkv), "
                      "which runs faster than designer priced")
+    if s.activation_input_fp8:
+        # arguments.py lists activation_func_fp8_input_store among the TransformerConfig fields with
+        # no command-line option: it is set in the model config (Megatron-Bridge: the model provider)
+        notes.append("activation_input_fp8: Megatron-LM has no command-line option for TransformerConfig."
+                     "activation_func_fp8_input_store; set it to True in the model config")
     if s.attention_kernel in (AttentionKernel.flash2, AttentionKernel.flash3, AttentionKernel.triton):
         a += ["--flash-attention-version", "3" if s.attention_kernel == AttentionKernel.flash3 else "2"]
     precision_aware = (training.grad_accumulation_dtype == "bf16" or training.optimizer_state_dtype == "bf16"
@@ -788,6 +793,9 @@ def torchtitan_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus:
         notes.append("nvfp4: no torchtitan converter; bf16 written")
     if training.fp8_attention:
         notes.append("fp8_attention: torchtitan's attention runs in 16 bits (its float8 converters quantise linear layers)")
+    if s.activation_input_fp8:
+        notes.append("activation_input_fp8: torchtitan saves the MLP activation's input in 16 bits; "
+                     "it needs more memory than designer priced")
     header += [f"note: {n}" for n in notes]
     return TorchtitanLaunch(_toml(sections, header), "llama3", flavor, None, tuple(notes))
 

@@ -632,3 +632,18 @@ def test_per_op_checkpointing_takes_no_other_module():
     with pytest.raises(ValueError, match="alternate_matmuls is a whole-layer policy"):
         Strategy(dp=8, recompute=Recompute.selective,
                  recompute_modules=(RecomputeModule.alternate_matmuls, RecomputeModule.mlp))
+
+
+def test_fp8_activation_input_store_is_said_where_no_flag_writes_it():
+    # Megatron-LM's arguments.py keeps activation_func_fp8_input_store off the command line (a model
+    # config field); torchtitan has no such store: both launches say so, and the parser still takes
+    # the Megatron arguments
+    llm = load_model("llama3-8b")
+    s = Strategy(dp=8, zero_stage=1, activation_input_fp8=True)
+    launch = megatron_launch(llm, _train(8192, 64), s, 8, 8)
+    MEGATRON_PARSER.parse_args(launch.script_args)
+    assert any(n.startswith("activation_input_fp8") and "activation_func_fp8_input_store" in n for n in launch.notes)
+    tt = torchtitan_launch(llm, _train(8192, 64), s, 8, 8)
+    assert any(n.startswith("activation_input_fp8") and "16 bits" in n for n in tt.notes)
+    plain = megatron_launch(llm, _train(8192, 64), s.model_copy(update={"activation_input_fp8": False}), 8, 8)
+    assert not any("activation_input_fp8" in n for n in plain.notes)

@@ -34,6 +34,7 @@ import numpy as np
 from designer.spec.llm import LLMSpec
 
 ACT_BYTES = 2.0  # bf16/fp16 activations (fp8 GEMMs still keep 16-bit activations between kernels)
+FP8_BYTES = 1.0  # an fp8 copy of an activation (torch.float8_e4m3fn)
 MASK_BYTES = 1.0  # dropout masks are stored as uint8 in PyTorch/Megatron (Korthikanti et al. 2022 §4.1)
 # PyTorch eager mode (Strategy.elementwise_kernels "eager") runs each op as its own kernel. HBM bytes
 # per element beyond what the fused kernels below move, read off torchtitan's Llama (9dec370,
@@ -229,6 +230,9 @@ class LayerWork:
     rope_s: np.ndarray = 0.0  # eager rotary embedding of the queries and keys
     cast_bwd_s: np.ndarray = 0.0  # low-precision quantisation of the output gradients (backward)
     alternate_mm_s: np.ndarray = 0.0  # the matmuls torchtitan's per-op checkpointing recomputes (forward)
+    # the activation's saved input kept in fp8: its quantising copy (forward), and as long again its
+    # dequantising copy (backward)
+    act_store_s: np.ndarray = 0.0
 
     @property
     def gemm_s(self):
@@ -240,14 +244,14 @@ class LayerWork:
 
     @property
     def forward_s(self):
-        return self.gemm_s + self.attn_fwd_s + self.memory_s
+        return self.gemm_s + self.attn_fwd_s + self.memory_s + self.act_store_s
 
     @property
     def backward_s(self):
         """2× the linear GEMMs and the element-wise traffic, the output gradients' casts (the inputs'
         transposed copies the weight gradients read were written in the forward), the attention
         core's own backward."""
-        return 2 * (self.gemm_s + self.memory_s - self.cast_s) + self.cast_bwd_s + self.attn_bwd_s
+        return 2 * (self.gemm_s + self.memory_s - self.cast_s) + self.cast_bwd_s + self.attn_bwd_s + self.act_store_s
 
 
 def _attention_dims(llm: LLMSpec):
@@ -398,7 +402,7 @@ def attended_fraction(llm: LLMSpec, s, cp, balanced=True):
 
 def layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kernel, prec: Precisions,
                   hbm_bytes_per_s: float, calib: ComputeCalibration, etp=1, cp_balanced=True, eager=False,
-                  qkv_separate=False) -> LayerWork:
+                  qkv_separate=False, act_input_fp8=False) -> LayerWork:
     """Forward work of one transformer layer per microbatch per GPU (see _layer_forward).
 
     Under a low-precision recipe a layer whose GEMMs are too small to repay their casts runs in
@@ -408,7 +412,7 @@ def layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kernel
     low_precision.converts_every_linear)."""
     kw = dict(moe_layer=moe_layer, b=b, s=s, tp=tp, cp=cp, ep=ep, sp=sp, kernel=kernel,
               hbm_bytes_per_s=hbm_bytes_per_s, calib=calib, etp=etp, cp_balanced=cp_balanced, eager=eager,
-              qkv_separate=qkv_separate)
+              qkv_separate=qkv_separate, act_input_fp8=act_input_fp8)
     low = _layer_forward(llm, prec=prec, **kw)
     if not prec.bf16_fallback or (prec.cast_bytes_per_element == 0.0 and prec.gemm_peak_flops == prec.hi_peak_flops):
         return low
@@ -422,12 +426,13 @@ def layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kernel
 
 def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kernel, prec: Precisions,
                    hbm_bytes_per_s: float, calib: ComputeCalibration, etp=1, cp_balanced=True, eager=False,
-                   qkv_separate=False) -> LayerWork:
+                   qkv_separate=False, act_input_fp8=False) -> LayerWork:
     """Forward work of one transformer layer per microbatch per GPU.
 
     b: microbatch sequences; s: sequence length; tp/cp/ep/etp: group sizes; sp: sequence parallelism;
     kernel: attention kernel code; eager: element-wise ops run as PyTorch eager kernels;
-    qkv_separate: Q, K and V from three GEMMs (arrays). The
+    qkv_separate: Q, K and V from three GEMMs; act_input_fp8: the gated activation's saved input kept
+    in fp8 (arrays). The
     router and the attention core run in 16-bit."""
     h = llm.hidden_size
     a, kv, dh = _attention_dims(llm)
@@ -566,6 +571,13 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
     cast_bytes = (qkv_in_elems + tokens * a_local * dv + in_elems) * cpe + gathered * on_shard
     cast_bwd_bytes = (qkv_out_elems + out_elems) * cpe + gathered * on_shard
     hbm = hbm_bytes_per_s * calib.hbm_efficiency
+    # Megatron's fp8 input store (fused_bias_swiglu.py: input.to(torch.float8_e4m3fn) forward,
+    # .to(the input dtype) backward): a copy of the gate and up outputs, read 2 bytes and write 1 each
+    # forward, read 1 and write 2 backward
+    act_store_bytes = 0.0
+    if llm.gated_mlp:
+        act_store_bytes = (np.asarray(act_input_fp8, float) * act_bytes / ((gate + 1) * ACT_BYTES) * gate
+                           * (ACT_BYTES + FP8_BYTES))
     # PyTorch eager mode: the same ops, one kernel each (EAGER_* above)
     eager = np.asarray(eager, float)
     if llm.norm == "rmsnorm":
@@ -591,7 +603,7 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
         act_fn_s=act_bytes / hbm, attn_mem_s=attn_mem_bytes / hbm, cast_s=cast_bytes / hbm,
         cast_bwd_s=cast_bwd_bytes / hbm,
         dense_flops=dense_flops, attn_flops=attn_exec, attn_flops_model=attn_model, rope_s=rope_bytes / hbm,
-        alternate_mm_s=t_alt,
+        alternate_mm_s=t_alt, act_store_s=act_store_bytes / hbm,
     )
 
 
@@ -618,6 +630,11 @@ def optimizer_step_s(local_params, hbm_bytes_per_s: float, calib: ComputeCalibra
 def _norm_params(llm: LLMSpec) -> int:
     """Weights of one norm over h: scale (RMSNorm) or scale + bias (LayerNorm)."""
     return llm.hidden_size * (2 if llm.norm == "layernorm" else 1)
+
+
+def final_norm_params(llm: LLMSpec) -> int:
+    """Weights of the norm before the output layer (on the last pipeline stage)."""
+    return _norm_params(llm)
 
 
 def attention_params(llm: LLMSpec) -> float:
@@ -687,7 +704,7 @@ def mtp_params(llm: LLMSpec) -> float:
 
 def total_params(llm: LLMSpec) -> float:
     n_dense, n_moe = layer_kinds(llm)
-    p = n_dense * dense_layer_params(llm) + embedding_params(llm) + _norm_params(llm)
+    p = n_dense * dense_layer_params(llm) + embedding_params(llm) + final_norm_params(llm)
     if n_moe:
         ne, e = moe_layer_params(llm)
         p += n_moe * (ne + e)
@@ -700,5 +717,5 @@ def active_params(llm: LLMSpec) -> float:
         return total_params(llm) - mtp_params(llm)
     n_dense, n_moe = layer_kinds(llm)
     ne, e = moe_layer_params(llm)
-    return (n_dense * dense_layer_params(llm) + embedding_params(llm) + _norm_params(llm)
+    return (n_dense * dense_layer_params(llm) + embedding_params(llm) + final_norm_params(llm)
             + n_moe * (ne + e * llm.moe.top_k / llm.moe.experts))

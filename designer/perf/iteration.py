@@ -141,6 +141,7 @@ REASONS = {
     21: ("divisibility", "pipeline_flushes does not divide the microbatches of an iteration"),
     22: ("compatibility", "the GPU has no tensor cores for the run's precision"),
     23: ("divisibility", "expert_tp does not divide the expert FFN size"),
+    24: ("compatibility", "activation_input_fp8 needs a gated MLP"),
 }
 
 
@@ -469,7 +470,7 @@ def _context(llm, training, S, system, calib) -> _Context:
     etp = np.where(S.etp > 0, S.etp, S.tp).astype(float)
     kw = dict(b=b, s=s, tp=tp, cp=cp, ep=S.ep.astype(float), etp=etp, sp=S.sp, kernel=S.kernel, prec=prec,
               hbm_bytes_per_s=system.gpu.hbm_bandwidth_bytes_per_s, calib=calib.compute, cp_balanced=S.cp_lb,
-              eager=S.eager, qkv_separate=S.qkv_separate)
+              eager=S.eager, qkv_separate=S.qkv_separate, act_input_fp8=S.act_in_fp8)
     n_dense, n_moe = cmp.layer_kinds(llm)
     dense = cmp.layer_forward(llm, moe_layer=False, **kw)
     moe = cmp.layer_forward(llm, moe_layer=True, **kw) if n_moe else None
@@ -892,7 +893,10 @@ class StageParams:
     peak_expert: np.ndarray
     layer_dense: np.ndarray  # one layer's dense-side params on this GPU (the larger kind)
     layer_expert: np.ndarray
-    all_local: np.ndarray  # every parameter on this GPU (for the optimizer step)
+    # per kind of rank, stacked [first, middle, last]: the parameters each holds (memory takes the
+    # worst rank's total); under DualPipe [first and last pair, middle pair, first and last pair]
+    rank_dense: np.ndarray
+    rank_expert: np.ndarray
 
 
 def stage_params(ctx: _Context, stt: StageTimes) -> StageParams:
@@ -903,10 +907,11 @@ def stage_params(ctx: _Context, stt: StageTimes) -> StageParams:
     h, V = llm.hidden_size, llm.vocab_size
     etp = ctx.etp
     ep = S.ep.astype(float)
-    # input embedding on the first stage, output layer on the last (a tied model keeps a copy on
-    # each end when pp > 1); MTP modules on the last stage
-    emb_first = V * h * np.where(pp == 1, 1 if llm.tied_embeddings else 2, 1)
-    emb_last = np.where(pp == 1, 0.0, V * h)
+    # input embedding on the first stage, output layer and final norm on the last (a tied model
+    # keeps a copy on each end when pp > 1); MTP modules on the last stage
+    final_norm = cmp.final_norm_params(llm)
+    emb_first = V * h * np.where(pp == 1, 1 if llm.tied_embeddings else 2, 1) + np.where(pp == 1, final_norm, 0.0)
+    emb_last = np.where(pp == 1, 0.0, V * h + final_norm)
     mtp = cmp.mtp_params(llm)
     mtp_e = llm.mtp_layers * moe_e if llm.moe is not None else 0.0
 
@@ -922,23 +927,27 @@ def stage_params(ctx: _Context, stt: StageTimes) -> StageParams:
     first_e = expert_side(st.first_moe, np.where(pp == 1, mtp_e, 0.0))
     last_e = np.where(pp == 1, first_e, expert_side(st.last_moe, mtp_e))
     mid_e = np.where(pp > 2, expert_side(st.mid_moe), 0.0)
-    tot = np.stack([first_d + first_e, mid_d + mid_e, last_d + last_e])
-    peak_i = np.argmax(tot, axis=0)
+    rank_d = np.stack(np.broadcast_arrays(first_d, mid_d, last_d))
+    rank_e = np.stack(np.broadcast_arrays(first_e, mid_e, last_e))
     pace_d = np.choose(np.where(stt.logits_on_pace, 2, np.where(pp > 2, 1, 0)), [first_d, mid_d, last_d])
     pace_e = np.choose(np.where(stt.logits_on_pace, 2, np.where(pp > 2, 1, 0)), [first_e, mid_e, last_e])
-    # DualPipe: the pace rank holds two stages (stage_times), the first and last or two middle ones
+    # DualPipe: a rank holds two stages (stage_times), the first and last or two middle ones, for
+    # its pace and for its memory
     if np.any(ctx.dualpipe):
         short = np.maximum(st.mid_max - 1, 0)
         mid_pair_d = mid_d + np.where(st.mid_mixed, dense_side(short, st.mid_min_moe, 0.0), mid_d)
         mid_pair_e = mid_e + np.where(st.mid_mixed, expert_side(st.mid_min_moe), mid_e)
         pace_d = np.where(ctx.dualpipe, np.where(stt.logits_on_pace, first_d + last_d, mid_pair_d), pace_d)
         pace_e = np.where(ctx.dualpipe, np.where(stt.logits_on_pace, first_e + last_e, mid_pair_e), pace_e)
-    return StageParams(pace_dense=pace_d, pace_expert=pace_e,
-                       peak_dense=np.choose(peak_i, [first_d, mid_d, last_d]),
-                       peak_expert=np.choose(peak_i, [first_e, mid_e, last_e]),
+        rank_d = np.where(ctx.dualpipe, np.stack(np.broadcast_arrays(first_d + last_d, mid_pair_d, first_d + last_d)), rank_d)
+        rank_e = np.where(ctx.dualpipe, np.stack(np.broadcast_arrays(first_e + last_e, mid_pair_e, first_e + last_e)), rank_e)
+    peak_i = np.argmax(rank_d + rank_e, axis=0)
+    peak_d = np.take_along_axis(rank_d, peak_i[None], axis=0)[0]
+    peak_e = np.take_along_axis(rank_e, peak_i[None], axis=0)[0]
+    return StageParams(pace_dense=pace_d, pace_expert=pace_e, peak_dense=peak_d, peak_expert=peak_e,
                        layer_dense=np.maximum(dense_p, moe_ne if llm.moe is not None else 0.0) / tp,
                        layer_expert=moe_e / (etp * ep) + np.zeros(ctx.shape),
-                       all_local=np.maximum.reduce([first_d + first_e, mid_d + mid_e, last_d + last_e]))
+                       rank_dense=rank_d, rank_expert=rank_e)
 
 
 def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, layer_exposed_fwd_s=0.0, layer_exposed_bwd_s=0.0) -> Term:
@@ -1131,7 +1140,8 @@ def layer_activation_bytes(ctx: _Context):
     flash = S.kernel != cmp.KERNEL_UNFUSED
     kw = dict(b=ctx.b, s=ctx.training.sequence_length, tp=ctx.tp, cp=ctx.cp, sp=S.sp, flash=flash,
               rc_modules=ctx.rc_modules, etp=ctx.etp,
-              linear_input_bytes=ctx.prec.saved_input_bytes_per_element)
+              linear_input_bytes=ctx.prec.saved_input_bytes_per_element,
+              act_input_bytes=np.where(S.act_in_fp8, cmp.FP8_BYTES, mem.ACT_BYTES))
     # Megatron's block method: the recomputed share of the layers keeps its input, the rest all of it
     f = np.where(S.recompute == mem.RECOMPUTE_FULL, ctx.full, 1.0)
 
@@ -1168,8 +1178,9 @@ def activation_offload_term(ctx: _Context, dense: LayerTimes, moe: LayerTimes | 
 
 
 def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams, acts) -> dict[str, np.ndarray]:
-    """HBM per GPU, the worst of the first stage (most microbatches in flight) and the last (holds
-    the logits); model states of the most loaded stage."""
+    """HBM per GPU on the worst rank: each kind of rank (first stage, most microbatches in flight;
+    middle; last, the logits) holds its own model states and activations, and the breakdown is
+    that rank's. Under DualPipe a rank holds two stages (StageParams.rank_dense)."""
     llm, S, shape = ctx.llm, ctx.S, ctx.shape
     st = ctx.stages
     s = ctx.training.sequence_length
@@ -1195,7 +1206,16 @@ def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams, acts) -> dict[
     last_act = stage_act(st.last, st.last_moe) + work + logits_act
     mid_act = np.where(ctx.pp > 2, mem.in_flight_factor(S.schedule, ctx.pp - 1, ctx.m_flush, ctx.v)
                        * stage_act(st.mid_max, st.mid_moe) + work, 0.0)
-    activations = np.maximum.reduce([first_act, last_act, mid_act])
+    if np.any(ctx.dualpipe):
+        # DualPipe: every rank holds PP + 1 microbatches' worth of a stage's activations (DeepSeek-V3
+        # Table 2) over its two stages, the first and the last (with the logits) or two middle ones
+        pair_ends = (inflight * np.maximum(stage_act(st.first, st.first_moe), stage_act(st.last, st.last_moe))
+                     + work + logits_act)
+        pair_mid = np.where(ctx.pp > 2, inflight * stage_act(st.mid_max, st.mid_moe) + work, 0.0)
+        first_act = np.where(ctx.dualpipe, pair_ends, first_act)
+        last_act = np.where(ctx.dualpipe, pair_ends, last_act)
+        mid_act = np.where(ctx.dualpipe, pair_mid, mid_act)
+    rank_act = np.stack(np.broadcast_arrays(first_act, mid_act, last_act))
     tr = ctx.training
     dpcp = (S.dp * S.cp).astype(float)
     sg = np.where(S.shard_group > 0, np.minimum(S.shard_group, dpcp), dpcp)
@@ -1207,9 +1227,8 @@ def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams, acts) -> dict[
     # optimizer's master weights: no 16-bit copy at rest (the gathered 16-bit layers are z3_extra)
     weight_bytes = np.where((S.zero >= 3) & tr.fp32_sharded_params, 0.0, weight_bytes)
     rpn_dp = np.minimum(ctx.pl.grad.ranks_per_domain, ctx.pl.grad.size).astype(float)
-    dual = np.where(ctx.dualpipe, 2.0, 1.0)  # DualPipe holds two copies
     w_b, g_b, o_b = mem.model_state_bytes(
-        sp_.peak_dense * dual, sp_.peak_expert * dual, dp_shard=sg, expert_dp_shard=edp, zero_stage=S.zero,
+        sp_.rank_dense, sp_.rank_expert, dp_shard=sg, expert_dp_shard=edp, zero_stage=S.zero,
         hpz=S.hpz, ranks_per_node_dp=rpn_dp, grad_bytes=mem.gradient_bytes(tr.grad_accumulation_dtype),
         optimizer_bytes=4.0 + (8.0 if tr.optimizer_state_dtype == "fp32" else 4.0),
         extra_weight_bytes=0.0 if (low and tr.fp8_param_gather) else fp8_copy, weight_bytes=weight_bytes)
@@ -1217,7 +1236,7 @@ def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams, acts) -> dict[
     # resharding the whole stage stays gathered
     gathered_layer = (sp_.layer_dense + sp_.layer_expert) * (mem.WEIGHT_BYTES + fp8_copy)
     z3_extra = np.where(S.reshard, (S.prefetch + 1) * gathered_layer,
-                        (sp_.peak_dense + sp_.peak_expert) * (mem.WEIGHT_BYTES + fp8_copy))
+                        (sp_.rank_dense + sp_.rank_expert) * (mem.WEIGHT_BYTES + fp8_copy))
     other = mcal.framework_reserved_bytes + np.where(S.zero == 3, z3_extra, 0.0)
     # offload: master weights and moments live in host memory (with the weights and gradients too
     # under weight offload), and the offloaded activations of the first stage's microbatches in flight
@@ -1227,9 +1246,15 @@ def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams, acts) -> dict[
     o_b = np.where(opt_off, 0.0, o_b)
     w_b = np.where(S.offload_w, 0.0, w_b)
     g_b = np.where(S.offload_w, 0.0, g_b)
-    total = w_b + g_b + o_b + activations + other
-    return dict(weights_bytes=w_b, gradients_bytes=g_b, optimizer_bytes=o_b, activations_bytes=activations,
-                other_bytes=other + np.zeros(shape), memory_per_gpu_bytes=total, host_memory_bytes=host_b)
+    rank_total = w_b + g_b + o_b + rank_act + other
+    worst = np.argmax(rank_total, axis=0)[None]
+
+    def on_worst(a):
+        return np.take_along_axis(np.broadcast_to(a, rank_total.shape), worst, axis=0)[0]
+
+    return dict(weights_bytes=on_worst(w_b), gradients_bytes=on_worst(g_b), optimizer_bytes=on_worst(o_b),
+                activations_bytes=on_worst(rank_act), other_bytes=on_worst(other),
+                memory_per_gpu_bytes=on_worst(rank_total), host_memory_bytes=on_worst(host_b))
 
 
 def feasibility_codes(llm: LLMSpec, training: TrainingSpec, S: StrategyArrays, system: ClusterSystem,
@@ -1252,6 +1277,9 @@ def feasibility_codes(llm: LLMSpec, training: TrainingSpec, S: StrategyArrays, s
     ffn_bad = (llm.ffn_size % S.tp != 0) if llm.moe is None else (llm.moe.expert_ffn_size % etp != 0)
     flag((llm.heads % S.tp != 0) | (llm.hidden_size % S.tp != 0) | ((llm.moe is None) & ffn_bad), 3)
     flag((llm.moe is not None) & ffn_bad, 23)
+    # Megatron stores the fp8 copy in its fused gated activations only (transformer_config.py:
+    # "Storing activation input in FP8 is supported only for SwiGLU")
+    flag(S.act_in_fp8 & (not llm.gated_mlp), 24)
     kv = llm.kv_heads_effective
     if llm.mla is None:
         flag((kv % S.tp != 0) & (S.tp % kv != 0), 4)

@@ -59,7 +59,8 @@ def recompute_drops(recompute, rc_modules, module_bit):
 
 
 def activation_bytes_per_layer(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, sp, recompute, flash,
-                               rc_modules=RC_CORE_ATTN, ep=1, etp=1, linear_input_bytes=ACT_BYTES):
+                               rc_modules=RC_CORE_ATTN, ep=1, etp=1, linear_input_bytes=ACT_BYTES,
+                               act_input_bytes=ACT_BYTES):
     """Stored activation bytes of one layer for one microbatch on one GPU (Korthikanti Table 2, tensor
     by tensor, so GQA, MLA, gated MLPs, MoE, dropout only where the model has it, and the fused
     attention kernels follow). `flash` (array or bool): fused attention, which stores only the
@@ -69,7 +70,9 @@ def activation_bytes_per_layer(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, s
     norm outputs, the attention output, the dispatched expert input and the fc2 inputs). 16-bit by
     default; a low-precision recipe saves the quantised copy the weight-gradient GEMM reads
     (Transformer Engine keeps it unless `save_original_input` is set), its byte count per element
-    from compute_efficiency.yaml (low_precision.saved_input_bytes_per_element)."""
+    from compute_efficiency.yaml (low_precision.saved_input_bytes_per_element). act_input_bytes: bytes
+    per element of the gated activation's saved input, the gate and up outputs (16-bit, or 1 where
+    Strategy.activation_input_fp8 keeps an fp8 copy)."""
     h = llm.hidden_size
     a, kv, dh = llm.heads, llm.kv_heads_effective, llm.head_dim_effective
     tp = np.asarray(tp, float)
@@ -103,6 +106,7 @@ def activation_bytes_per_layer(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, s
         # Q, K, V (inputs of the core) and the attention output (input of the output projection)
         attn_split = tokens * dh * (a / tp * (ACT_BYTES + np.where(out_dropped, 0.0, lin)) + kv_local * ACT_BYTES * 2)
     gate = 2.0 if llm.gated_mlp else 1.0
+    act_in = np.asarray(act_input_bytes, float) if llm.gated_mlp else ACT_BYTES
     if moe_layer and llm.moe is not None:
         moe = llm.moe
         routed = tokens * moe.top_k * moe.capacity_factor * etp / tp  # tokens dispatched to this GPU (compute.py)
@@ -110,13 +114,13 @@ def activation_bytes_per_layer(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, s
         # dispatched expert inputs, the activation input (gate+up) and fc2 input (the activation's
         # output, dropped by moe_act); plus the shared experts' (kept unless "moe" drops the block)
         act_out = routed * fe / etp * lin
-        experts = routed * (h * lin + gate * fe / etp * ACT_BYTES) + np.where(drops(RC_MOE_ACT), 0.0, act_out)
+        experts = routed * (h * lin + gate * fe / etp * act_in) + np.where(drops(RC_MOE_ACT), 0.0, act_out)
         fs = moe.shared_experts * moe.shared_ffn_size
-        shared = tokens * fs / tp * (gate * ACT_BYTES + lin)
+        shared = tokens * fs / tp * (gate * act_in + lin)
         mlp_split = np.where(drops(RC_MOE), 0.0, experts + shared)
     else:
         # activation input (gate+up outputs) and fc2 input: 8h + 8h·... -> 16·s·b·h/t for GPT
-        mlp_split = np.where(drops(RC_MLP), 0.0, tokens * llm.ffn_size / tp * (gate * ACT_BYTES + lin))
+        mlp_split = np.where(drops(RC_MLP), 0.0, tokens * llm.ffn_size / tp * (gate * act_in + lin))
     # Attention core: unfused keeps softmax output (2 B) and, with dropout, its mask (1 B) and
     # output (2 B): 5·a·s²·b/(t·cp) for GPT; fused kernels keep the fp32 log-sum-exp per row.
     scores = np.asarray(b, float) * a / tp * (s / np.asarray(cp, float)) * s

@@ -195,6 +195,7 @@ def _reason(code: int, llm: LLMSpec, training: TrainingSpec, st: Strategy, syste
              f"its tensor cores take {', '.join(sorted(system.gpu.peak_flops))}"),
         23: (f"expert_tp {st.expert_tp or st.tp} does not divide the expert FFN size "
              f"{llm.moe.expert_ffn_size if llm.moe else 0}"),
+        24: f"activation_input_fp8 needs a gated MLP (SwiGLU); model {llm.name} has none",
         21: (f"pipeline_flushes {st.pipeline_flushes} must divide the {B // (st.dp * st.microbatch_size)} "
              f"microbatches of an iteration (global batch {B} / dp {st.dp} / microbatch {st.microbatch_size})"),
     }

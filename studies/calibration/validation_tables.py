@@ -58,6 +58,8 @@ def assumptions(row: dict, st) -> str:
         parts.append("separate Q/K/V GEMMs")
     if st.elementwise_kernels == "eager":
         parts.append("eager element-wise ops")
+    if st.activation_input_fp8:
+        parts.append("MLP activation input saved in fp8")
     if st.ep > 1:
         parts.append(f"{st.moe_dispatcher} dispatcher" + (", EP overlap" if st.overlap_ep_comm else ""))
         routing = modern_runs.training_for(row).moe_routing

@@ -465,3 +465,26 @@ def test_fp8_casts_are_counted_where_they_run():
                               hbm_bytes_per_s=3.35e12, calib=CAL)
         fwd = tokens * (2 * h * gathered + cpe * (h + f) / 8)
         assert float(w.cast_s[0]) == pytest.approx(fwd / hbm, rel=1e-12), recipe
+
+
+def test_fp8_activation_input_store_copies_the_gate_and_up_outputs_once_each_way():
+    # Llama 3 8B, one 8192-token sequence on one H100: the SwiGLU input is 2 x 14336 elements per
+    # token. Megatron's fp8 input store (fused_bias_swiglu.py) casts it to fp8 forward (read 2 B,
+    # write 1 B) and back backward (read 1 B, write 2 B): 3 B x 28,672 = 86,016 B per token each way.
+    one = np.ones(1)
+    kw = dict(moe_layer=False, b=one, s=8192, tp=one, cp=one, ep=one, etp=one, sp=np.zeros(1, bool),
+              kernel=np.array([cmp.ATTENTION_KERNELS.index("flash")]), prec=_prec("hopper"),
+              hbm_bytes_per_s=3.35e12, calib=CAL)
+    llm = load_model("llama3-8b")
+    plain = cmp.layer_forward(llm, act_input_fp8=np.zeros(1, bool), **kw)
+    stored = cmp.layer_forward(llm, act_input_fp8=np.ones(1, bool), **kw)
+    one_way_s = 8192 * 86_016 / (3.35e12 * CAL.hbm_efficiency)
+    assert float(stored.forward_s[0] - plain.forward_s[0]) == pytest.approx(one_way_s, rel=1e-12)
+    assert float(stored.backward_s[0] - plain.backward_s[0]) == pytest.approx(one_way_s, rel=1e-12)
+    # a Mixtral expert layer: top-2 of the tokens through 2 x 14336-wide gate and up outputs
+    moe = load_model("mixtral-8x7b")
+    kw.update(ep=one * 8, moe_layer=True)
+    p = cmp.layer_forward(moe, act_input_fp8=np.zeros(1, bool), **kw)
+    q = cmp.layer_forward(moe, act_input_fp8=np.ones(1, bool), **kw)
+    assert float(q.forward_s[0] - p.forward_s[0]) == pytest.approx(
+        8192 * 2 * 2 * moe.moe.expert_ffn_size * 3 / (3.35e12 * CAL.hbm_efficiency), rel=1e-12)

@@ -85,7 +85,8 @@ def test_zero_volumes_on_rails():
                                 zeropp_quantized_gradients=True, zeropp_hierarchical_partition=True), sy).tier_bytes.rail_bytes
     from designer.perf.compute import dense_layer_params
 
-    G = 2 * (24 * dense_layer_params(llm) + 51200 * 2304) / 8  # 16-bit grads of one TP shard
+    # 16-bit grads of one TP shard: 24 layers, the tied embedding and the final LayerNorm (2h)
+    G = 2 * (24 * dense_layer_params(llm) + 51200 * 2304 + 2 * 2304) / 8
     assert z0 == pytest.approx(2 * 7 / 8 * G)
     assert z3 / z0 == pytest.approx(1.5)
     assert zpp / z3 == pytest.approx(0.25)
@@ -231,7 +232,7 @@ def test_fp32_gradients_on_the_wire_double_the_data_parallel_bytes():
 
     llm = load_model("gpt-1.7b")
     sy = cluster("a100_80gb", 64, nic_gbps=200)
-    G4 = 4 * (24 * dense_layer_params(llm) + 51200 * 2304) / 8
+    G4 = 4 * (24 * dense_layer_params(llm) + 51200 * 2304 + 2 * 2304) / 8
     for zero, ratio in ((0, 2.0), (3, 4 / 3)):
         b = {w: _ev(llm, TrainingSpec(sequence_length=2048, global_batch_sequences=8, precision="bf16",
                                       total_tokens=1e9, grad_reduce_dtype=w),

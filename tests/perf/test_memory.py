@@ -134,3 +134,55 @@ def test_fsdp_fp32_sharded_params_hold_no_16_bit_copy_at_rest():
     assert fsdp.optimizer_bytes == sep.optimizer_bytes
     assert fsdp.activations_bytes == sep.activations_bytes and fsdp.other_bytes == sep.other_bytes
     assert runs[False].memory_per_gpu_bytes - runs[True].memory_per_gpu_bytes == pytest.approx(sep.weights_bytes)
+
+
+@pytest.mark.parametrize("t", [1, 2, 8])
+def test_fp8_activation_input_store_halves_the_saved_gate_and_up_outputs(t):
+    # Llama 3 8B (SwiGLU, FFN 14336): the activation's saved input is the gate and up outputs,
+    # 2 x 14336 / t elements per token at 2 bytes; Megatron's activation_func_fp8_input_store keeps an
+    # fp8 copy, 1 byte each: s·b·2·14336/t bytes fewer per layer, the rest unchanged.
+    llm = load_model("llama3-8b")
+    s = 4096
+
+    def act(in_bytes, rc=mem.RECOMPUTE_NONE, moe=False, model=llm):
+        return float(mem.activation_bytes_per_layer(
+            model, moe_layer=moe, b=np.array([1]), s=s, tp=np.array([t]), cp=np.array([1]), sp=np.array([True]),
+            recompute=np.array([rc]), flash=True, act_input_bytes=in_bytes)[0])
+    assert act(2.0) - act(1.0) == pytest.approx(s * 2 * 14336 / t)
+    # full recompute keeps the layer input only, so there is nothing to shrink
+    assert act(2.0, mem.RECOMPUTE_FULL) == act(1.0, mem.RECOMPUTE_FULL)
+    # Mixtral 8x7B's experts: each token's top-2 copies hold 2 x 14336 / t gate and up outputs
+    mix = load_model("mixtral-8x7b")
+    assert act(2.0, moe=True, model=mix) - act(1.0, moe=True, model=mix) == pytest.approx(s * 2 * 2 * 14336 / t)
+
+
+def test_fp8_activation_input_store_needs_a_gated_mlp():
+    llm = load_model("gpt-1.7b")  # GeLU MLP
+    tr = TrainingSpec(sequence_length=2048, global_batch_sequences=8, total_tokens=1e9)
+    r = evaluate_system(llm, tr, Strategy(dp=8, activation_input_fp8=True), cluster("h100_sxm", 8), calib=CAL)
+    assert isinstance(r, Infeasible) and r.kind == "compatibility"
+    assert r.reason == "activation_input_fp8 needs a gated MLP (SwiGLU); model gpt-1.7b has none"
+
+
+def test_dualpipe_rank_holds_the_first_and_last_stages():
+    # An 8-layer model on pp 4 under DualPipe: rank 0 holds stage 0 (2 layers, the embedding) and
+    # stage 3 (2 layers, the final norm and the output layer), the middle ranks two middle stages;
+    # every rank holds PP + 1 = 5 microbatches' worth of one stage's activations (DeepSeek-V3 Table
+    # 2), rank 0 the fp32 logits of the last stage too.
+    from designer.spec.llm import LLMSpec, Schedule
+
+    h, f, a, V, L = 1024, 4096, 16, 32000, 8
+    llm = LLMSpec(name="gelu-8l", layers=L, hidden_size=h, ffn_size=f, heads=a, vocab_size=V, linear_bias=False,
+                  norm="rmsnorm")
+    s = 2048
+    tr = TrainingSpec(sequence_length=s, global_batch_sequences=16, total_tokens=1e9)
+    st = Strategy(pp=4, dp=2, microbatch_size=1, schedule=Schedule.dualpipe, zero_stage=0)
+    r = evaluate_system(llm, tr, st, cluster("h100_sxm", 8), calib=CAL)
+    assert isinstance(r, Metrics)
+    layer = 4 * h * h + 2 * h * f + 2 * h  # Q, K, V, O; fc1, fc2; two RMSNorm weights
+    rank0 = 4 * layer + 2 * V * h + h
+    assert r.memory.weights_bytes == pytest.approx(2 * rank0)
+    # per layer (Korthikanti Table 2 without dropout, fused attention): norm inputs and outputs 8·s·h,
+    # Q K V and the attention output 8·s·h, fc1 output and GeLU output 4·s·f, the fp32 LSE 4·s·a
+    act_layer = 8 * s * h + 8 * s * h + 4 * s * f + 4 * s * a
+    assert r.memory.activations_bytes == pytest.approx(5 * 2 * act_layer + 4 * s * V)

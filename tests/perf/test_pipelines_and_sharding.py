@@ -155,7 +155,8 @@ def test_dualpipe_ranks_pace_the_mean_of_their_two_stages():
 
 @pytest.mark.parametrize("zero_stage,reshard,ratio", [(1, True, 2.0), (3, False, 2.0), (3, True, 34 / 33)])
 def test_a_dualpipe_rank_syncs_both_of_its_stages(zero_stage, reshard, ratio):
-    # 32 layers on 8 even stages of 4 (a vocabulary of 8: the ends weigh nothing), 16 microbatches
+    # 32 layers on 8 even stages of 4 (a vocabulary of 8: the ends weigh next to nothing, their
+    # embedding, output layer and final norm 3e-6 of a stage), 16 microbatches
     # per DP rank. A DualPipe rank holds two stages, so its data-parallel traffic per iteration is
     # twice a 1F1B rank's where it moves the stage once (ZeRO-1's reduce-scatter and gather, FSDP
     # without resharding); resharded FSDP gathers per microbatch the one stage it runs (forward and
@@ -168,7 +169,7 @@ def test_a_dualpipe_rank_syncs_both_of_its_stages(zero_stage, reshard, ratio):
     one = evaluate_system(llm, tr, Strategy(**base), sy, calib=CAL)
     dual = evaluate_system(llm, tr, Strategy(**base, schedule="dualpipe"), sy, calib=CAL)
     assert isinstance(one, Metrics) and isinstance(dual, Metrics), dual
-    assert dual.type_bytes.total_bytes("dp") / one.type_bytes.total_bytes("dp") == pytest.approx(ratio, rel=1e-9)
+    assert dual.type_bytes.total_bytes("dp") / one.type_bytes.total_bytes("dp") == pytest.approx(ratio, rel=1e-5)
 
 
 def test_zero3_with_pipelines_gathers_once_when_not_resharded():
