@@ -478,6 +478,9 @@ def megatron_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus: i
     if s.qkv_projection == "separate":
         notes.append("qkv_projection separate: Megatron-Core computes Q, K and V in one GEMM (linear_qkv), "
                      "which runs faster than designer priced")
+    if s.activation_layout == "batch_first" and s.sequence_parallel and s.tp > 1:
+        notes.append("activation_layout batch_first: Megatron-Core keeps activations sequence-first ([s, b, h]), "
+                     "so its sequence-parallel collectives copy nothing, faster than designer priced")
     if s.activation_input_fp8:
         # arguments.py lists activation_func_fp8_input_store among the TransformerConfig fields with
         # no command-line option: it is set in the model config (Megatron-Bridge: the model provider)
@@ -712,6 +715,10 @@ def torchtitan_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus:
                      "slower than designer priced where the K and V GEMMs are narrow")
     if s.tp > 1 and not s.sequence_parallel:
         notes.append("TP without sequence parallelism: torchtitan's llama3 TP plan always shards the norms' sequence")
+    if s.tp > 1 and s.activation_layout == "sequence_first":
+        notes.append("activation_layout sequence_first: torchtitan's activations are batch-first and its TP plan "
+                     "shards their sequence (Shard(1)), so each sequence-parallel collective also copies the tensor, "
+                     "slower than designer priced")
     if s.overlap_tp_comm and s.tp > 1:
         par["enable_async_tensor_parallel"] = True  # job_config.py: only effective with torch.compile
     par["pipeline_parallel_degree"] = s.pp

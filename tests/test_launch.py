@@ -647,3 +647,18 @@ def test_fp8_activation_input_store_is_said_where_no_flag_writes_it():
     assert any(n.startswith("activation_input_fp8") and "16 bits" in n for n in tt.notes)
     plain = megatron_launch(llm, _train(8192, 64), s.model_copy(update={"activation_input_fp8": False}), 8, 8)
     assert not any("activation_input_fp8" in n for n in plain.notes)
+
+
+def test_activation_layout_is_said_where_the_framework_lays_out_otherwise():
+    # torchtitan's TP plan shards a batch-first sequence (Shard(1)); Megatron-Core's activations are
+    # sequence-first: each launch says so where the strategy was priced the other way
+    llm = load_model("llama3-8b")
+    s = Strategy(tp=8, dp=1, zero_stage=1, sequence_parallel=True)
+    tt = torchtitan_launch(llm, _train(8192, 8), s, 8, 8)
+    assert any(n.startswith("activation_layout sequence_first") for n in tt.notes)
+    batch = s.model_copy(update={"activation_layout": "batch_first"})
+    assert not any("activation_layout" in n for n in torchtitan_launch(llm, _train(8192, 8), batch, 8, 8).notes)
+    mg = megatron_launch(llm, _train(8192, 8), batch, 8, 8)
+    MEGATRON_PARSER.parse_args(mg.script_args)
+    assert any(n.startswith("activation_layout batch_first") for n in mg.notes)
+    assert not any("activation_layout" in n for n in megatron_launch(llm, _train(8192, 8), s, 8, 8).notes)

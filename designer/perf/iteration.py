@@ -599,7 +599,10 @@ def compute_term(ctx: _Context, w: cmp.LayerWork, is_moe: bool) -> LayerTimes:
 
 
 def tp_term(ctx: _Context, dense: LayerTimes) -> Term:
-    """Per layer per microbatch; hidden behind the layer's GEMMs when overlap_tp_comm."""
+    """Per layer per microbatch; hidden behind the layer's GEMMs when overlap_tp_comm. Batch-first
+    activations under sequence parallelism (Strategy.activation_layout) add a copy of the whole
+    tensor to each reduce-scatter, and to each all-gather of more than one sequence, on the GPU's
+    stream (not hidden)."""
     S, pl = ctx.S, ctx.pl
     ccol = ctx.calib.collectives
     n = 4.0 + 2.0 * ctx.full  # forward (+ recomputed forward) and backward
@@ -622,6 +625,18 @@ def tp_term(ctx: _Context, dense: LayerTimes) -> Term:
     e_f = np.where(S.overlap_tp, hidden_cost(2 * one, dense.gemm_fwd_s, ctx), 2 * one)
     rest = total - 2 * one
     e_b = np.where(S.overlap_tp, hidden_cost(rest, dense.gemm_s - dense.gemm_fwd_s, ctx), rest)
+    if np.any(S.batch_first):
+        # PyTorch's functional collectives gather and reduce-scatter along dim 0; a batch-first
+        # tensor sharded along the sequence (dim 1) is re-laid out around each (_functional_collectives
+        # all_gather_tensor: torch.cat(torch.chunk(res, group_size, dim=0), dim=gather_dim);
+        # reduce_scatter_tensor: torch.cat(torch.chunk(self, group_size, dim=scatter_dim))): a read
+        # and a write of the whole [b, s, h] tensor. A gathered single sequence is already laid out
+        # [1, s, h] and is viewed, not copied, by current releases.
+        copy = (2 * ctx.act_bytes / (ctx.system.gpu.hbm_bandwidth_bytes_per_s * ctx.calib.compute.hbm_efficiency)
+                * (S.batch_first & S.sp & (ctx.tp > 1)))
+        ag_copy = copy * (ctx.b > 1)
+        e_f = e_f + 2 * (copy + ag_copy)
+        e_b = e_b + (n - 2) * copy + (n_ag - 2) * ag_copy
     return Term(total, e_f + e_b, rows=((ar, n_ar, "tp"), (rs, n, "tp"), (ag, n_ag, "tp")), exposed_fwd_s=e_f)
 
 

@@ -286,13 +286,14 @@ class StrategyArrays:
     eager: np.ndarray = False  # element-wise ops run one PyTorch eager kernel each (Strategy.elementwise_kernels)
     qkv_separate: np.ndarray = False  # Q, K and V from three GEMMs (Strategy.qkv_projection)
     act_in_fp8: np.ndarray = False  # the MLP activation's saved input kept in fp8 (Strategy.activation_input_fp8)
+    batch_first: np.ndarray = False  # activations laid out [b, s, h] (Strategy.activation_layout)
 
     _INT = ("tp", "pp", "dp", "ep", "cp", "mbs", "schedule", "v", "zero", "recompute", "etp", "rc_modules",
             "kernel", "order", "pp_first", "pp_last", "shard_group", "prefetch", "offload_act", "rc_layers", "cp_comm",
             "batch", "flushes")
     _BOOL = ("sp", "qwz", "qgz", "hpz", "overlap_dp", "overlap_tp", "reshard", "overlap_ep", "offload_opt", "dedup",
              "ag_dispatch", "graphs", "offload_w", "cp_lb", "overlap_pp", "grouped_gemm", "eager", "qkv_separate",
-             "act_in_fp8")
+             "act_in_fp8", "batch_first")
     _FLOAT = ("bucket_bytes",)
 
     def __post_init__(self) -> None:
@@ -342,7 +343,8 @@ class StrategyArrays:
             grouped_gemm=[s.expert_gemm == "grouped" for s in ss],
             eager=[s.elementwise_kernels == "eager" for s in ss],
             qkv_separate=[s.qkv_projection == "separate" for s in ss],
-            act_in_fp8=[s.activation_input_fp8 for s in ss])
+            act_in_fp8=[s.activation_input_fp8 for s in ss],
+            batch_first=[s.activation_layout == "batch_first" for s in ss])
 
     def to_strategy(self, i: int):
         from designer.spec.llm import AttentionKernel, RankOrder, Recompute, RecomputeModule, Schedule, Strategy
@@ -377,7 +379,8 @@ class StrategyArrays:
             pipeline_flushes=int(self.flushes[i]), expert_gemm="grouped" if bool(self.grouped_gemm[i]) else "per_expert",
             elementwise_kernels="eager" if bool(self.eager[i]) else "fused",
             qkv_projection="separate" if bool(self.qkv_separate[i]) else "fused",
-            activation_input_fp8=bool(self.act_in_fp8[i]))
+            activation_input_fp8=bool(self.act_in_fp8[i]),
+            activation_layout="batch_first" if bool(self.batch_first[i]) else "sequence_first")
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,8 @@ def assumptions(row: dict, st) -> str:
         parts.append("eager element-wise ops")
     if st.activation_input_fp8:
         parts.append("MLP activation input saved in fp8")
+    if st.activation_layout == "batch_first" and st.sequence_parallel and st.tp > 1:
+        parts.append("batch-first SP collectives (layout copies)")
     if st.ep > 1:
         parts.append(f"{st.moe_dispatcher} dispatcher" + (", EP overlap" if st.overlap_ep_comm else ""))
         routing = modern_runs.training_for(row).moe_routing

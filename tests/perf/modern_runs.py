@@ -188,6 +188,7 @@ def strategy_for(row: dict) -> Strategy:
         elementwise_kernels="eager" if fw.get("eager_unless_compiled") and "torch.compile" not in overlap else "fused",
         qkv_projection=fw.get("qkv_projection", "fused"),
         activation_input_fp8=fw.get("activation_input_fp8", False),
+        activation_layout=fw.get("activation_layout", "sequence_first"),
         offload_activation_layers=int(recipe.get("activation_offload_layers", 0)))
 
 

@@ -361,3 +361,24 @@ def test_separate_qkv_projections_run_narrower_gemms():
     # forward + backward (3 GEMMs each) per layer per microbatch, 32 layers, one microbatch per rank
     assert sep.breakdown.compute_s - fused.breakdown.compute_s == pytest.approx(
         3 * 32 * (t[1] + t[2] + t[3] - t[0]), rel=1e-6)
+
+
+@pytest.mark.parametrize("b", [1, 2])
+def test_batch_first_sequence_parallelism_copies_around_each_collective(b):
+    # Llama 3 8B on TP 8 with SP, one microbatch of b 8192-token sequences, no recompute: 32 layers of
+    # 4 reduce-scatters and 4 all-gathers (forward and backward). Batch-first, PyTorch's functional
+    # collectives re-lay the whole [b, s, h] tensor out around each reduce-scatter, and around each
+    # all-gather of more than one sequence: read and write 2·b·s·h bytes each time, on the stream.
+    llm = load_model("llama3-8b")
+    tr = TrainingSpec(sequence_length=8192, global_batch_sequences=b, total_tokens=1e12)
+    sy = cluster("h100_sxm", 8)
+    base = dict(tp=8, dp=1, microbatch_size=b, sequence_parallel=True)
+    seq = _ev(llm, tr, Strategy(**base), sy)
+    bat = _ev(llm, tr, Strategy(**base, activation_layout="batch_first"), sy)
+    copy_s = 2 * (b * 8192 * 4096 * 2) / (sy.gpu.hbm_bandwidth_bytes_per_s * CAL.compute.hbm_efficiency)
+    copies = 32 * (4 + (4 if b > 1 else 0))
+    assert bat.iteration_time_s - seq.iteration_time_s == pytest.approx(copies * copy_s, rel=1e-9)
+    # without sequence parallelism the all-reduces need no re-layout
+    plain = dict(base, sequence_parallel=False)
+    assert _ev(llm, tr, Strategy(**plain, activation_layout="batch_first"), sy).iteration_time_s == \
+        pytest.approx(_ev(llm, tr, Strategy(**plain), sy).iteration_time_s, rel=1e-12)
