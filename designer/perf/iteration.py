@@ -631,7 +631,7 @@ def tp_term(ctx: _Context, dense: LayerTimes) -> Term:
         # all_gather_tensor: torch.cat(torch.chunk(res, group_size, dim=0), dim=gather_dim);
         # reduce_scatter_tensor: torch.cat(torch.chunk(self, group_size, dim=scatter_dim))): a read
         # and a write of the whole [b, s, h] tensor. A gathered single sequence is already laid out
-        # [1, s, h] and is viewed, not copied, by current releases.
+        # [1, s, h], and current releases view it instead of copying (_maybe_view_chunk_cat).
         copy = (2 * ctx.act_bytes / (ctx.system.gpu.hbm_bandwidth_bytes_per_s * ctx.calib.compute.hbm_efficiency)
                 * (S.batch_first & S.sp & (ctx.tp > 1)))
         ag_copy = copy * (ctx.b > 1)
@@ -899,8 +899,9 @@ def bubble_s(ctx: _Context, stt: StageTimes):
 
 @dataclass(frozen=True)
 class StageParams:
-    """Parameters per GPU (after TP / EP) of the pace stage (communication) and of the most loaded
-    stage (memory), dense and expert apart, and per layer (ZeRO-3 per-layer gathers)."""
+    """Parameters per GPU (after TP / EP), dense and expert apart: of the pace stage (communication),
+    of the most loaded rank (the optimizer step), of each kind of rank (memory), and per layer
+    (ZeRO-3 per-layer gathers)."""
 
     pace_dense: np.ndarray
     pace_expert: np.ndarray
