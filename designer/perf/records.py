@@ -103,7 +103,8 @@ class TrafficSummary:
 
 @dataclass(frozen=True)
 class MemoryBreakdown:
-    """HBM per GPU in bytes, for the most loaded pipeline stage."""
+    """HBM per GPU in bytes, on the rank that holds the most (a pipeline stage, or under DualPipe
+    the pair of stages a rank runs)."""
 
     weights_bytes: float
     gradients_bytes: float

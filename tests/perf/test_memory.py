@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from designer.perf import memory as mem
 from designer.perf.model import evaluate_system, load_perf_calibration
@@ -186,3 +188,24 @@ def test_dualpipe_rank_holds_the_first_and_last_stages():
     # Q K V and the attention output 8·s·h, fc1 output and GeLU output 4·s·f, the fp32 LSE 4·s·a
     act_layer = 8 * s * h + 8 * s * h + 4 * s * f + 4 * s * a
     assert r.memory.activations_bytes == pytest.approx(5 * 2 * act_layer + 4 * s * V)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(model=st.sampled_from(["llama3-8b", "mixtral-8x7b", "gpt3-175b"]), pp=st.sampled_from([1, 2, 4, 8]),
+       schedule=st.sampled_from(["1f1b", "interleaved", "dualpipe", "zero_bubble"]), zero=st.sampled_from([0, 1, 3]),
+       recompute=st.sampled_from(["none", "selective", "full"]), mbs=st.sampled_from([1, 2]),
+       act_fp8=st.booleans())
+def test_the_memory_breakdown_is_one_ranks_and_adds_up(model, pp, schedule, zero, recompute, mbs, act_fp8):
+    # The parts reported are those of the rank holding the most, so they add up to the total it
+    # holds, feasible or not (the breakdown of a too-large strategy is the one that does not fit)
+    llm = load_model(model)
+    ep = 8 if llm.moe is not None else 1
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=64, total_tokens=1e9)
+    v = 2 if schedule == "interleaved" else 1
+    st_ = Strategy(tp=8, pp=pp, dp=64 // pp, ep=ep, microbatch_size=mbs, schedule=schedule, virtual_stages=v,
+                   zero_stage=zero, recompute=recompute, activation_input_fp8=act_fp8 and llm.gated_mlp)
+    r = evaluate_system(llm, tr, st_, cluster("h100_sxm", 512), calib=CAL)
+    if isinstance(r, Infeasible) and r.kind != "memory":
+        return
+    assert r.memory.total_bytes == pytest.approx(r.memory_per_gpu_bytes, rel=1e-12)
+    assert min(r.memory.weights_bytes, r.memory.gradients_bytes, r.memory.activations_bytes) > 0
