@@ -25,7 +25,9 @@ def _strategies(n_gpus: int, moe: bool):
         ep = 4 if moe and dp * cp % 4 == 0 else 1
         out.append(Strategy(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, microbatch_size=mbs, schedule=sched, virtual_stages=v,
                             zero_stage=zero, recompute=rc, sequence_parallel=sp, overlap_tp_comm=sp,
-                            zeropp_hierarchical_partition=zero == 3 and sp))
+                            zeropp_hierarchical_partition=zero == 3 and sp,
+                            activation_layout="batch_first" if sp and cp == 1 else "sequence_first",
+                            activation_input_fp8=mbs == 2))
     return out
 
 
