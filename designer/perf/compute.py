@@ -571,21 +571,20 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
     cast_bytes = (qkv_in_elems + tokens * a_local * dv + in_elems) * cpe + gathered * on_shard
     cast_bwd_bytes = (qkv_out_elems + out_elems) * cpe + gathered * on_shard
     hbm = hbm_bytes_per_s * calib.hbm_efficiency
-    # Megatron's fp8 input store (fused_bias_swiglu.py: input.to(torch.float8_e4m3fn) forward,
-    # .to(the input dtype) backward): a copy of the gate and up outputs, read 2 bytes and write 1 each
-    # forward, read 1 and write 2 backward
-    act_store_bytes = 0.0
-    if llm.gated_mlp:
-        act_store_bytes = (np.asarray(act_input_fp8, float) * act_bytes / ((gate + 1) * ACT_BYTES) * gate
-                           * (ACT_BYTES + FP8_BYTES))
     # PyTorch eager mode: the same ops, one kernel each (EAGER_* above)
     eager = np.asarray(eager, float)
     if llm.norm == "rmsnorm":
         norm_bytes = norm_bytes + eager * 2 * tokens * h_local * EAGER_RMSNORM_EXTRA_BYTES
+    act_store_bytes = 0.0
     if llm.gated_mlp:
-        gated_extra = eager * act_bytes / ((gate + 1) * ACT_BYTES) * EAGER_GATED_ACT_EXTRA_BYTES
+        act_out_elems = act_bytes / ((gate + 1) * ACT_BYTES)  # the activation's output elements
+        gated_extra = eager * act_out_elems * EAGER_GATED_ACT_EXTRA_BYTES
         act_bytes = act_bytes + gated_extra
         mlp_mem_bytes = mlp_mem_bytes + gated_extra
+        # Megatron's fp8 input store (fused_bias_swiglu.py: input.to(torch.float8_e4m3fn) forward,
+        # .to(the input dtype) backward): a copy of the gate and up outputs, read 2 bytes and write 1
+        # each forward, read 1 and write 2 backward
+        act_store_bytes = np.asarray(act_input_fp8, float) * gate * act_out_elems * (ACT_BYTES + FP8_BYTES)
     rope_bytes = 0.0
     if llm.rotary_embedding:
         # the rotated widths: every query and key head (MLA: the shared rope key and each head's rope part)
