@@ -242,7 +242,14 @@ class CollectiveCalibration(Record):
         "scale-out path latency NCCL's NET-row hop constants already include; a slower path adds "
         "the excess as NCCL's latencyInter (once per hop, twice for Simple)"))
     p2p_net_channel_bytes_per_s: float = Field(default=14e9, gt=0, description=(
-        "what one p2p channel drives over the network (NCCL_P2P_PER_CHANNEL_NET_BW)"))
+        "the bandwidth NCCL assumes one p2p channel drives over the network when it sizes a network "
+        "peer's channels (NCCL_P2P_PER_CHANNEL_NET_BW)"))
+    p2p_net_one_channel_bytes_per_s: float | None = Field(default=None, gt=0, description=(
+        "what one p2p channel to a network peer moves, measured; None: NCCL's assumption "
+        "p2p_net_channel_bytes_per_s"))
+    p2p_net_channel_exponent: float = Field(default=1.0, gt=0, le=1, description=(
+        "c channels to one network peer move one channel's rate x c**exponent (below 1: each added "
+        "channel adds less, as they share the peer's NIC and proxy)"))
     p2p_ops_per_batch: int = Field(default=8, ge=1, description="NCCL_MAX_DEV_WORK_P2P_PER_BATCH")
     p2p_hb_fraction: float = Field(default=1.0, gt=0, le=1, description=(
         "what one send/recv between two GPUs of an HB domain reaches, as a fraction of a ring's "
@@ -1427,6 +1434,13 @@ def _p2p_net_channels(n_ch, p, system: ClusterSystem, c: CollectiveCalibration) 
     return np.minimum(ch, total)
 
 
+def p2p_net_channels_bytes_per_s(channels, c: CollectiveCalibration) -> np.ndarray:
+    """What `channels` p2p channels to one network peer move together: one channel's measured rate
+    (p2p_net_one_channel_bytes_per_s) x channels**p2p_net_channel_exponent."""
+    one = c.p2p_net_one_channel_bytes_per_s or c.p2p_net_channel_bytes_per_s
+    return one * np.asarray(channels, float) ** c.p2p_net_channel_exponent
+
+
 def send_recv_channel_share(size, ranks_per_domain, system: ClusterSystem, calib: CollectiveCalibration):
     """The thread blocks (NCCL channels, one SM each) one send/recv holds while it runs, as a share
     of those a collective holds: the compute beside hidden communication loses SMs in proportion
@@ -1453,7 +1467,7 @@ def _p2p(e: _Env, proto: int):
     sendrecv over many nodes) NCCL gives a peer fewer channels than the NIC needs."""
     c, multi = e.c, e.multi
     b_flow_hb, r1, forwarded, bw_e, lat_e, sf = e.once("p2p", _p2p_route)
-    bw_e = np.minimum(bw_e, e.once("p2p_channels", p2p_net_channels) * c.p2p_net_channel_bytes_per_s)
+    bw_e = np.minimum(bw_e, p2p_net_channels_bytes_per_s(e.once("p2p_channels", p2p_net_channels), c))
     net = 1.0 * multi
     hbb = 1.0 * ~multi + np.where(forwarded, net, 0.0)
     frac = _p2p_protocol_fraction(c, proto)
