@@ -1462,9 +1462,10 @@ def send_recv_channel_share(size, ranks_per_domain, system: ClusterSystem, calib
 
 
 def _p2p(e: _Env, proto: int):
-    """One send/recv. Across domains the flow is striped over p2p_net_channels channels, each of
-    which drives at most p2p_net_channel_bytes_per_s: in a large communicator (nccl-tests
-    sendrecv over many nodes) NCCL gives a peer fewer channels than the NIC needs."""
+    """One send/recv. Across domains the flow is striped over p2p_net_channels channels, which
+    together move at most p2p_net_channels_bytes_per_s (one channel's measured rate, sublinear in
+    their count): in a large communicator (nccl-tests sendrecv over many nodes) NCCL gives a peer
+    fewer channels than the NIC needs."""
     c, multi = e.c, e.multi
     b_flow_hb, r1, forwarded, bw_e, lat_e, sf = e.once("p2p", _p2p_route)
     bw_e = np.minimum(bw_e, p2p_net_channels_bytes_per_s(e.once("p2p_channels", p2p_net_channels), c))
