@@ -276,8 +276,8 @@ class StaleTrials:
       (`fail_stale_trials`). A journal has no heartbeats, so each owner bumps a counter in the study's
       user attributes while it runs trials (`Heartbeat`); a trial whose owner's counter has not moved
       for the grace period, as timed here on this process's own clock (no clock is compared across
-      machines), is stale. A trial with no owner (its owner died between taking it and naming itself)
-      is stale after the same period."""
+      machines), is stale. A trial with no owner (its owner died between taking it and naming itself,
+      so before its first beat) is stale after the same period, with either storage."""
 
     def __init__(self, storage: BaseStorage) -> None:
         self.storage = storage
@@ -311,8 +311,11 @@ class StaleTrials:
                 if _started_s_ago(t) >= TAKE_OVER_AFTER_S:
                     stale.append(t)
                 continue
-            if alive or self.rdb:
+            if alive or (self.rdb and owner):
                 continue  # alive here, or on another machine with Optuna's heartbeats
+            # No owner: its process died between taking it and naming itself, before its first beat, so
+            # Optuna's heartbeats never find it (fail_stale_trials looks only at trials that have beaten);
+            # timed here as in a journal.
             key = (owner, beats.get(BEAT_ATTR + owner) if owner else None)
             slot = (study.study_name, t.number)
             last = self.seen.get(slot)

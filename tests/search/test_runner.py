@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from functools import lru_cache
 from pathlib import Path
 
@@ -212,6 +213,34 @@ def test_a_dead_worker_on_another_machine_is_retried_through_the_journal(tmp_pat
     trials = {t.number: t for t in _trials(tmp_path / "j.journal", name)}
     assert trials[dead].state == TrialState.FAIL
     retries = [t for t in trials.values() if t.system_attrs.get("failed_trial") == dead]
+    assert len(retries) == 1 and retries[0].state == TrialState.COMPLETE
+    assert sum(t.state == TrialState.COMPLETE for t in trials.values()) == 12
+    assert 2.0 <= waited < 30, waited  # not before the grace period (2 x 1 s), and not stuck
+
+
+def test_a_trial_whose_taker_died_before_naming_itself_or_beating_is_retried_on_a_database(tmp_path, monkeypatch):
+    """On a database storage Optuna's heartbeats fail a dead worker's trials, but only trials that have
+    beaten. A worker killed between its ask (a fresh RUNNING trial, when another worker had popped its
+    ticket) and naming itself leaves a RUNNING trial with no owner and no beat: it is failed after 2
+    heartbeat intervals, as in a journal, and its retry completes, so the study ends with its budget
+    instead of every worker waiting for that trial for ever."""
+    import designer.search.runner as runner
+
+    monkeypatch.setattr(runner, "HEARTBEAT_S", 1)
+    storage = open_storage(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    pb, cand = problem(), candidate()
+    name = study_name_for("ownerless", cand.design_id)
+    run_optuna(pb, cand, storage=storage, study="ownerless", settings=RunnerSettings(n_trials=8, seed=3), identity="i")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "heartbeat is supposed to be used with Study.optimize": this ask never beats
+        lost = optuna.load_study(study_name=name, storage=storage).ask().number  # no owner, no heartbeat
+    t0 = time.monotonic()
+    run_optuna(pb, cand, storage=storage, study="ownerless", settings=RunnerSettings(n_trials=12, seed=3),
+               identity="i", stop=lambda: time.monotonic() - t0 > 60)
+    waited = time.monotonic() - t0
+    trials = {t.number: t for t in optuna.load_study(study_name=name, storage=storage).get_trials(deepcopy=False)}
+    assert trials[lost].state == TrialState.FAIL
+    retries = [t for t in trials.values() if t.system_attrs.get("failed_trial") == lost]
     assert len(retries) == 1 and retries[0].state == TrialState.COMPLETE
     assert sum(t.state == TrialState.COMPLETE for t in trials.values()) == 12
     assert 2.0 <= waited < 30, waited  # not before the grace period (2 x 1 s), and not stuck
