@@ -256,7 +256,10 @@ class CollectiveCalibration(Record):
         "per-link bandwidth there"))
     moe_forwarder_bytes_per_s: dict[str, float] = Field(default_factory=dict, description=(
         "per GPU generation: what the SMs a deduplicated internode MoE kernel gives its NVLink "
-        "forwarders move per GPU (k expert copies of its tokens); no cap where absent"))
+        "forwarders move per GPU (one copy of a token per destination rank); no cap where absent"))
+    moe_dispatch_hb_efficiency: float | None = Field(default=None, gt=0, le=1, description=(
+        "the share of the HB line rate a deduplicated MoE kernel's copies reach inside a domain "
+        "(SM-driven loads and stores, one copy per destination rank); None: a ring's (hb_link_efficiency)"))
     runtime_channels_per_search_channel: int = Field(default=2, ge=1, description=(
         "NCCL's runtime channel duplication (connect.cc ncclTopoPostset: nChannels = 2 x graph channels)"))
     base_latency_s: dict[str, tuple[float, float, float]]
@@ -1605,7 +1608,7 @@ def _select(cand: _Candidates, n: np.ndarray, inv: np.ndarray, p_u: np.ndarray, 
                                rail_bytes=r(rb), spine_bytes=r(sb))
 
 
-def moe_dispatch_estimate_vec(token_bytes, top_k, distinct_domains, size, ranks_per_domain, domain_span,
+def moe_dispatch_estimate_vec(token_bytes, rank_copies, distinct_domains, size, ranks_per_domain, domain_span,
                               system: ClusterSystem, calib: CollectiveCalibration, *,
                               concurrency=1.0, cuda_graphs: bool = False) -> CollectiveEstimates:
     """MoE dispatch (or combine, the same traffic reversed) with per-domain deduplication and
@@ -1615,22 +1618,26 @@ def moe_dispatch_estimate_vec(token_bytes, top_k, distinct_domains, size, ranks_
     sends each token once to every distinct destination domain among its top-k experts
     (`distinct_domains`, D, node-limited routing included): over RDMA to the GPU of the same local
     index there, so the scale-out traffic stays on the rail; that GPU forwards the token over the HB
-    fabric to the GPUs holding its experts. Per rank:
+    fabric once to each other GPU there holding any of its experts. A token reaches R distinct
+    ranks (`rank_copies`, routing_reach: fewer than top-k where a rank holds several of its experts;
+    DeepEP's intranode and internode kernels send one copy per destination rank, the receiver
+    permutes it to its experts). Per rank:
 
         RDMA bytes   = token_bytes · D · (N − 1)/N     (N domains; the own domain's share stays)
-        HB bytes     = token_bytes · k · (g − 1)/g     (k copies, the local one free)
+        HB bytes     = token_bytes · R · (g − 1)/g     (R copies, the one to the forwarder itself free)
         t = latency + max(RDMA bytes / B_rail, HB bytes / B_hb)
 
     the two phases pipelined through the kernels' channels (DeepEP's RDMA senders and NVLink
-    forwarders run concurrently on their own SMs). Across domains the forwarders are a share of a
-    few tens of SMs (DeepEP's internode kernel gives half its SMs to forwarding, Hybrid-EP 16), so
-    the HB phase moves its k copies at no more than the generation's forwarder rate
+    forwarders run concurrently on their own SMs). Inside a domain the copies reach
+    calib.moe_dispatch_hb_efficiency of the HB line rate. Across domains the forwarders are a share
+    of a few tens of SMs (DeepEP's internode kernel gives half its SMs to forwarding, Hybrid-EP 16),
+    so the HB phase moves its copies at no more than the generation's forwarder rate
     (calib.moe_forwarder_bytes_per_s): below an 18-link NVLink's rate on Hopper and Blackwell, above
     H800's 8 links. All arrays broadcast."""
     tb = np.asarray(token_bytes, float)
-    k = np.asarray(top_k, float)
+    r = np.asarray(rank_copies, float)
     p, g, span = (np.asarray(x, float) for x in (size, ranks_per_domain, domain_span))
-    shape = np.broadcast_shapes(tb.shape, k.shape, np.shape(distinct_domains), p.shape, g.shape, span.shape)
+    shape = np.broadcast_shapes(tb.shape, r.shape, np.shape(distinct_domains), p.shape, g.shape, span.shape)
     n_dom = np.maximum(np.floor(p / g + 1e-9), 1.0)
     d = np.minimum(np.asarray(distinct_domains, float), n_dom)
     span = np.maximum(span, n_dom)
@@ -1638,14 +1645,14 @@ def moe_dispatch_estimate_vec(token_bytes, top_k, distinct_domains, size, ranks_
     c = calib
     rail = _scaleout_path(system, c, n_dom, span, conc, cross=False, a2a=True,
                           nic_bw=system.nic_bandwidth_per_gpu_bytes_per_s)
-    eta_hb = hb_link_efficiency(system, c)
+    eta_hb = c.moe_dispatch_hb_efficiency or hb_link_efficiency(system, c)
     rdma = tb * d * (n_dom - 1) / n_dom
-    hb_b = tb * k * (g - 1) / g
+    hb_b = tb * r * (g - 1) / g
     multi = n_dom > 1
     with np.errstate(divide="ignore", invalid="ignore"):
         t_rdma = np.where(multi, rdma / np.where(rail.exists, rail.bw, 0.0), 0.0)
-        # the k copies spread over the domain as an all-to-all among its g members
-        t_hb = tb * k * _hb_alltoall_inverse_bw(system, g) / eta_hb
+        # the R copies spread over the domain as an all-to-all among its g members
+        t_hb = tb * r * _hb_alltoall_inverse_bw(system, g) / eta_hb
     fwd = calib.moe_forwarder_bytes_per_s.get(system.gpu.architecture)
     if fwd:
         t_hb = np.where(multi, np.maximum(t_hb, hb_b / fwd), t_hb)
@@ -1764,42 +1771,45 @@ def round_robin_reach(experts: int, top_k: int, domains: int, ranks_per_domain: 
     return float(n_doms.mean()), float(n_ranks.mean())
 
 
+def expected_distinct_ranks(experts: int, top_k: int, domains: int, ranks_per_domain: int,
+                            max_domains: int | None = None) -> float:
+    """Expected distinct ranks among a token's top-k experts, E experts spread evenly over the n·g
+    ranks of n domains, uniform routing (expected_distinct_domains over the ranks). Under node-limited
+    routing that would reach more than M domains (DeepSeek-V3's device-limited routing: the top M
+    nodes first, then the top-k experts among theirs), the k experts are drawn from the M domains'
+    E·M/n experts on their M·g ranks."""
+    n, g = max(float(domains), 1.0), max(float(ranks_per_domain), 1.0)
+    if max_domains and float(expected_distinct_domains(experts, top_k, n)) > max_domains:
+        m = float(max_domains)
+        return float(expected_distinct_domains(experts * m / n, top_k, m * g))
+    return float(expected_distinct_domains(experts, top_k, n * g))
+
+
 def routing_reach(experts: int, top_k: int, domains, ranks_per_domain, max_domains: int | None = None,
                   routing: str = "uniform") -> tuple[np.ndarray, np.ndarray]:
-    """What a deduplicating dispatcher moves per token: (distinct destination domains D, the NVLink
-    forwarding copies in the unit the dispatch rates are stated in).
+    """What a deduplicating dispatcher moves per token: (distinct destination domains D, distinct
+    destination ranks R).
 
     DeepEP and Hybrid-EP send a token once per destination domain and forward it there once per
-    destination rank. Under uniform routing (a learned router, or Megatron's forced balance, which
-    draws random logits) the copies are counted as top_k, the unit in which the forwarder and NVLink
-    rates of moe_dispatch_estimate_vec were derived. A router that reaches fewer ranks per token
-    moves proportionally fewer: round_robin (a synthetic balanced gate giving each token k consecutive
-    experts) takes top_k x (its distinct ranks) / (uniform routing's expected distinct ranks), the
-    uniform count per reached domain from the same draw without replacement."""
+    destination rank (the receiving rank permutes it to its experts), so R copies cross the HB fabric
+    where a plain all-to-all sends top-k. Uniform routing (a learned router, or Megatron's forced
+    balance, which draws random logits): expected_distinct_domains and expected_distinct_ranks.
+    round_robin (a synthetic balanced gate giving each token k consecutive experts, NeMo AutoModel's
+    FakeBalancedGate): round_robin_reach, its consecutive experts sharing ranks."""
     n = np.maximum(np.asarray(domains, float), 1.0)
     g = np.maximum(np.asarray(ranks_per_domain, float), 1.0)
     shape = np.broadcast_shapes(n.shape, g.shape)
     n, g = np.broadcast_to(n, shape), np.broadcast_to(g, shape)
-    d_uni = expected_distinct_domains(experts, top_k, n, max_domains)
-    if routing == "uniform":
-        return d_uni, np.full(shape, float(top_k))
-    if routing != "round_robin":
+    if routing not in ("uniform", "round_robin"):
         raise ValueError(f"moe_routing = {routing!r}: allowed uniform, round_robin")
     d_out, c_out = np.empty(shape), np.empty(shape)
-    for key in set(zip(n.ravel().tolist(), g.ravel().tolist())):
-        nn, gg = key
+    for nn, gg in set(zip(n.ravel().tolist(), g.ravel().tolist())):
         where = (n == nn) & (g == gg)
-        d_rr, r_rr = round_robin_reach(experts, top_k, int(nn), int(gg))
-        d_u = float(expected_distinct_domains(experts, top_k, nn, max_domains))
-        # uniform routing: k/D experts in each reached domain, spread over its g ranks (a fractional
-        # count interpolates between its floor and ceiling)
-        per_dom = top_k / d_u
-        lo = int(np.floor(per_dom + 1e-9))
-        f = per_dom - lo
-        ranks = [float(expected_distinct_domains(experts / nn, m, gg)) for m in (lo, lo + 1)]
-        r_uni = d_u * ((1.0 - f) * ranks[0] + f * ranks[1])
-        d_out[where] = d_rr
-        c_out[where] = top_k * r_rr / r_uni
+        if routing == "uniform":
+            d_out[where] = float(expected_distinct_domains(experts, top_k, nn, max_domains))
+            c_out[where] = expected_distinct_ranks(experts, top_k, nn, gg, max_domains)
+        else:
+            d_out[where], c_out[where] = round_robin_reach(experts, top_k, int(nn), int(gg))
     return d_out, c_out
 
 

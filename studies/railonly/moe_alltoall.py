@@ -146,7 +146,7 @@ def dedup_dispatch(platforms, nic_gbps, networks) -> pd.DataFrame:
         k, gpu, hb, n_sys = _platform(plat)
         ep = 64 if k <= 16 else 4 * k  # EP over 4 HB domains where one domain holds 64
         n_dom = ep // k
-        d = float(coll.expected_distinct_domains(moe.experts, moe.top_k, n_dom, moe.max_nodes_per_token))
+        d, ranks = (float(x) for x in coll.routing_reach(moe.experts, moe.top_k, n_dom, k, moe.max_nodes_per_token))
         shape = coll.GroupShape(size=ep, ranks_per_domain=k, domain_span=n_dom, same_rail=True)
         for nic_g in nic_gbps:
             nic = nic_g * 1e9 / 8
@@ -155,7 +155,7 @@ def dedup_dispatch(platforms, nic_gbps, networks) -> pd.DataFrame:
                 sy = make_system(n_sys, k, fam, hb_bytes_per_s=hb, nic_bytes_per_s=nic,
                                  spine_oversubscription=r, gpu=gpu)
                 a2a = coll.collective_estimate("all_to_all", token_bytes * moe.top_k, shape, sy, cal)
-                dd = coll.moe_dispatch_estimate_vec(token_bytes, moe.top_k, d, ep, k, n_dom, sy, cal)
+                dd = coll.moe_dispatch_estimate_vec(token_bytes, ranks, d, ep, k, n_dom, sy, cal)
                 ll = coll.moe_per_expert_dispatch_estimate_vec(copy_bytes, decode_copies, ep, k, n_dom, sy, cal)
                 res[lab] = {"alltoall": (a2a.time_s, a2a.spine_bytes), "dedup": (float(dd.time_s), float(dd.spine_bytes)),
                             "per_expert_decode": (float(ll.time_s), float(ll.spine_bytes))}

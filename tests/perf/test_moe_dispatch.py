@@ -39,9 +39,12 @@ def _reported(ep: int, bytes_per_element: float) -> float:
     g = s["gpus_per_node"]
     n_dom = max(ep // g, 1)
     d = float(coll.expected_distinct_domains(s["experts"], s["top_k"], n_dom, s["max_nodes_per_token"]))
+    ranks = coll.expected_distinct_ranks(s["experts"], s["top_k"], n_dom, min(g, ep), s["max_nodes_per_token"])
     token_bytes = s["tokens"] * s["hidden"] * bytes_per_element
-    e = coll.moe_dispatch_estimate_vec(token_bytes, s["top_k"], d, ep, min(g, ep), n_dom, _h800(ep), CAL)
-    counted = token_bytes * d if n_dom > 1 else token_bytes * s["top_k"] * (g - 1) / g
+    e = coll.moe_dispatch_estimate_vec(token_bytes, ranks, d, ep, min(g, ep), n_dom, _h800(ep), CAL)
+    # test_internode.py counts the tokens sent to distinct nodes; test_intranode.py the tokens a rank
+    # receives, one per destination rank, its own included
+    counted = token_bytes * d if n_dom > 1 else token_bytes * ranks
     return counted / float(e.time_s) / 1e9
 
 
@@ -63,13 +66,21 @@ def test_expected_distinct_nodes_by_hand():
     want = 2 * (1 - comb(128, 8) / comb(256, 8))
     assert float(coll.expected_distinct_domains(256, 8, 2)) == pytest.approx(want, rel=1e-12)
     assert float(coll.expected_distinct_domains(256, 8, 8, 4)) == 4.0  # node-limited routing
+    # distinct ranks: 16 ranks of 16 experts each miss a token with probability C(240, 8)/C(256, 8);
+    # limited to 4 of 8 nodes, the 8 experts come from those nodes' 128 on 32 ranks (4 each)
+    assert coll.expected_distinct_ranks(256, 8, 2, 8) == pytest.approx(16 * (1 - comb(240, 8) / comb(256, 8)), rel=1e-12)
+    assert coll.expected_distinct_ranks(256, 8, 8, 8, 4) == pytest.approx(32 * (1 - comb(124, 8) / comb(128, 8)),
+                                                                         rel=1e-12)
+    # a rank holding all of a domain's experts: ranks are domains
+    assert coll.expected_distinct_ranks(256, 8, 8, 1) == pytest.approx(float(coll.expected_distinct_domains(256, 8, 8)))
 
 
 def test_dispatch_stays_on_the_rails():
     # the RDMA phase goes to the GPU of the same local index: rail-only, a full fat-tree and one with
     # a thin spine give the same time and no spine bytes, where a uniform all-to-all needs the
     # spine (or HB forwarding on rail-only)
-    kw = dict(token_bytes=4096 * 7168 * 2.0, top_k=8, distinct_domains=4.0, size=64, ranks_per_domain=8,
+    kw = dict(token_bytes=4096 * 7168 * 2.0, rank_copies=coll.expected_distinct_ranks(256, 8, 8, 8, 4),
+              distinct_domains=4.0, size=64, ranks_per_domain=8,
               domain_span=8, calib=CAL)
     times = []
     for sy in (cluster("h100_sxm", 64, rail_only=True), cluster("h100_sxm", 64),

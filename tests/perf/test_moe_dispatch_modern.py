@@ -102,10 +102,6 @@ OUTSIDE_TARGET = {
     "EP-W1-pplx-b300-dispatch": ("pplx-garden on B300 takes 140 and 149 us for dispatch and combine copies of 7.4 and "
                                  "14.3 KB: about 130 us fixed where the estimate has 57 (the Blackwell host floor, "
                                  "the EFA path, NCCL's hops)", -0.35, -0.2),
-    # FP8 and BF16 dispatch over the same NVLink differ by 23 % (599 / 735 GB/s), so the kernel is
-    # not bound by the link alone at FP8; one link rate sits between the two
-    "EP-H2-hybrid-kernel-dispatch-bf16": ("Hybrid-EP on one B200 node: FP8 599 and BF16 735 GB/s on the same link; "
-                                          "the model's one NVLink rate sits between", -0.3, 0.2),
 }
 # Hybrid-EP's Torch-API figures include the Python API around the kernel; the source gives the
 # gap to the kernel-only figure as 20-40 %. The model prices the kernel, so Torch-API rows are held
@@ -200,7 +196,8 @@ def _price(name: str, e: dict) -> Priced:
     sy = _system(e)
     token_bytes = w["tokens"] * w["hidden"] * _dtype_bytes(e)
     d = float(coll.expected_distinct_domains(experts, w["topk"], n_dom, max_nodes))
-    est = coll.moe_dispatch_estimate_vec(token_bytes, w["topk"], d, p, min(g, p), n_dom, sy, CAL)
+    ranks = coll.expected_distinct_ranks(experts, w["topk"], n_dom, min(g, p), max_nodes)
+    est = coll.moe_dispatch_estimate_vec(token_bytes, ranks, d, p, min(g, p), n_dom, sy, CAL)
     t = float(est.time_s)
     if e["quantity"] == "time_us":
         designer = t * 1e6
@@ -211,7 +208,6 @@ def _price(name: str, e: dict) -> Priced:
     else:
         # test_intranode.py: NVLink bytes = the tokens a rank receives (one copy per destination rank,
         # its own included) x hidden x bytes; per rank, tokens x the expected distinct ranks per token
-        ranks = float(coll.expected_distinct_domains(experts, w["topk"], p))
         designer = token_bytes * ranks / t / 1e9
     return Priced(name, e["quantity"], *measured, designer, bound)
 
@@ -276,21 +272,30 @@ def test_entry(name):
 
 
 def test_forwarder_rate_by_hand():
-    # 2 x 8 H100 with NICs fast enough not to bind (4 x 400G per GPU): the NVLink forwarders move the
-    # k (g-1)/g = 7 copies of a rank's tokens at the Hopper forwarder rate, 220 GB/s (collectives.yaml
-    # moe_forwarder_bytes_per_s). Doubling the bytes adds 7 x token_bytes / 220e9 (the latency cancels).
+    # 2 x 8 H100 with NICs fast enough not to bind (4 x 400G per GPU), 256 experts, top-8: a token
+    # reaches R = 16 (1 - C(240, 8) / C(256, 8)) distinct ranks of the 16, and the NVLink forwarders
+    # move the R (g-1)/g copies of a rank's tokens bound for ranks other than themselves at the Hopper
+    # forwarder rate, 179 GB/s (collectives.yaml moe_forwarder_bytes_per_s). Doubling the bytes adds
+    # R x 7/8 x token_bytes / 179e9 (the latency cancels).
+    from math import comb
+
+    r = 16 * (1 - comb(240, 8) / comb(256, 8))
+    assert coll.expected_distinct_ranks(256, 8, 2, 8, 4) == pytest.approx(r, rel=1e-12)
     e = {"gpu": "h100_sxm", "gpus_per_node": 8, "ep_size": 16, "nics_per_node": 32, "nic_gbps": 400,
          "fabric": "infiniband"}
     sy = _system(e)
     d = float(coll.expected_distinct_domains(256, 8, 2, 4))
     tb = 4096 * 7168 * 2.0
-    t1, t2 = (float(coll.moe_dispatch_estimate_vec(x, 8, d, 16, 8, 2, sy, CAL).time_s) for x in (tb, 2 * tb))
-    assert t2 - t1 == pytest.approx(7 * tb / 220e9, rel=1e-9)
-    # one node: the forwarders are the intranode kernel's whole SM budget, no cap -- NVLink at
-    # NCCL's usable 20.6 of 25 GB/s per link: 7 copies / (450e9 x 0.824)
+    t1, t2 = (float(coll.moe_dispatch_estimate_vec(x, r, d, 16, 8, 2, sy, CAL).time_s) for x in (tb, 2 * tb))
+    assert t2 - t1 == pytest.approx(r * 7 / 8 * tb / 179e9, rel=1e-9)
+    # one node: the forwarders are the intranode kernel's whole SM budget, no cap -- the copies reach
+    # 0.62 of NVLink4's 450 GB/s (collectives.yaml moe_dispatch_hb_efficiency). 256 experts on 8
+    # ranks: R = 8 (1 - C(224, 8) / C(256, 8)), R x 7/8 copies / (450e9 x 0.62)
+    r1 = 8 * (1 - comb(224, 8) / comb(256, 8))
+    assert coll.expected_distinct_ranks(256, 8, 1, 8) == pytest.approx(r1, rel=1e-12)
     one = _system({**e, "ep_size": 8})
-    s1, s2 = (float(coll.moe_dispatch_estimate_vec(x, 8, 1.0, 8, 8, 1, one, CAL).time_s) for x in (tb, 2 * tb))
-    assert s2 - s1 == pytest.approx(7 * tb / (450e9 * 20.6 / 25), rel=1e-9)
+    s1, s2 = (float(coll.moe_dispatch_estimate_vec(x, r1, 1.0, 8, 8, 1, one, CAL).time_s) for x in (tb, 2 * tb))
+    assert s2 - s1 == pytest.approx(r1 * 7 / 8 * tb / (450e9 * 0.62), rel=1e-9)
 
 
 def test_per_expert_dispatch_by_hand():

@@ -375,7 +375,7 @@ def test_deduplicated_dispatch_by_hand():
     b = evaluate_system(qw, tr, st.model_copy(update={"moe_dispatcher": "deepep"}), sy, calib=CAL)
     # on the network: the all-to-all sends k copies of each token, (p − g)/p of them off the node;
     # the deduplicated dispatch D copies, (N − 1)/N of them off the node (N = 4 nodes of 8 here),
-    # and forwards the k copies inside the node: the network bytes fall by D/k
+    # and forwards one copy per distinct rank inside the node: the network bytes fall by D/k
     def net(r):
         return r.type_bytes.ep_rail_bytes + r.type_bytes.ep_spine_bytes
 
@@ -396,14 +396,15 @@ def test_round_robin_gate_reach_by_hand():
     # DeepSeek-V3 on EP 64 over 8 nodes (4 per rank): two ranks, one node
     assert round_robin_reach(128, 8, 1, 8) == (1.0, 1.0)
     assert round_robin_reach(256, 8, 8, 8) == (1.0, 2.0)
-    # the forwarding copies, in the unit of uniform routing's k: k x 1 / 8(1 - C(112, 8)/C(128, 8))
+    # the forwarding copies are the distinct ranks: 1 under the gate; uniform routing limited to 4 of 8
+    # nodes draws its 8 experts from those nodes' 128 on 32 ranks: 32(1 - C(124, 8)/C(128, 8))
     from math import comb
 
     d, copies = routing_reach(128, 8, 1, 8, None, "round_robin")
-    assert float(d) == 1.0
-    assert float(copies) == pytest.approx(8 / (8 * (1 - comb(112, 8) / comb(128, 8))))
+    assert (float(d), float(copies)) == (1.0, 1.0)
     d_u, k_u = routing_reach(256, 8, 8, 8, 4)
-    assert (float(d_u), float(k_u)) == (4.0, 8.0)
+    assert float(d_u) == 4.0
+    assert float(k_u) == pytest.approx(32 * (1 - comb(124, 8) / comb(128, 8)), rel=1e-12)
     with pytest.raises(ValueError, match="moe_routing"):
         routing_reach(128, 8, 1, 8, None, "random")
 
