@@ -1777,10 +1777,11 @@ def expected_distinct_ranks(experts: int, top_k: int, domains: int, ranks_per_do
     ranks of n domains, uniform routing (expected_distinct_domains over the ranks). Under node-limited
     routing that would reach more than M domains (DeepSeek-V3's device-limited routing: the top M
     nodes first, then the top-k experts among theirs), the k experts are drawn from the M domains'
-    E·M/n experts on their M·g ranks."""
+    E·M/n experts on their M·g ranks (M raised to the fewest domains that hold k experts, as the
+    router must reach that many)."""
     n, g = max(float(domains), 1.0), max(float(ranks_per_domain), 1.0)
     if max_domains and float(expected_distinct_domains(experts, top_k, n)) > max_domains:
-        m = float(max_domains)
+        m = min(n, max(float(max_domains), float(np.ceil(top_k * n / experts - 1e-9))))
         return float(expected_distinct_domains(experts * m / n, top_k, m * g))
     return float(expected_distinct_domains(experts, top_k, n * g))
 

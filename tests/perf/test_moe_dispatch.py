@@ -71,6 +71,9 @@ def test_expected_distinct_nodes_by_hand():
     assert coll.expected_distinct_ranks(256, 8, 2, 8) == pytest.approx(16 * (1 - comb(240, 8) / comb(256, 8)), rel=1e-12)
     assert coll.expected_distinct_ranks(256, 8, 8, 8, 4) == pytest.approx(32 * (1 - comb(124, 8) / comb(128, 8)),
                                                                          rel=1e-12)
+    # limited to one node that holds one of Mixtral's 8 experts (EP 8, one GPU per node), a top-2
+    # token must reach two: both ranks
+    assert coll.expected_distinct_ranks(8, 2, 8, 1, 1) == pytest.approx(2.0)
     # a rank holding all of a domain's experts: ranks are domains
     assert coll.expected_distinct_ranks(256, 8, 8, 1) == pytest.approx(float(coll.expected_distinct_domains(256, 8, 8)))
 
