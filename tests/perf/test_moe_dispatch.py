@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from designer import units
 from designer.perf import collectives as coll
@@ -144,3 +147,20 @@ def test_deepep_low_latency_kernels_within_twenty_percent(row):
     print(f"\nEP {ep:>3}: " + "; ".join(f"{k} {m} us measured, {d:.0f} designer ({d / m - 1:+.0%})" for k, m, d in out))
     for kind, measured, designer in out:
         assert designer == pytest.approx(measured, rel=TOL), kind
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 6), st.integers(0, 6), st.integers(0, 3), st.integers(1, 16), st.one_of(st.none(), st.integers(1, 8)))
+def test_distinct_ranks_are_finite_and_bounded(log_domains, log_ranks, log_experts_per_rank, top_k, max_domains):
+    """Whatever the placement and the node limit, a token reaches at least one rank, at most top-k,
+    and no more ranks than there are: finite, and no fewer distinct ranks on wider domains."""
+    n, g = 2 ** log_domains, 2 ** log_ranks
+    experts = n * g * 2 ** log_experts_per_rank
+    k = min(top_k, experts)
+    r = coll.expected_distinct_ranks(experts, k, n, g, max_domains)
+    assert np.isfinite(r) and 1.0 - 1e-9 <= r <= min(k, n * g) + 1e-9
+    if max_domains is None:
+        wider = coll.expected_distinct_ranks(experts * 2, k, n, g * 2)
+        assert wider >= r - 1e-9
+    d, copies = coll.routing_reach(experts, k, n, g, max_domains)
+    assert float(copies) == pytest.approx(r) and 1.0 - 1e-9 <= float(d) <= min(n, k) + 1e-9
