@@ -422,6 +422,13 @@ def megatron_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus: i
         etp = s.expert_tp or s.tp
         a += ["--expert-model-parallel-size", str(s.ep), "--expert-tensor-parallel-size", str(etp)]
         a += _moe_args(llm, s, gpus_per_node, notes)
+        if training.moe_load_balance == "forced":
+            # priced with every EP rank at the mean load, which Megatron's benchmarking switch gives
+            # (router.py apply_random_logits); a model that must learn trains without it
+            a.append("--moe-router-force-load-balancing")
+            notes.append("MoE routing: designer priced forced balance (moe_load_balance forced), so "
+                         "--moe-router-force-load-balancing is written, which replaces the router's logits with "
+                         "random ones: a benchmark, not a training run; price moe_load_balance: learned for one")
     if s.rank_order == RankOrder.tp_cp_pp_dp:
         a.append("--use-tp-pp-dp-mapping")  # initialize.py: order 'tp-cp-ep-pp-dp' instead of 'tp-cp-ep-dp-pp'
     a += ["--micro-batch-size", str(s.microbatch_size), "--global-batch-size", str(global_batch(s, training)),

@@ -104,8 +104,9 @@ CASES = [
     # MaxText's save_qkv_proj remat (attn_out_proj has no Megatron-LM module: said in a note)
     Case("llama3-8b", _train(8192, 64), Strategy(dp=16, zero_stage=3, recompute=Recompute.selective, recompute_modules=(
         RecomputeModule.core_attn, RecomputeModule.layernorm, RecomputeModule.mlp, RecomputeModule.attn_out_proj)), 16),
-    # MoE with a 128-token sliding window in alternate layers (GPT-OSS), HybridEP-style dispatcher
-    Case("gpt-oss-20b", _train(4096, 256), Strategy(dp=8, ep=8, zero_stage=1, moe_dispatcher="deepep"), 8),
+    # MoE with a 128-token sliding window in alternate layers (GPT-OSS), HybridEP-style dispatcher, priced
+    # with the benchmarks' forced balance
+    Case("gpt-oss-20b", _train(4096, 256, moe_load_balance="forced"), Strategy(dp=8, ep=8, zero_stage=1, moe_dispatcher="deepep"), 8),
     # MoE with ZeRO-3 (Megatron-FSDP) and pipeline, allgather dispatcher
     Case("qwen3-30b-a3b", _train(4096, 512, precision=Precision.mxfp8), Strategy(
         pp=2, dp=16, ep=8, zero_stage=3, microbatch_size=2, moe_dispatcher="allgather", cp=1), 32),
@@ -377,6 +378,8 @@ def test_megatron_moe_flags_match_the_moe_record(case):
     if ns.moe_router_num_groups:
         assert ns.moe_router_group_topk == moe.max_nodes_per_token < ns.moe_router_num_groups
         assert moe.experts % ns.moe_router_num_groups == 0
+    # forced balance is priced and written as Megatron's benchmarking switch; a learned router is not forced
+    assert bool(ns.moe_router_force_load_balancing) == (case.training.moe_load_balance == "forced")
     if ns.overlap_moe_expert_parallel_comm:
         assert s.overlap_ep_comm and ns.moe_token_dispatcher_type in ("alltoall", "flex")
         assert s.pp == 1 or ns.num_virtual_stages_per_pipeline_rank or ns.num_layers_per_virtual_pipeline_stage \

@@ -73,6 +73,7 @@ class ComputeCalibration:
     grouped_gemm_efficiency: float = 1.0  # expert GEMMs (grouped, one problem per local expert) vs the dense ceiling
     fp8_recipe_gemm_factors: tuple[tuple[str, float], ...] = ()  # fp8 recipe -> its GEMM kernels vs tensorwise
     framework_per_expert_s: float = 0.0  # exposed host time per local expert per MoE layer per microbatch, fwd + bwd
+    learned_busiest_rank_load: float = 1.0  # a learned router's busiest EP rank: its routed tokens over the mean
     attention_seq_half: tuple[tuple[str, float], ...] = ()  # fused kernel -> query length at half its ceiling
     attention_head_dim_half: tuple[tuple[str, float], ...] = ()  # fused kernel -> head-dim constant of its speed
     gpu_clock_scales: tuple[tuple[str, float], ...] = ()  # gpu id -> sustained-clock factor on its generation's ceilings
@@ -402,7 +403,7 @@ def attended_fraction(llm: LLMSpec, s, cp, balanced=True):
 
 def layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kernel, prec: Precisions,
                   hbm_bytes_per_s: float, calib: ComputeCalibration, etp=1, cp_balanced=True, eager=False,
-                  qkv_separate=False, act_input_fp8=False) -> LayerWork:
+                  qkv_separate=False, act_input_fp8=False, expert_load=1.0) -> LayerWork:
     """Forward work of one transformer layer per microbatch per GPU (see _layer_forward).
 
     Under a low-precision recipe a layer whose GEMMs are too small to repay their casts runs in
@@ -412,7 +413,7 @@ def layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kernel
     low_precision.converts_every_linear)."""
     kw = dict(moe_layer=moe_layer, b=b, s=s, tp=tp, cp=cp, ep=ep, sp=sp, kernel=kernel,
               hbm_bytes_per_s=hbm_bytes_per_s, calib=calib, etp=etp, cp_balanced=cp_balanced, eager=eager,
-              qkv_separate=qkv_separate, act_input_fp8=act_input_fp8)
+              qkv_separate=qkv_separate, act_input_fp8=act_input_fp8, expert_load=expert_load)
     low = _layer_forward(llm, prec=prec, **kw)
     if not prec.bf16_fallback or (prec.cast_bytes_per_element == 0.0 and prec.gemm_peak_flops == prec.hi_peak_flops):
         return low
@@ -426,14 +427,15 @@ def layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kernel
 
 def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kernel, prec: Precisions,
                    hbm_bytes_per_s: float, calib: ComputeCalibration, etp=1, cp_balanced=True, eager=False,
-                   qkv_separate=False, act_input_fp8=False) -> LayerWork:
+                   qkv_separate=False, act_input_fp8=False, expert_load=1.0) -> LayerWork:
     """Forward work of one transformer layer per microbatch per GPU.
 
     b: microbatch sequences; s: sequence length; tp/cp/ep/etp: group sizes; sp: sequence parallelism;
     kernel: attention kernel code; eager: element-wise ops run as PyTorch eager kernels;
     qkv_separate: Q, K and V from three GEMMs; act_input_fp8: the gated activation's saved input kept
-    in fp8 (arrays). The
-    router and the attention core run in 16-bit."""
+    in fp8 (arrays); expert_load: the routed tokens of this (the busiest) EP rank over the mean
+    (TrainingSpec.moe_load_balance): its expert work, not the FLOPs counted. The router and the
+    attention core run in 16-bit."""
     h = llm.hidden_size
     a, kv, dh = _attention_dims(llm)
     b = np.asarray(b, float)
@@ -478,7 +480,10 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
         # expert groups (Megatron-Core dispatches the SP-local tokens; ETP ranks share theirs)
         routed = tokens * moe.top_k * moe.capacity_factor * etp / tp
         local_experts = moe.experts / ep
-        m_e = routed / local_experts  # tokens per local expert (grouped GEMM, one problem per expert)
+        # the busiest rank's tokens set the pace (dropless: every rank waits for it at the combine);
+        # the FLOPs counted stay the mean's
+        busiest = routed * expert_load
+        m_e = busiest / local_experts  # tokens per local expert (grouped GEMM, one problem per expert)
         gge = ge * calib.grouped_gemm_efficiency
         t_mlp = (gemm_time_s(m_e, gate * fe / etp, h, local_experts, gp, gge, calib)
                  + gemm_time_s(m_e, h, fe / etp, local_experts, gp, gge, calib)
@@ -486,10 +491,10 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
         f_mlp = 2 * routed * (gate + 1) * fe * h / etp + 2 * tokens * moe.experts * h
         # activation function on the routed tokens (read gate+up, write the product); permute and
         # unpermute copies of the dispatched tokens (read + write each)
-        act_bytes = routed * (gate + 1) * fe / etp * ACT_BYTES
-        mlp_mem_bytes = act_bytes + 2 * 2 * routed * h * ACT_BYTES
-        in_elems = routed * (h + fe / etp)
-        out_elems = routed * (gate * fe / etp + h)
+        act_bytes = busiest * (gate + 1) * fe / etp * ACT_BYTES
+        mlp_mem_bytes = act_bytes + 2 * 2 * busiest * h * ACT_BYTES
+        in_elems = busiest * (h + fe / etp)
+        out_elems = busiest * (gate * fe / etp + h)
         gathered_mlp = np.zeros_like(tokens)  # the routed experts take the rank's own tokens
         if moe.shared_experts:
             fs = moe.shared_experts * moe.shared_ffn_size

@@ -451,6 +451,8 @@ class _Context:
     experts_launched: np.ndarray  # 1 where the MoE layers launch their local experts one by one from the host
     # DualPipe: each rank holds two stages, r and pp-1-r (stage_times, stage_params, dp_term, memory_term)
     dualpipe: np.ndarray
+    # the busiest EP rank's routed tokens over the mean (TrainingSpec.moe_load_balance): 1 when forced
+    expert_load: float = 1.0
 
 
 def full_recompute_share(llm: LLMSpec, S: StrategyArrays) -> np.ndarray:
@@ -465,12 +467,13 @@ def full_recompute_share(llm: LLMSpec, S: StrategyArrays) -> np.ndarray:
 def _context(llm, training, S, system, calib) -> _Context:
     prec = precisions(system, training, calib)
     s, B = training.sequence_length, training.global_batch_sequences
+    expert_load = calib.compute.learned_busiest_rank_load if training.moe_load_balance == "learned" else 1.0
     m = np.maximum(B // np.maximum(S.dp * S.mbs, 1), 1).astype(float)
     b, tp, cp, pp, v = (x.astype(float) for x in (S.mbs, S.tp, S.cp, S.pp, S.v))
     etp = np.where(S.etp > 0, S.etp, S.tp).astype(float)
     kw = dict(b=b, s=s, tp=tp, cp=cp, ep=S.ep.astype(float), etp=etp, sp=S.sp, kernel=S.kernel, prec=prec,
               hbm_bytes_per_s=system.gpu.hbm_bandwidth_bytes_per_s, calib=calib.compute, cp_balanced=S.cp_lb,
-              eager=S.eager, qkv_separate=S.qkv_separate, act_input_fp8=S.act_in_fp8)
+              eager=S.eager, qkv_separate=S.qkv_separate, act_input_fp8=S.act_in_fp8, expert_load=expert_load)
     n_dense, n_moe = cmp.layer_kinds(llm)
     dense = cmp.layer_forward(llm, moe_layer=False, **kw)
     moe = cmp.layer_forward(llm, moe_layer=True, **kw) if n_moe else None
@@ -486,7 +489,7 @@ def _context(llm, training, S, system, calib) -> _Context:
                     act_bytes=b * (s / cp) * llm.hidden_size * cmp.ACT_BYTES,
                     host_launched=np.where(S.graphs, 0.0, 1.0),
                     experts_launched=np.where(S.graphs | S.grouped_gemm, 0.0, 1.0),
-                    dualpipe=(S.schedule == mem.SCHEDULE_DUALPIPE) & (S.pp >= 2))
+                    dualpipe=(S.schedule == mem.SCHEDULE_DUALPIPE) & (S.pp >= 2), expert_load=expert_load)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -747,8 +750,12 @@ def ep_term(ctx: _Context, moe: LayerTimes | None) -> Term:
     S = ctx.S
     tokens = ctx.b * (ctx.training.sequence_length / ctx.cp) / np.where(S.sp, ctx.tp, 1.0)
     token_bytes = tokens * llm.moe.capacity_factor * llm.hidden_size * cmp.ACT_BYTES
+    # an all-to-all (or a deduplicated dispatch) ends when its busiest receiver has its tokens: under
+    # an uneven load (TrainingSpec.moe_load_balance) that rank's share sets the time; the allgather
+    # dispatcher gathers every token whatever the routing
+    busiest_bytes = token_bytes * ctx.expert_load
     plain = ~S.dedup & ~S.ag_dispatch
-    a2a = _ct("all_to_all", token_bytes * llm.moe.top_k, ctx.pl.ep, ctx.system, ctx.calib.collectives, plain, graphs=ctx.S.graphs)
+    a2a = _ct("all_to_all", busiest_bytes * llm.moe.top_k, ctx.pl.ep, ctx.system, ctx.calib.collectives, plain, graphs=ctx.S.graphs)
     # allgather dispatcher: the EP group's tokens gathered (n = the gathered total), the combine a
     # reduce-scatter of the same; backward the mirrors
     ep_n = ctx.pl.ep.size.astype(float)
@@ -756,8 +763,8 @@ def ep_term(ctx: _Context, moe: LayerTimes | None) -> Term:
     rs = _ct("reduce_scatter", token_bytes * ep_n, ctx.pl.ep, ctx.system, ctx.calib.collectives, S.ag_dispatch, graphs=ctx.S.graphs)
     low = ctx.training.precision.value in cmp.LOW_PRECISIONS
     fp8_share = coll.FP8_DISPATCH_BYTES_PER_ELEMENT / cmp.ACT_BYTES if low else 1.0
-    d16 = _dispatch_ct(ctx, token_bytes, S.dedup)
-    d8 = _dispatch_ct(ctx, token_bytes * fp8_share, S.dedup) if low else d16
+    d16 = _dispatch_ct(ctx, busiest_bytes, S.dedup)
+    d8 = _dispatch_ct(ctx, busiest_bytes * fp8_share, S.dedup) if low else d16
     redo = np.maximum(ctx.full, ((ctx.rc_modules & mem.RC_MOE) > 0).astype(float))
     n = 4.0 + 2.0 * redo
     n_fwd = 1.0 + redo  # forward dispatches (FP8 under a low-precision recipe)
@@ -1157,7 +1164,7 @@ def layer_activation_bytes(ctx: _Context):
     kw = dict(b=ctx.b, s=ctx.training.sequence_length, tp=ctx.tp, cp=ctx.cp, sp=S.sp, flash=flash,
               rc_modules=ctx.rc_modules, etp=ctx.etp,
               linear_input_bytes=ctx.prec.saved_input_bytes_per_element,
-              act_input_bytes=np.where(S.act_in_fp8, cmp.FP8_BYTES, mem.ACT_BYTES))
+              act_input_bytes=np.where(S.act_in_fp8, cmp.FP8_BYTES, mem.ACT_BYTES), expert_load=ctx.expert_load)
     # Megatron's block method: the recomputed share of the layers keeps its input, the rest all of it
     f = np.where(S.recompute == mem.RECOMPUTE_FULL, ctx.full, 1.0)
 

@@ -60,7 +60,7 @@ def recompute_drops(recompute, rc_modules, module_bit):
 
 def activation_bytes_per_layer(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, sp, recompute, flash,
                                rc_modules=RC_CORE_ATTN, ep=1, etp=1, linear_input_bytes=ACT_BYTES,
-                               act_input_bytes=ACT_BYTES):
+                               act_input_bytes=ACT_BYTES, expert_load=1.0):
     """Stored activation bytes of one layer for one microbatch on one GPU (Korthikanti Table 2, tensor
     by tensor, so GQA, MLA, gated MLPs, MoE, dropout only where the model has it, and the fused
     attention kernels follow). `flash` (array or bool): fused attention, which stores only the
@@ -72,7 +72,8 @@ def activation_bytes_per_layer(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, s
     (Transformer Engine keeps it unless `save_original_input` is set), its byte count per element
     from compute_efficiency.yaml (low_precision.saved_input_bytes_per_element). act_input_bytes: bytes
     per element of the gated activation's saved input, the gate and up outputs (16-bit, or 1 where
-    Strategy.activation_input_fp8 keeps an fp8 copy)."""
+    Strategy.activation_input_fp8 keeps an fp8 copy). expert_load: the routed tokens of the busiest EP
+    rank over the mean (TrainingSpec.moe_load_balance), the rank whose memory bounds the run."""
     h = llm.hidden_size
     a, kv, dh = llm.heads, llm.kv_heads_effective, llm.head_dim_effective
     tp = np.asarray(tp, float)
@@ -109,7 +110,8 @@ def activation_bytes_per_layer(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, s
     act_in = np.asarray(act_input_bytes, float) if llm.gated_mlp else ACT_BYTES
     if moe_layer and llm.moe is not None:
         moe = llm.moe
-        routed = tokens * moe.top_k * moe.capacity_factor * etp / tp  # tokens dispatched to this GPU (compute.py)
+        # tokens dispatched to this GPU (compute.py), on the busiest rank
+        routed = tokens * moe.top_k * moe.capacity_factor * etp / tp * expert_load
         fe = moe.expert_ffn_size
         # dispatched expert inputs, the activation input (gate+up) and fc2 input (the activation's
         # output, dropped by moe_act); plus the shared experts' (kept unless "moe" drops the block)
@@ -130,12 +132,12 @@ def activation_bytes_per_layer(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, s
     kept = rep + attn_split + mlp_split + core
     layer_input = np.where(sp, tokens * h * ACT_BYTES / tp, tokens * h * ACT_BYTES)
     if np.any(drops(RC_ALT_MM) & (np.asarray(recompute) != RECOMPUTE_FULL)):
-        alt = layer_input + core + _alternate_matmuls_kept(llm, moe_layer, tokens, tp, etp, sp)
+        alt = layer_input + core + _alternate_matmuls_kept(llm, moe_layer, tokens, tp, etp, sp, expert_load)
         kept = np.where(drops(RC_ALT_MM), alt, kept)
     return np.where(np.asarray(recompute) == RECOMPUTE_FULL, layer_input, kept)
 
 
-def _alternate_matmuls_kept(llm: LLMSpec, moe_layer: bool, tokens, tp, etp, sp):
+def _alternate_matmuls_kept(llm: LLMSpec, moe_layer: bool, tokens, tp, etp, sp, expert_load=1.0):
     """Bytes torchtitan's per-op checkpointing keeps of a layer besides its input and the attention
     kernel's log-sum-exp (RecomputeModule.alternate_matmuls), as a compiled graph keeps them (what the
     backward or the recomputation reads of the saved ops' outputs): the odd-numbered matmuls' 16-bit
@@ -156,7 +158,7 @@ def _alternate_matmuls_kept(llm: LLMSpec, moe_layer: bool, tokens, tp, etp, sp):
     if moe_layer and llm.moe is not None:
         moe = llm.moe
         gate = 2 if llm.gated_mlp else 1
-        routed = tokens * moe.top_k * moe.capacity_factor * np.asarray(etp, float) / tp
+        routed = tokens * moe.top_k * moe.capacity_factor * np.asarray(etp, float) / tp * expert_load
         extra = routed * (2 * h + gate * moe.expert_ffn_size / np.asarray(etp, float)) * ACT_BYTES
     return tokens * kept * ACT_BYTES + extra
 

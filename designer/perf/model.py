@@ -80,6 +80,7 @@ def compute_calibration_from_dict(data: dict) -> tuple[ComputeCalibration, Memor
             framework_per_iteration_s=float(fw.get("per_iteration_s", 0.0)),
             framework_per_layer_s=float(fw.get("per_layer_s", 0.0)),
             framework_per_expert_s=float(fw.get("per_expert_s", 0.0)),
+            learned_busiest_rank_load=float((data.get("moe") or {}).get("learned_busiest_rank_load", 1.0)),
             overlap_slowdown=float(data.get("overlap", {}).get("compute_slowdown", 0.0)),
             grouped_gemm_efficiency=float(g.get("grouped_efficiency", 1.0)),
             fp8_recipe_gemm_factors=tuple((str(k), float(v)) for k, v in (g.get("fp8_recipe_factor") or {}).items()),

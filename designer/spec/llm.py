@@ -186,6 +186,15 @@ class TrainingSpec(Record):
     moe_routing: Literal["uniform", "round_robin"] = Field(
         default="uniform", description="uniform (learned or random-balanced router) or round_robin (k consecutive "
         "experts per token, a synthetic benchmark gate): how many ranks and nodes a token's experts reach")
+    # How evenly the router loads the EP ranks. Dropless MoE runs at the pace of its busiest rank: its
+    # expert GEMMs, permutes and activations, and the tokens it receives, set every rank's time at the
+    # combine. A training run's router is learned, and its busiest rank carries more than the mean
+    # (compute_efficiency.yaml moe.learned_busiest_rank_load); benchmarks force the balance (Megatron's
+    # --moe-router-force-load-balancing, Megatron-Bridge's performance tables, AutoModel's balanced
+    # gate), which a model that must learn cannot.
+    moe_load_balance: Literal["forced", "learned"] = Field(
+        default="learned", description="forced (every EP rank gets the mean load: benchmarks, synthetic gates) or learned "
+        "(a trained router's uneven load: the busiest rank carries moe.learned_busiest_rank_load x the mean and sets the pace)")
 
     @model_validator(mode="before")
     @classmethod

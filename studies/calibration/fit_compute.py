@@ -169,7 +169,10 @@ PARAMS = [
     (_scalar("hbm_efficiency", 0.4, 0.95), DENSE), (_scalar("framework_per_layer_s", 0.0, 2e-3), DENSE + MOE),
     (_scalar("framework_per_iteration_s", 0.0, 0.2), DENSE + MOE), (_scalar("framework_per_expert_s", 0.0, 1e-3), MOE),
     (_scalar("overlap_slowdown", 0.0, 0.5), DENSE + MOE),
-    (_scalar("grouped_gemm_efficiency", 0.2, 1.0), MOE), (_recipe_factor("rowwise"), DENSE),
+    (_scalar("grouped_gemm_efficiency", 0.2, 1.0), MOE),
+    # only the rows whose source says the router's balance was not forced move it (ModelZoo's dropless
+    # long-context rows, DeepSeek-V3's own run)
+    (_scalar("learned_busiest_rank_load", 1.0, 1.6), ("long-ctx",) + MOE), (_recipe_factor("rowwise"), DENSE),
     (_clock_scale("blackwell_ultra", ("b300", "gb300")), DENSE + MOE),
     (_clock_scale("h100_96gb_500w", ("h100_96gb_500w",), (0.4, 1.0)), DENSE),
 ]

@@ -222,6 +222,9 @@ def training_for(row: dict) -> TrainingSpec:
                         grad_reduce_dtype=grad_reduce_dtype(row),
                         optimizer_state_dtype="bf16" if row["framework"] == "deepseek" else "fp32",
                         moe_routing=fw.get("moe_routing", "uniform"),
+                        # a learned router's uneven load where the source says the balance was not forced
+                        # (the ModelZoo's "dropless routing (not forced balance)" rows, DeepSeek-V3's own run)
+                        moe_load_balance="learned" if "not forced balance" in (row.get("notes") or "") else "forced",
                         fp32_sharded_params=fw.get("fp32_sharded_params", False),
                         # the Megatron-Bridge recipe's fp8_dot_product_attention (megatron_bridge_recipes.yaml)
                         fp8_attention=prec in ("fp8", "mxfp8", "nvfp4") and recipes().get(row["id"], {}).get("fp8_attention", False))

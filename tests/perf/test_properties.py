@@ -208,3 +208,20 @@ def test_eager_kernels_are_never_faster_than_fused_ones(draws, moe, precision):
     fused = iteration_arrays(llm, tr, S, sy, CAL)
     eager = iteration_arrays(llm, tr, StrategyArrays(**{**S.__dict__, "eager": True}), sy, CAL)
     assert np.all(eager["iteration_time_s"] > fused["iteration_time_s"])
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.lists(strategy_cols, min_size=4, max_size=12), st.floats(1.0, 2.0))
+def test_an_uneven_router_load_is_never_faster(draws, load):
+    """A learned router's busiest EP rank (TrainingSpec.moe_load_balance) never speeds a strategy up,
+    whatever the load; the model FLOPs stay the balanced count."""
+    import dataclasses
+
+    S = _arrays(draws, moe=True)
+    calib = dataclasses.replace(CAL, compute=dataclasses.replace(CAL.compute, learned_busiest_rank_load=load))
+    sy = cluster("h100_sxm", N, leaf_span=8)
+    forced = iteration_arrays(MOE, TR.model_copy(update={"moe_load_balance": "forced"}), S, sy, calib)
+    learned = iteration_arrays(MOE, TR.model_copy(update={"moe_load_balance": "learned"}), S, sy, calib)
+    assert np.all(learned["iteration_time_s"] >= forced["iteration_time_s"] * (1 - 1e-12))
+    assert np.all(learned["memory_per_gpu_bytes"] >= forced["memory_per_gpu_bytes"] * (1 - 1e-12))
+    assert np.array_equal(learned["model_flops"], forced["model_flops"])
