@@ -195,12 +195,24 @@ class TrainingSpec(Record):
     moe_load_balance: Literal["forced", "learned"] = Field(
         default="learned", description="forced (every EP rank gets the mean load: benchmarks, synthetic gates) or learned "
         "(a trained router's uneven load: the busiest rank carries moe.learned_busiest_rank_load x the mean and sets the pace)")
+    moe_busiest_rank_load: float | None = Field(
+        default=None, ge=1.0, le=8.0, description="with moe_load_balance learned: the busiest EP rank's routed tokens over "
+        "the mean, as a run's router statistics give it (Megatron logs the tokens per expert); None: the calibrated value")
 
     @model_validator(mode="before")
     @classmethod
     def _batch_forms(cls, data):  # noqa: ANN001 - pydantic signature
         if not isinstance(data, dict):
             return data
+        if data.get("moe_routing") == "round_robin":
+            # a round-robin gate gives every expert the same tokens by construction: balanced
+            if data.get("moe_load_balance", "forced") != "forced":
+                raise ValueError(f"moe_load_balance = {data['moe_load_balance']!r} with moe_routing = 'round_robin': "
+                                 "a round-robin gate loads every expert equally; allowed: forced")
+            data = {**data, "moe_load_balance": "forced"}
+        if data.get("moe_busiest_rank_load") is not None and data.get("moe_load_balance", "learned") == "forced":
+            raise ValueError(f"moe_busiest_rank_load = {data['moe_busiest_rank_load']!r} with moe_load_balance = 'forced': "
+                             "a forced balance loads every rank at the mean; give it with moe_load_balance: learned")
         gb = data.get("global_batch_sequences")
         if isinstance(gb, dict):
             unknown = set(gb) - {"target", "tolerance"}

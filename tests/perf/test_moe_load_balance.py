@@ -14,7 +14,7 @@ from designer.perf import compute as cmp
 from designer.perf.iteration import precisions
 from designer.perf.model import Metrics, evaluate_system, load_perf_calibration
 from designer.spec.models import load_model
-from designer.spec.llm import Recompute
+from designer.spec.llm import Recompute, TrainingSpec
 from tests.perf import modern_runs
 
 CALIB = load_perf_calibration()
@@ -106,3 +106,35 @@ def test_measured_pair_forced_against_dropless():
     print(f"\nMZ-10 / MZ-9 tokens/s: measured {measured:.3f}, designer {predicted:.3f}")
     assert measured < predicted < 1.0
     assert abs(errs["MZ-10"].error) <= 0.10
+
+
+def test_a_round_robin_gate_is_balanced():
+    """AutoModel's synthetic gate gives every expert the same tokens: it is forced balance whatever
+    the default, and stating it learned is refused with the field, the value and what is allowed."""
+    from pydantic import ValidationError
+
+    from designer.spec.llm import TrainingSpec
+
+    base = dict(sequence_length=4096, global_batch_sequences=64, total_tokens=1e12)
+    assert TrainingSpec(**base).moe_load_balance == "learned"
+    assert TrainingSpec(**base, moe_routing="round_robin").moe_load_balance == "forced"
+    with pytest.raises(ValidationError, match="moe_load_balance = 'learned' with moe_routing = 'round_robin'.*allowed: forced"):
+        TrainingSpec(**base, moe_routing="round_robin", moe_load_balance="learned")
+
+
+def test_a_stated_busiest_rank_load_replaces_the_calibrated_one():
+    """A run's own router statistics (moe_busiest_rank_load) replace the calibrated load: stating the
+    calibrated value changes nothing, a larger one is slower; with forced balance it is refused."""
+    from pydantic import ValidationError
+
+    llm, tr, st, sy = _case("MZ-9")
+    learned = tr.model_copy(update={"moe_load_balance": "learned"})
+    t_cal = evaluate_system(llm, learned, st, sy, calib=CALIB).iteration_time_s
+    same = TrainingSpec(**{**learned.model_dump(), "moe_busiest_rank_load": LOAD})
+    more = TrainingSpec(**{**learned.model_dump(), "moe_busiest_rank_load": 1.5})
+    assert evaluate_system(llm, same, st, sy, calib=CALIB).iteration_time_s == t_cal
+    assert evaluate_system(llm, more, st, sy, calib=CALIB).iteration_time_s > t_cal
+    with pytest.raises(ValidationError, match="moe_busiest_rank_load = 1.5 with moe_load_balance = 'forced'"):
+        TrainingSpec(**{**learned.model_dump(), "moe_load_balance": "forced", "moe_busiest_rank_load": 1.5})
+    with pytest.raises(ValidationError, match="moe_busiest_rank_load"):
+        TrainingSpec(**{**learned.model_dump(), "moe_busiest_rank_load": 0.8})

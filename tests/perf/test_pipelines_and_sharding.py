@@ -420,7 +420,9 @@ def test_round_robin_gate_moves_fewer_dispatch_bytes():
     sy = cluster("h100_sxm", 8)
     runs = {}
     for routing in ("uniform", "round_robin"):
-        tr = TrainingSpec(sequence_length=4096, global_batch_sequences=64, total_tokens=1e12, moe_routing=routing)
+        # both at the mean load (a round-robin gate is; TrainingSpec.moe_load_balance), so only the reach differs
+        tr = TrainingSpec(sequence_length=4096, global_batch_sequences=64, total_tokens=1e12, moe_routing=routing,
+                          moe_load_balance="forced")
         runs[routing] = evaluate_system(llm, tr, st, sy, calib=CAL)
     r_uni = 8 * (1 - comb(112, 8) / comb(128, 8))
     u, rr = runs["uniform"].type_bytes.ep_hb_bytes, runs["round_robin"].type_bytes.ep_hb_bytes
