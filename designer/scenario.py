@@ -183,13 +183,16 @@ def defaulted_fields(record: Record, prefix: str = "") -> list[tuple[str, Any]]:
 def resolved_defaults(scenario: Scenario) -> list[tuple[str, Any]]:
     """defaulted_fields with the value each None default stands for in the model: expert_tp takes
     tp, dp_bucket_bytes Megatron-Core's bucket for the data-parallel group (of the dense weights),
-    nccl_version the shipped NCCL release."""
+    nccl_version the shipped NCCL release, moe_busiest_rank_load the calibrated load of a learned
+    router (1 under forced balance)."""
     calib = scenario_calibration(scenario)
     st = scenario_strategy(scenario)
     bucket_b = float(calib.dp_bucket_elements(st.dp * st.cp)) * gradient_bytes(scenario.training.grad_reduce_dtype)
     taken = {"strategy.expert_tp": st.tp, "strategy.dp_bucket_bytes": bucket_b,
              "nccl_version": calib.collectives.nccl_version,
-             "strategy.global_batch_sequences": st.global_batch_sequences}
+             "strategy.global_batch_sequences": st.global_batch_sequences,
+             "training.moe_busiest_rank_load": calib.compute.learned_busiest_rank_load
+             if scenario.training.moe_load_balance == "learned" else 1.0}
     return [(k, taken[k] if v is None and k in taken else v) for k, v in defaulted_fields(scenario)]
 
 

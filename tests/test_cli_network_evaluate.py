@@ -121,6 +121,29 @@ def test_evaluate_lists_every_defaulted_field():
     assert "strategy.attention_kernel" not in d and "strategy.tp" not in d
 
 
+def test_evaluate_lists_the_router_load_an_moe_scenario_took(tmp_path):
+    # an MoE scenario that states no routing balance is priced with a learned router, at the shipped
+    # calibration's busiest-rank load (read here from the data file); stated forced, at the mean
+    from designer.perf.model import load_perf_calibration
+
+    load = load_perf_calibration().compute.learned_busiest_rank_load
+    data = {"model": "qwen3-30b-a3b",
+            "training": {"sequence_length": 4096, "global_batch_sequences": 256, "total_tokens": 1.0e12},
+            "strategy": {"dp": 64, "ep": 8, "recompute": "full"},
+            "system": {"platform": "hgx_h100_8", "n_gpus": 64, "family": "rail-optimized"}}
+    got = {}
+    for balance in (None, "forced"):
+        d = {**data, "training": {**data["training"], **({"moe_load_balance": balance} if balance else {})}}
+        out = run_cli("evaluate", str(_write(tmp_path, d)), "--json")
+        assert out.returncode == 0, out.stderr
+        got[balance] = json.loads(out.stdout)
+    assert got[None]["defaulted"]["training.moe_load_balance"] == "learned"
+    assert got[None]["defaulted"]["training.moe_busiest_rank_load"] == pytest.approx(load)
+    assert "training.moe_load_balance" not in got["forced"]["defaulted"]
+    assert got["forced"]["defaulted"]["training.moe_busiest_rank_load"] == 1.0
+    assert got[None]["iteration_time_s"] > got["forced"]["iteration_time_s"]
+
+
 def test_a_scenario_runs_with_the_nccl_release_it_states(tmp_path):
     # The Selene scenario moved to H100 nodes with 400G NICs: its pipeline sends cross nodes. Before
     # NCCL 2.29 a network send/recv peer gets two p2p channels (paths.cc ncclTopoGetNchannels); from 2.29

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from designer.export import PARETO_COLUMNS
 from designer.pareto import nondominated_mask
@@ -36,6 +37,10 @@ def test_outputs_written(result):
     assert meta["seed"] == 0 and meta["milp"]["status"] == "optimal"
     assert set(meta["search"]["methods_run"]) <= {"exhaustive", "optuna"}
     assert meta["spec_hash"] == result.spec.spec_hash()
+    # the run the time axis prices, defaults included, as the study file states it
+    study = yaml.safe_load((REPO / "studies" / "quickstart" / "study.yaml").read_text())
+    assert meta["training"]["sequence_length"] == study["training"]["sequence_length"]
+    assert meta["training"]["grad_reduce_dtype"] == "bf16" and meta["training"]["moe_busiest_rank_load"] is None
     front = read_pareto(result.out_dir)
     assert list(front.columns) == list(PARETO_COLUMNS)
     assert len(summary_table(result)) == len(front)
