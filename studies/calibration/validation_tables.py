@@ -64,9 +64,12 @@ def assumptions(row: dict, st) -> str:
         parts.append("batch-first SP collectives (layout copies)")
     if st.ep > 1:
         parts.append(f"{st.moe_dispatcher} dispatcher" + (", EP overlap" if st.overlap_ep_comm else ""))
-        routing = modern_runs.training_for(row).moe_routing
-        if routing != "uniform":
-            parts.append(f"{routing.replace('_', '-')} gate")
+        training = modern_runs.training_for(row)
+        if training.moe_routing != "uniform":
+            parts.append(f"{training.moe_routing.replace('_', '-')} gate")
+        if training.moe_load_balance == "learned":
+            load = training.moe_busiest_rank_load or load_perf_calibration().compute.learned_busiest_rank_load
+            parts.append(f"learned router (busiest EP rank {load:.2f}x the mean)")
     if modern_runs.case(row)[0].moe is not None and st.expert_gemm == "grouped":
         parts.append("grouped expert GEMMs")
     if st.overlap_tp_comm:
