@@ -1130,8 +1130,7 @@ def _run_study(spec: StudySpec, out: Path, *, n_trials: int | None, workers: int
         # the run the time axis prices, every field with the value it took (defaults included), and
         # the busiest EP rank's load a learned router was priced with
         "training": {**problem.training.model_dump(mode="json"), "moe_busiest_rank_load": (
-            (problem.training.moe_busiest_rank_load or problem.calib.compute.learned_busiest_rank_load)
-            if problem.training.moe_load_balance == "learned" else 1.0) if problem.llm.moe is not None else None},
+            problem.calib.compute.busiest_rank_load(problem.training) if problem.llm.moe is not None else None)},
         "mode": "codesign" if codesign is not None else "cheapest",
         "design_search": codesign.meta if codesign is not None else None,
         "goal": answer.as_dict() if answer is not None else {"goal": "front"},

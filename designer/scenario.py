@@ -191,8 +191,7 @@ def resolved_defaults(scenario: Scenario) -> list[tuple[str, Any]]:
     taken = {"strategy.expert_tp": st.tp, "strategy.dp_bucket_bytes": bucket_b,
              "nccl_version": calib.collectives.nccl_version,
              "strategy.global_batch_sequences": st.global_batch_sequences,
-             "training.moe_busiest_rank_load": calib.compute.learned_busiest_rank_load
-             if scenario.training.moe_load_balance == "learned" else 1.0}
+             "training.moe_busiest_rank_load": calib.compute.busiest_rank_load(scenario.training)}
     return [(k, taken[k] if v is None and k in taken else v) for k, v in defaulted_fields(scenario)]
 
 

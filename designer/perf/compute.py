@@ -86,6 +86,14 @@ class ComputeCalibration:
         table = {(key, f): (fw, bw) for key, f, fw, bw in self.attention_low_precision_speedup}
         return table.get((gpu_name, fmt), table.get((architecture, fmt), (1.0, 1.0)))
 
+    def busiest_rank_load(self, training) -> float:
+        """The busiest EP rank's routed tokens over the mean that a run is priced with
+        (TrainingSpec.moe_load_balance): 1 under forced balance, else the run's stated
+        moe_busiest_rank_load or the calibrated load of a learned router."""
+        if training.moe_load_balance != "learned":
+            return 1.0
+        return training.moe_busiest_rank_load or self.learned_busiest_rank_load
+
     def clock_scale(self, gpu_name: str) -> float:
         """How much faster than its generation's ceilings a GPU sustains its tensor cores (a part
         that holds higher clocks under load; 1 for the rest)."""

@@ -467,9 +467,7 @@ def full_recompute_share(llm: LLMSpec, S: StrategyArrays) -> np.ndarray:
 def _context(llm, training, S, system, calib) -> _Context:
     prec = precisions(system, training, calib)
     s, B = training.sequence_length, training.global_batch_sequences
-    expert_load = 1.0
-    if training.moe_load_balance == "learned":
-        expert_load = training.moe_busiest_rank_load or calib.compute.learned_busiest_rank_load
+    expert_load = calib.compute.busiest_rank_load(training)
     m = np.maximum(B // np.maximum(S.dp * S.mbs, 1), 1).astype(float)
     b, tp, cp, pp, v = (x.astype(float) for x in (S.mbs, S.tp, S.cp, S.pp, S.v))
     etp = np.where(S.etp > 0, S.etp, S.tp).astype(float)

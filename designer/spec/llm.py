@@ -201,7 +201,7 @@ class TrainingSpec(Record):
 
     @model_validator(mode="before")
     @classmethod
-    def _batch_forms(cls, data):  # noqa: ANN001 - pydantic signature
+    def _routing_balance(cls, data):  # noqa: ANN001 - pydantic signature
         if not isinstance(data, dict):
             return data
         if data.get("moe_routing") == "round_robin":
@@ -213,6 +213,13 @@ class TrainingSpec(Record):
         if data.get("moe_busiest_rank_load") is not None and data.get("moe_load_balance", "learned") == "forced":
             raise ValueError(f"moe_busiest_rank_load = {data['moe_busiest_rank_load']!r} with moe_load_balance = 'forced': "
                              "a forced balance loads every rank at the mean; give it with moe_load_balance: learned")
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _batch_forms(cls, data):  # noqa: ANN001 - pydantic signature
+        if not isinstance(data, dict):
+            return data
         gb = data.get("global_batch_sequences")
         if isinstance(gb, dict):
             unknown = set(gb) - {"target", "tolerance"}

@@ -32,7 +32,7 @@ README_START = "<!-- validation tables: written by studies/calibration/validatio
 README_END = "<!-- end of validation tables -->"
 
 
-def assumptions(row: dict, st) -> str:
+def assumptions(row: dict, st, calib) -> str:
     parts = [f"{row['gpus']}x {row['gpu']}", f"HB {modern_runs.hb_size(row)}", row["precision"]
              + (f"/{row['fp8_recipe']}" if row["fp8_recipe"] else ""),
              f"tp{st.tp} pp{st.pp} cp{st.cp} dp{st.dp}" + (f" ep{st.ep}" if st.ep > 1 else "")
@@ -68,7 +68,7 @@ def assumptions(row: dict, st) -> str:
         if training.moe_routing != "uniform":
             parts.append(f"{training.moe_routing.replace('_', '-')} gate")
         if training.moe_load_balance == "learned":
-            load = training.moe_busiest_rank_load or load_perf_calibration().compute.learned_busiest_rank_load
+            load = calib.compute.busiest_rank_load(training)
             parts.append(f"learned router (busiest EP rank {load:.2f}x the mean)")
     if modern_runs.case(row)[0].moe is not None and st.expert_gemm == "grouped":
         parts.append("grouped expert GEMMs")
@@ -101,7 +101,7 @@ def set_tables(calib) -> list[tuple[str, list[str]]]:
             _, st = modern_runs.evaluate_row(row, calib)
             note = "" if e.fits else f"; model memory {e.memory_gb:.0f} GB over HBM"
             lines.append(f"| {e.id} | {e.measured:,.0f} | {e.predicted:,.0f} | {100 * e.error:+.1f}% | "
-                         f"{assumptions(row, st)}{note} |")
+                         f"{assumptions(row, st, calib)}{note} |")
         out.append((f"{s}: {n} rows, MAPE {100 * mape:.1f}%, worst {100 * worst:.1f}%", lines))
     return out
 
