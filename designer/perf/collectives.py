@@ -235,6 +235,9 @@ class CollectiveCalibration(Record):
     ll128_architectures_by_version: tuple[_VersionedArchitectures, ...] = ()
     host_floor_s: dict[str, float] = Field(default_factory=dict, description="per GPU generation; 0 when absent")
     cuda_graph_host_floor_fraction: float = Field(default=1.0, ge=0, le=1)
+    ring_network_step_s: float = Field(default=0.0, ge=0, description=(
+        "the shortest time one step of a ring that crosses the scale-out network takes with the LL128 "
+        "or Simple protocol (a floor on nsteps x this; 0: none)"))
     pat_base_latency_s: float = Field(default=8e-6, ge=0)
     pat_per_rank_latency_s: float = Field(default=2.8e-6, ge=0)
     pat_bandwidth_fraction: float = Field(default=0.75, gt=0, le=1)
@@ -597,12 +600,14 @@ class _Candidates:
     hb: list = None
     net: list = None
     spine_fraction: list = None
+    floor: list = None  # per pair: a shortest time per shape (None: none)
 
     def __post_init__(self):
         self.algo, self.proto, self.a, self.b, self.c, self.corr = [], [], [], [], [], []
-        self.hb, self.net, self.spine_fraction = [], [], []
+        self.hb, self.net, self.spine_fraction, self.floor = [], [], [], []
 
-    def add(self, algo: str, proto: int, a, b, c, valid, hb, net, spine_fraction, corr: int | None = None):
+    def add(self, algo: str, proto: int, a, b, c, valid, hb, net, spine_fraction, corr: int | None = None,
+            floor=None):
         if self.valid_protocols is not None and proto not in self.valid_protocols:
             return
         shape = self.shape
@@ -618,6 +623,7 @@ class _Candidates:
         self.hb.append(np.broadcast_to(np.asarray(hb, float), shape))
         self.net.append(np.broadcast_to(np.asarray(net, float), shape))
         self.spine_fraction.append(np.broadcast_to(np.asarray(spine_fraction, float), shape))
+        self.floor.append(None if floor is None else np.broadcast_to(np.asarray(floor, float), shape))
 
 
 def _lg(x):
@@ -824,8 +830,28 @@ def _candidates(op, p, g, span, rail, conc, system, calib, allowed, protos) -> _
             if not entry.applies(env):
                 continue
             for proto in entry.protocols:
-                cand.add(entry.algorithm, proto, *entry.cost(env, proto), corr=proto if entry.corrected else None)
+                cand.add(entry.algorithm, proto, *entry.cost(env, proto), corr=proto if entry.corrected else None,
+                         floor=_ring_step_floor(env, entry.algorithm, proto))
     return cand
+
+
+_RING_STEPS_PER_RANK = {"all_reduce": 2.0, "all_gather": 1.0, "reduce_scatter": 1.0}
+
+
+def _ring_step_floor(e: "_Env", algorithm: str, proto: int):
+    """The shortest a ring that crosses the scale-out network can take with LL128 or Simple:
+    nsteps x ring_network_step_s (None where it does not apply). Each step of each channel is a
+    network send that the proxy posts and the peer's proxy sees complete before the GPU goes on
+    (NCCL_STEPS slots per connection), so a step takes that round however few bytes it carries; LL's
+    flags travel with the data and poll no proxy. The data: nccl-tests rings of 80 H100 over
+    InfiniBand and of 16 B300 over EFA spend 8.8-12.4 us a step from 1 to 64 MiB where the bytes
+    alone take 1-3 us (collectives.yaml sources). Large messages, whose steps carry more than the
+    round's worth of bytes, never reach it."""
+    factor = _RING_STEPS_PER_RANK.get(e.op)
+    step_s = e.c.ring_network_step_s
+    if algorithm != "ring" or factor is None or proto == _LL or step_s <= 0 or not np.any(e.multi):
+        return None
+    return np.where(e.multi, factor * (e.p - 1.0) * step_s, 0.0)
 
 
 @dataclass(frozen=True)
@@ -1578,6 +1604,8 @@ def _select(cand: _Candidates, n: np.ndarray, inv: np.ndarray, p_u: np.ndarray, 
             x = gather(c)
             x *= sq
             t += x
+        if cand.floor[i] is not None:
+            np.maximum(t, gather(cand.floor[i]), out=t)
         if t_best is None:
             t_best = t.copy()
             best.fill(i)

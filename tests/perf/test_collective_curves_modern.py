@@ -116,6 +116,43 @@ def test_host_floor_is_once_per_call():
     assert float(g) < t
 
 
+def test_a_ring_across_nodes_takes_at_least_its_steps():
+    """Hand count: a ring all-gather of 16 ranks on two 8-GPU nodes has 15 steps, an all-reduce 30;
+    with LL128 or Simple none is shorter than ring_network_step_s, whatever the bytes. LL, a ring
+    inside one node, and a message whose steps carry more than the floor's worth are unchanged. The
+    choice among algorithms and protocols sees the floor, so more bandwidth never makes a call
+    slower (tests/perf/test_routing_and_traffic.py)."""
+    from tests.perf.systems import cluster
+
+    calib = coll.load_collective_calibration()
+    step = calib.ring_network_step_s
+    off = calib.model_copy(update={"ring_network_step_s": 0.0})
+    two_nodes, one_node = cluster("h100_sxm", 16), cluster("h100_sxm", 8)
+
+    def t(op, n, sy, p, cal, proto):
+        return float(coll.collective_estimate_vec(op, float(n), p, 8, p // 8, True, sy, cal, algorithms=("ring",),
+                                                  protocols=(proto,)).time_s)
+
+    mib = cc.MIB
+    for op, steps in (("all_gather", 15), ("reduce_scatter", 15), ("all_reduce", 30)):
+        for proto in ("LL128", "Simple"):
+            without = t(op, mib, two_nodes, 16, off, proto)
+            assert without < steps * step  # the bytes alone: the floor binds
+            assert t(op, mib, two_nodes, 16, calib, proto) == pytest.approx(steps * step, rel=1e-12)
+            big = 4096 * mib
+            assert t(op, big, two_nodes, 16, calib, proto) == t(op, big, two_nodes, 16, off, proto)
+        assert t(op, mib, two_nodes, 16, calib, "LL") == t(op, mib, two_nodes, 16, off, "LL")
+        assert t(op, mib, one_node, 8, calib, "Simple") == t(op, mib, one_node, 8, off, "Simple")
+
+
+def test_ring_step_floor_holds_the_mid_sizes_of_multi_node_rings(results):
+    # 80 H100 over InfiniBand (XR-2, XR-3) at 32 MiB were 78-87% fast before the floor, and XR-3 at
+    # 64 MiB 32% fast; the rest of those curves is unchanged by it
+    for cid, size in (("XR-2", 33553920), ("XR-3", 33553920), ("XR-3", 67107840)):
+        p = next(p for p in results[cid] if p.size_bytes == size)
+        assert (p.algorithm, p.protocol) == ("ring", "LL128") and abs(p.error) <= 0.10, (cid, round(p.error, 3))
+
+
 def test_nvl72_nvls_allreduce_ramp_follows_its_72_heads(results):
     # each NVLS all-reduce step waits on every GPU of the domain: on a 72-GPU NVL72 domain its ramp
     # is slower than on the 8-GPU nodes the fill was fitted on. XLA's NVL72 table holds within 10% from

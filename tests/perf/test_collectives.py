@@ -47,6 +47,7 @@ def ideal(calib) -> CollectiveCalibration:
         "base_latency_s": {k: zero3 for k in calib.base_latency_s},
         "hop_latency_s": {k: v.model_copy(update={"hb": zero3, "net": zero3}) for k, v in calib.hop_latency_s.items()},
         "net_overhead_s": 0.0, "ring_simple_multidomain_latency_factor": 1.0, "host_floor_s": {},
+        "ring_network_step_s": 0.0,
         "pat_base_latency_s": 0.0, "pat_per_rank_latency_s": 0.0, "algorithms": ALGORITHMS,
         # p2p channels at NCCL's assumed 14 GB/s each, linearly (no measured sharing)
         "p2p_net_one_channel_bytes_per_s": None, "p2p_net_channel_exponent": 1.0,
