@@ -186,7 +186,14 @@ class CollectiveCalibration(Record):
     hb_link_efficiency: float | None = Field(default=None, gt=0, le=1, description=(
         "fraction of the HB line rate a ring reaches; None: NCCL's per-link NVLink bandwidth over the "
         "line rate of the GPU's architecture (ArchitectureConstants.nvlink_efficiency)"))
-    nic_efficiency: float = Field(gt=0, le=1)
+    nic_efficiency: float = Field(gt=0, le=1, description=(
+        "fraction of a NIC's line rate NCCL's network transfers reach with one InfiniBand queue pair "
+        "per connection (NCCL's default)"))
+    nic_efficiency_multi_qp: float = Field(default=0.88, gt=0, le=1, description=(
+        "the same with two or more queue pairs per connection and adaptive routing for every "
+        "message (NCCL_IB_QPS_PER_CONNECTION >= 2, NCCL_IB_AR_THRESHOLD=0)"))
+    ib_qps_per_connection: int = Field(default=1, ge=1, description=(
+        "NCCL_IB_QPS_PER_CONNECTION the jobs run with (NCCL's default 1)"))
     hb_in_network_efficiency: float = Field(gt=0, le=1)
     mnnvl_in_network_efficiency: float | None = Field(default=None, gt=0, le=1, description=(
         "NVLS algbw / HB line rate in rack-scale NVLink domains (more than MNNVL_MIN_DOMAIN GPUs); "
@@ -359,6 +366,13 @@ class CollectiveEstimates:
 
     def protocol(self, i: int | tuple = ()) -> str:
         return PROTOCOLS[int(self.protocol_index[i])]
+
+
+def net_efficiency(calib: CollectiveCalibration) -> float:
+    """Fraction of a NIC's line rate NCCL's transfers reach on the scale-out network: a connection
+    spread over several InfiniBand queue pairs, adaptively routed, keeps the links fuller than one
+    (collectives.yaml, nic_efficiency_multi_qp)."""
+    return calib.nic_efficiency_multi_qp if calib.ib_qps_per_connection >= 2 else calib.nic_efficiency
 
 
 def load_collective_calibration(path: str | Path | None = None, nccl_version: str | None = None) -> CollectiveCalibration:
@@ -572,7 +586,7 @@ def _scaleout_path(system: ClusterSystem, calib: CollectiveCalibration, n_dom, s
         if tier.cross_rail or not cross:
             sub = float(tier.span_domains)
     exists = top >= 0
-    bw = np.where(exists, calib.nic_efficiency / inv, 0.0)
+    bw = np.where(exists, net_efficiency(calib) / inv, 0.0)
     return _Path(exists, bw, lat, np.where(exists, spine, 0.0))
 
 
@@ -1206,12 +1220,14 @@ def _collnet(e: _Env, proto: int):
     net_bw = np.where(e.ring_ok, e.bw_net_ring, 1.0)
     if e.op == "all_reduce":
         hb_coef = 2.0 * (g - 1) / g
-        net_s = (1.0 / g) / (c.net_in_network_efficiency * net_bw)
+        # SHARP's offload streams as fast whatever the ring's queue pairs (net_in_network_efficiency
+        # was fitted against the one-queue-pair path)
+        net_s = (1.0 / g) / (c.net_in_network_efficiency * net_bw * (c.nic_efficiency / net_efficiency(c)))
         ok = True
     else:
         hb_coef = (g - 1) / g
         # the path's bandwidth carries the ring's nic_efficiency; CollNet streams at its own share
-        net_s = (1.0 / g) / (c.collnet_gather_efficiency / c.nic_efficiency * net_bw)
+        net_s = (1.0 / g) / (c.collnet_gather_efficiency / net_efficiency(c) * net_bw)
         ok = _at_least(c, "2.20")
     k = np.maximum(hb_coef / e.bw_hb_ring, net_s)
     lat = (2.0 * (np.minimum(1.0, g - 1) * e.a_hb("collnet", _SIMPLE) + (g - 1) * c.collnet_per_rank_latency_s)
@@ -1390,7 +1406,7 @@ def _rooted_route(e: _Env):
     x1 = _scaleout_path(system, c, e.n_dom, e.span, e.conc, cross=True, a2a=False, nic_bw=e.nic)
     forwarded = ~same & (x1.exists if e.pxn else ~x1.exists)
     use_x = ~same & ~forwarded
-    bw = np.full(np.shape(use_x), c.nic_efficiency * e.nic)
+    bw = np.full(np.shape(use_x), net_efficiency(c) * e.nic)
     lat = np.where(use_x, x1.latency_s, r1.latency_s)
     sf = np.where(use_x, x1.spine_fraction, r1.spine_fraction)
     ok = (forwarded & r1.exists) if e.pxn else np.where(use_x, x1.exists, r1.exists)

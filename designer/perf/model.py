@@ -118,7 +118,7 @@ def _shipped_calibration() -> PerfCalibration:
 
 
 def at_nccl_release(calib: PerfCalibration, nccl_version: str | None = None,
-                    nccl_env: dict[str, float] | None = None) -> PerfCalibration:
+                    nccl_env: dict[str, float | int] | None = None) -> PerfCalibration:
     """`calib` with its collective model for the NCCL release `nccl_version` (None: the calibration's
     own) and with the NCCL settings `nccl_env` (CollectiveCalibration fields: buffer_bytes,
     nvls_chunk_bytes, nvls_tree_max_chunk_bytes; None: NCCL's defaults); `calib` itself if neither."""
@@ -130,7 +130,7 @@ def at_nccl_release(calib: PerfCalibration, nccl_version: str | None = None,
     return dataclasses.replace(calib, collectives=collectives)
 
 
-def perf_calibration(nccl_version: str | None = None, nccl_env: dict[str, float] | None = None) -> PerfCalibration:
+def perf_calibration(nccl_version: str | None = None, nccl_env: dict[str, float | int] | None = None) -> PerfCalibration:
     """The shipped calibration at an NCCL release and settings (at_nccl_release)."""
     return at_nccl_release(_shipped_calibration(), nccl_version, nccl_env)
 

@@ -354,12 +354,18 @@ class NcclEnvironment(Record):
     nvls_chunksize_bytes: int | None = Field(default=None, ge=4096, description="NCCL_NVLS_CHUNKSIZE (default 128 KiB)")
     nvlstree_max_chunksize_bytes: int | None = Field(default=None, ge=4096, description=(
         "NCCL_NVLSTREE_MAX_CHUNKSIZE (default: 64 KiB from 4 nodes, else the NVLS chunk)"))
+    ib_qps_per_connection: int | None = Field(default=None, ge=1, le=128, description=(
+        "NCCL_IB_QPS_PER_CONNECTION (default 1); 2 or more, with adaptive routing for every message "
+        "(NCCL_IB_AR_THRESHOLD=0), raises the share of the NICs' line rate NCCL reaches"))
 
-    def calibration_update(self) -> dict[str, float]:
+    def calibration_update(self) -> dict[str, float | int]:
         """The CollectiveCalibration fields these settings replace."""
         pairs = (("buffer_bytes", self.buffsize_bytes), ("nvls_chunk_bytes", self.nvls_chunksize_bytes),
                  ("nvls_tree_max_chunk_bytes", self.nvlstree_max_chunksize_bytes))
-        return {k: float(v) for k, v in pairs if v is not None}
+        out: dict[str, float | int] = {k: float(v) for k, v in pairs if v is not None}
+        if self.ib_qps_per_connection is not None:
+            out["ib_qps_per_connection"] = self.ib_qps_per_connection
+        return out
 
 
 class StudySpec(Record):

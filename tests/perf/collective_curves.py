@@ -129,6 +129,8 @@ def predict(curve: dict, calib) -> list[Point]:
         calib = coll.for_nccl_version(calib, ".".join(str(curve["nccl_version"]).split(".")[:2]))
     if curve["fabric"] == "efa":
         calib = calib.model_copy(update=EFA_NCCL_ENV[curve["gpu"]])
+    if curve.get("nccl_env"):  # NCCL settings the run states, as a study's nccl_env gives them
+        calib = calib.model_copy(update=NcclEnvironment(**curve["nccl_env"]).calibration_update())
     system = system_for(curve)
     op = curve["op"]
     p = int(curve["ranks"])

@@ -21,6 +21,7 @@ from designer.perf.collectives import (
     for_nccl_version,
     load_collective_calibration,
 )
+from designer.spec.study import NcclEnvironment
 from designer.spec.system import ClusterSystem, GpuPerf, HBDomain, HBTopology, NetworkTier
 
 GPU = GpuPerf(name="test-gpu", architecture="hopper", peak_flops={"bf16": 1e15}, hbm_bytes=80e9,
@@ -830,6 +831,41 @@ def test_binomial_gather_across_domains_by_hand(ideal):
     n = 1e9
     est = collective_estimate("gather", n, shape, sy, ideal, algorithms=("binomial",))
     assert est.time_s == pytest.approx(3 * ALPHA_HB + 7 / 32 * n / B_HB + 24 / 32 * n / B_NET, rel=1e-9)
+
+
+def test_queue_pairs_per_connection_set_the_nics_share_of_line_rate(ideal):
+    """The binomial gather above with the NICs at half their line rate on one InfiniBand queue pair
+    per connection and 0.8 on two (NCCL_IB_QPS_PER_CONNECTION, as a study's nccl_env gives it): the
+    24/32 of the vector that crosses the network takes 1/0.5 and 1/0.8 of its ideal time."""
+    sy = _system(n_gpus=32, tiers=_clos(4, 4, 1.0))
+    shape = GroupShape(size=32, ranks_per_domain=8, domain_span=4, same_rail=True)
+    n = 1e9
+    one_qp = ideal.model_copy(update={"nic_efficiency": 0.5, "nic_efficiency_multi_qp": 0.8})
+    two_qp = one_qp.model_copy(update=NcclEnvironment(ib_qps_per_connection=2).calibration_update())
+    for c, eta in ((one_qp, 0.5), (two_qp, 0.8)):
+        est = collective_estimate("gather", n, shape, sy, c, algorithms=("binomial",))
+        assert est.time_s == pytest.approx(3 * ALPHA_HB + 7 / 32 * n / B_HB + 24 / 32 * n / (eta * B_NET), rel=1e-9)
+
+
+@pytest.mark.parametrize("op", ["all_reduce", "all_gather", "reduce_scatter"])
+def test_sharp_offload_is_the_same_whatever_the_queue_pairs(calib, op):
+    """SHARP's CollNet path streams through the switches' offload, which the IB queue-pair setting
+    does not touch (TB-6: 546 -> 554 GB/s all-reduce where rings went 307 -> 384); the ring on the
+    same NICs speeds up by nic_efficiency_multi_qp / nic_efficiency at large sizes. (The pipeline fill,
+    set here to zero, follows the channels' bandwidth, which the queue pairs do move.)"""
+    calib = calib.model_copy(update={"pipeline_fill_factor": 0.0})
+    g, n_dom, n = 8, 4, 2.0**34
+    p = g * n_dom
+    sharp = (NetworkTier(name="rail", span_domains=n_dom, cross_rail=False, bandwidth_per_gpu_bytes_per_s=B_NET,
+                         in_network_reduction=True),)
+    shape = GroupShape(size=p, ranks_per_domain=g, domain_span=n_dom, same_rail=True)
+    system = _system(n_gpus=p, tiers=sharp, hb_bw=900e9)
+    two_qp = calib.model_copy(update={"ib_qps_per_connection": 2})
+    assert _one(op, n, shape, system, two_qp, "collnet").time_s == pytest.approx(
+        _one(op, n, shape, system, calib, "collnet").time_s, rel=1e-12)
+    speedup = _one(op, n, shape, system, calib, "ring").time_s / _one(op, n, shape, system, two_qp, "ring").time_s
+    assert calib.nic_efficiency_multi_qp > calib.nic_efficiency
+    assert 1.0 < speedup <= calib.nic_efficiency_multi_qp / calib.nic_efficiency + 1e-9
 
 
 def test_nvls_gathers_stop_at_nccls_arity(calib):

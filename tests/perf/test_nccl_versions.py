@@ -77,6 +77,13 @@ def test_a_study_states_its_nccl_environment():
     with pytest.raises(SpecError) as e:
         validate(StudySpec, {**spec, "nccl_env": {"buffsize_bytes": 0}})
     assert "\n" not in str(e.value) and "buffsize_bytes" in str(e.value)
+    # a site's InfiniBand setting: two queue pairs per connection
+    c2 = make_problem(validate(StudySpec, {**spec, "nccl_env": {"ib_qps_per_connection": 2}})).calib.collectives
+    assert c2.ib_qps_per_connection == 2 and coll.net_efficiency(c2) == c2.nic_efficiency_multi_qp
+    assert coll.net_efficiency(make_problem(plain).calib.collectives) == CAL.nic_efficiency
+    with pytest.raises(SpecError) as e:
+        validate(StudySpec, {**spec, "nccl_env": {"ib_qps_per_connection": 0}})
+    assert "\n" not in str(e.value) and "ib_qps_per_connection" in str(e.value)
 
 
 def test_small_broadcast_and_reduce_cost_one_hop_across_nodes():
