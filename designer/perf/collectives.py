@@ -260,6 +260,8 @@ class CollectiveCalibration(Record):
     p2p_net_channel_exponent: float = Field(default=1.0, gt=0, le=1, description=(
         "c channels to one network peer move one channel's rate x c**exponent (below 1: each added "
         "channel adds less, as they share the peer's NIC and proxy)"))
+    p2p_net_channel_exponent_multi_qp: float = Field(default=1.0, gt=0, le=1, description=(
+        "the same with two or more InfiniBand queue pairs per connection"))
     p2p_ops_per_batch: int = Field(default=8, ge=1, description="NCCL_MAX_DEV_WORK_P2P_PER_BATCH")
     p2p_hb_fraction: float = Field(default=1.0, gt=0, le=1, description=(
         "what one send/recv between two GPUs of an HB domain reaches, as a fraction of a ring's "
@@ -1481,9 +1483,15 @@ def _p2p_net_channels(n_ch, p, system: ClusterSystem, c: CollectiveCalibration) 
 
 def p2p_net_channels_bytes_per_s(channels, c: CollectiveCalibration) -> np.ndarray:
     """What `channels` p2p channels to one network peer move together: one channel's measured rate
-    (p2p_net_one_channel_bytes_per_s) x channels**p2p_net_channel_exponent."""
+    (p2p_net_one_channel_bytes_per_s) x channels**p2p_net_channel_exponent. The rate was measured
+    on one queue pair per connection; more queue pairs raise it as they raise a ring's share of the
+    line rate (net_efficiency / nic_efficiency: 17.2 GB/s a channel with two, collectives-modern.md
+    TB-7 at 8-64 nodes, against 15.3 with one, TB-5), and its channels add up
+    (p2p_net_channel_exponent_multi_qp)."""
     one = c.p2p_net_one_channel_bytes_per_s or c.p2p_net_channel_bytes_per_s
-    return one * np.asarray(channels, float) ** c.p2p_net_channel_exponent
+    multi_qp = c.ib_qps_per_connection >= 2
+    exponent = c.p2p_net_channel_exponent_multi_qp if multi_qp else c.p2p_net_channel_exponent
+    return one * (net_efficiency(c) / c.nic_efficiency) * np.asarray(channels, float) ** exponent
 
 
 def send_recv_channel_share(size, ranks_per_domain, system: ClusterSystem, calib: CollectiveCalibration):

@@ -32,9 +32,15 @@ HELD = ("TB-5-AR-ring-", "TB-5-AG-ring-", "TB-1-AR-ring-", "TB-2-AG-ring-", "TB-
         "TB-5-SR-1n", "TB-1-SR-1n",
         # CollNet (SHARP) all-gather over 2-46 B200 nodes (collectives.yaml collnet_gather_efficiency)
         "TB-2-AG-collnet-",
+        # and the all-reduce, run with NVLS disabled (the script's collnet_sharp configuration)
+        "TB-1-AR-collnet-",
         # 4 B200 nodes with NCCL's default queue pairs and with two per connection (nic_efficiency,
         # nic_efficiency_multi_qp), and SHARP there
-        "TB-6-AR-", "TB-6-AG-", *(f"TB-6-RS-{a}-{f}" for a in ("ring", "nvls", "collnet") for f in ("hca-fix", "tuned")))
+        "TB-6-AR-", "TB-6-AG-", *(f"TB-6-RS-{a}-{f}" for a in ("ring", "nvls", "collnet") for f in ("hca-fix", "tuned")),
+        # the same cluster with two queue pairs at 2-64 nodes, not fitted but the send/recv channels
+        # adding up (p2p_net_channel_exponent_multi_qp)
+        "TB-7-AR-tree-", "TB-7-AG-ring-", "TB-7-SR-", *(f"TB-7-AR-ring-{n}n" for n in (2, 4, 8, 16, 32)),
+        *(f"TB-7-AR-collnet-{n}n" for n in (2, 4, 16, 64)))
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,7 @@ from designer.perf.collectives import (
     collective_time_s_vec,
     for_nccl_version,
     load_collective_calibration,
+    p2p_net_channels_bytes_per_s,
 )
 from designer.spec.study import NcclEnvironment
 from designer.spec.system import ClusterSystem, GpuPerf, HBDomain, HBTopology, NetworkTier
@@ -845,6 +846,16 @@ def test_queue_pairs_per_connection_set_the_nics_share_of_line_rate(ideal):
     for c, eta in ((one_qp, 0.5), (two_qp, 0.8)):
         est = collective_estimate("gather", n, shape, sy, c, algorithms=("binomial",))
         assert est.time_s == pytest.approx(3 * ALPHA_HB + 7 / 32 * n / B_HB + 24 / 32 * n / (eta * B_NET), rel=1e-9)
+
+
+def test_send_recv_channels_with_two_queue_pairs(calib):
+    """One p2p channel to a network peer moves p2p_net_one_channel_bytes_per_s on one queue pair and
+    that times nic_efficiency_multi_qp / nic_efficiency on two; c channels add up as c**0.731 on one
+    and as c on two (collectives.yaml, measured)."""
+    one = calib.p2p_net_one_channel_bytes_per_s
+    two_qp = calib.model_copy(update={"ib_qps_per_connection": 2})
+    assert p2p_net_channels_bytes_per_s(2, calib) == pytest.approx(one * 2**0.731, rel=1e-12)
+    assert p2p_net_channels_bytes_per_s(2, two_qp) == pytest.approx(2 * one * 0.98 / 0.88, rel=1e-12)
 
 
 @pytest.mark.parametrize("op", ["all_reduce", "all_gather", "reduce_scatter"])
