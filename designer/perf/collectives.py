@@ -1485,8 +1485,8 @@ def p2p_net_channels_bytes_per_s(channels, c: CollectiveCalibration) -> np.ndarr
     """What `channels` p2p channels to one network peer move together: one channel's measured rate
     (p2p_net_one_channel_bytes_per_s) x channels**p2p_net_channel_exponent. The rate was measured
     on one queue pair per connection; more queue pairs raise it as they raise a ring's share of the
-    line rate (net_efficiency / nic_efficiency: 17.2 GB/s a channel with two, collectives-modern.md
-    TB-7 at 8-64 nodes, against 15.3 with one, TB-5), and its channels add up
+    line rate (net_efficiency / nic_efficiency: 17.2 GB/s a channel with two, the TB-7 curves of
+    tests/perf/data/nccl_curves_modern.yaml at 8-64 nodes, against 15.3 with one, TB-5), and its channels add up
     (p2p_net_channel_exponent_multi_qp)."""
     one = c.p2p_net_one_channel_bytes_per_s or c.p2p_net_channel_bytes_per_s
     multi_qp = c.ib_qps_per_connection >= 2

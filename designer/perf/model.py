@@ -121,7 +121,7 @@ def at_nccl_release(calib: PerfCalibration, nccl_version: str | None = None,
                     nccl_env: dict[str, float | int] | None = None) -> PerfCalibration:
     """`calib` with its collective model for the NCCL release `nccl_version` (None: the calibration's
     own) and with the NCCL settings `nccl_env` (CollectiveCalibration fields: buffer_bytes,
-    nvls_chunk_bytes, nvls_tree_max_chunk_bytes; None: NCCL's defaults); `calib` itself if neither."""
+    nvls_chunk_bytes, nvls_tree_max_chunk_bytes, ib_qps_per_connection; None: NCCL's defaults); `calib` itself if neither."""
     if nccl_version is None and not nccl_env:
         return calib
     collectives = calib.collectives if nccl_version is None else coll.for_nccl_version(calib.collectives, nccl_version)
