@@ -1117,6 +1117,8 @@ def _run_study(spec: StudySpec, out: Path, *, n_trials: int | None, workers: int
     answer = _goal_answer(spec, cands, tables, codesign)
     gaps = [m.gap for m in milp.values() if m.gap is not None]
     methods = designs["search_method"].value_counts().to_dict()
+    from designer.perf.collectives import net_efficiency
+
     meta = {
         "study": spec.name, "spec_hash": spec.spec_hash(), "versions": _versions(), "seed": spec.search.seed,
         "search": {"method_requested": spec.search.method, "methods_run": methods, "n_trials_per_design": spec.search.n_trials,
@@ -1131,6 +1133,10 @@ def _run_study(spec: StudySpec, out: Path, *, n_trials: int | None, workers: int
         # the busiest EP rank's load a learned router was priced with
         "training": {**problem.training.model_dump(mode="json"), "moe_busiest_rank_load": (
             problem.calib.compute.busiest_rank_load(problem.training) if problem.llm.moe is not None else None)},
+        # the NCCL release and settings the collective model priced the front with
+        "collectives": {"nccl_version": problem.calib.collectives.nccl_version,
+                        "nccl_env": spec.nccl_env.model_dump(exclude_none=True) if spec.nccl_env else None,
+                        "nic_efficiency": net_efficiency(problem.calib.collectives)},
         "mode": "codesign" if codesign is not None else "cheapest",
         "design_search": codesign.meta if codesign is not None else None,
         "goal": answer.as_dict() if answer is not None else {"goal": "front"},

@@ -15,6 +15,7 @@ import yaml
 
 from designer.export import PARETO_COLUMNS
 from designer.pareto import nondominated_mask
+from designer.perf.collectives import load_collective_calibration
 from designer.pipeline import read_pareto, run_study, summary_table
 from designer.spec.study import load_study
 
@@ -41,6 +42,10 @@ def test_outputs_written(result):
     study = yaml.safe_load((REPO / "studies" / "quickstart" / "study.yaml").read_text())
     assert meta["training"]["sequence_length"] == study["training"]["sequence_length"]
     assert meta["training"]["grad_reduce_dtype"] == "bf16" and meta["training"]["moe_busiest_rank_load"] is None
+    # the NCCL release and settings the collective model priced it with: the shipped release, NCCL's
+    # defaults (one InfiniBand queue pair per connection, the NICs at nic_efficiency)
+    assert meta["collectives"] == {"nccl_version": load_collective_calibration().nccl_version, "nccl_env": None,
+                                   "nic_efficiency": load_collective_calibration().nic_efficiency}
     front = read_pareto(result.out_dir)
     assert list(front.columns) == list(PARETO_COLUMNS)
     assert len(summary_table(result)) == len(front)
