@@ -370,11 +370,16 @@ class CollectiveEstimates:
         return PROTOCOLS[int(self.protocol_index[i])]
 
 
+def _multi_qp(calib: CollectiveCalibration) -> bool:
+    """The jobs spread each network connection over several InfiniBand queue pairs."""
+    return calib.ib_qps_per_connection >= 2
+
+
 def net_efficiency(calib: CollectiveCalibration) -> float:
     """Fraction of a NIC's line rate NCCL's transfers reach on the scale-out network: a connection
     spread over several InfiniBand queue pairs, adaptively routed, keeps the links fuller than one
     (collectives.yaml, nic_efficiency_multi_qp)."""
-    return calib.nic_efficiency_multi_qp if calib.ib_qps_per_connection >= 2 else calib.nic_efficiency
+    return calib.nic_efficiency_multi_qp if _multi_qp(calib) else calib.nic_efficiency
 
 
 def load_collective_calibration(path: str | Path | None = None, nccl_version: str | None = None) -> CollectiveCalibration:
@@ -1489,8 +1494,7 @@ def p2p_net_channels_bytes_per_s(channels, c: CollectiveCalibration) -> np.ndarr
     tests/perf/data/nccl_curves_modern.yaml at 8-64 nodes, against 15.3 with one, TB-5), and its channels add up
     (p2p_net_channel_exponent_multi_qp)."""
     one = c.p2p_net_one_channel_bytes_per_s or c.p2p_net_channel_bytes_per_s
-    multi_qp = c.ib_qps_per_connection >= 2
-    exponent = c.p2p_net_channel_exponent_multi_qp if multi_qp else c.p2p_net_channel_exponent
+    exponent = c.p2p_net_channel_exponent_multi_qp if _multi_qp(c) else c.p2p_net_channel_exponent
     return one * (net_efficiency(c) / c.nic_efficiency) * np.asarray(channels, float) ** exponent
 
 
