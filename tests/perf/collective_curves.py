@@ -43,6 +43,14 @@ _P5_ENV = NcclEnvironment(buffsize_bytes=8388608, nvls_chunksize_bytes=524288,
                           nvlstree_max_chunksize_bytes=524288).calibration_update()
 EFA_NCCL_ENV = {"a100_80gb": NcclEnvironment(buffsize_bytes=8388608).calibration_update(),
                 "h100_sxm": _P5_ENV, "h200_sxm": _P5_ENV, "b300": _P5_ENV}
+# The plugin also loads itself as NCCL's tuner (platform-aws.cpp configure_tuner sets
+# NCCL_TUNER_PLUGIN; B300-1's image sets NCCL_TUNER_PLUGIN=ofi), whose per-platform regions pick the
+# algorithm and protocol on p5/p5e, p5en, p6-b200 and p6-b300. It returns NCCL's own choice on two
+# nodes or fewer (src/tuner/nccl_ofi_regions.cpp region_get_coll_info_internal_v2/_v3: "Skip when two
+# nodes or lesser because the regions are not well defined and fallback to NCCL's internal tunings",
+# v1.16.3 and 2daf7d30), and on p4d/p4de it has no regions at all. So AWS-1, AWS-3 and B300-1 (two
+# nodes) ran NCCL's tuning, which the model's choice stands for; SB-H2 (four p5en nodes) ran the
+# regions, whose choice at 4 GiB over 32 ranks is Ring / Simple, the Ring its source names.
 
 
 @cache
