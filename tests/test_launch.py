@@ -589,6 +589,27 @@ def test_the_gradient_wire_designer_priced_is_said_where_the_framework_reduces_a
     assert wire_notes(torchtitan_launch(llm, fp32_wire, s, 8, 8)) == []
 
 
+def test_fused_quantisation_priced_is_said_where_the_framework_quantises_in_kernels():
+    # TrainingSpec.low_precision_casts fused prices a compiler's fused quantisation (XLA); Megatron-LM
+    # (Transformer Engine) and torchtitan (torchao) write the same recipe, and say it runs slower
+    llm = load_model("llama3-8b")
+    s = Strategy(dp=8, zero_stage=1)
+
+    def fused_notes(launch):
+        return [n for n in launch.notes if n.startswith("low_precision_casts fused")]
+
+    for casts, want in (("fused", 1), ("kernels", 0)):
+        t = _train(8192, 64, precision=Precision.fp8, fp8_recipe=Fp8Recipe.current, low_precision_casts=casts)
+        m, tt = megatron_launch(llm, t, s, 8, 8), torchtitan_launch(llm, t, s, 8, 8)
+        assert len(fused_notes(m)) == len(fused_notes(tt)) == want
+        ns = MEGATRON_PARSER.parse_args(split_command(m.command())[2])
+        assert ns.fp8_recipe == "tensorwise"  # the recipe is written either way
+    assert "Transformer Engine" in fused_notes(megatron_launch(llm, _train(
+        8192, 64, precision=Precision.fp8, low_precision_casts="fused"), s, 8, 8))[0]
+    # nothing to say for a 16-bit run
+    assert fused_notes(megatron_launch(llm, _train(8192, 64, low_precision_casts="fused"), s, 8, 8)) == []
+
+
 def test_a_recompute_module_megatron_lacks_is_left_out_of_its_flags_and_said():
     # attn_out_proj (MaxText's save_qkv_proj vocabulary) is not one of Megatron-LM's --recompute-modules
     llm = load_model("llama3-8b")

@@ -79,6 +79,10 @@ class ComputeCalibration:
     gpu_clock_scales: tuple[tuple[str, float], ...] = ()  # gpu id -> sustained-clock factor on its generation's ceilings
     # (architecture or gpu id, 8-bit format, forward, backward): cuDNN's 8-bit attention over its 16-bit speed
     attention_low_precision_speedup: tuple[tuple[str, str, float, float], ...] = ()
+    # (architecture, low precision, ratio): the low-precision GEMM kernel's fraction of its own peak over
+    # the BF16 kernel's fraction of the BF16 peak, inputs already quantised (the kernel rate a compiler
+    # that fuses the quantisation reaches; fused_gemm_ceiling)
+    kernel_efficiency_over_bf16: tuple[tuple[str, str, float], ...] = ()
 
     def attention_speedup(self, gpu_name: str, architecture: str, fmt: str) -> tuple[float, float]:
         """Forward and backward speed of cuDNN's fused attention in an 8-bit format over its 16-bit
@@ -107,6 +111,16 @@ class ComputeCalibration:
             if arch == architecture and prec == precision:
                 return eff * self.clock_scale(gpu_name)
         raise KeyError(f"no GEMM ceiling for {architecture}/{precision} in compute_efficiency.yaml")
+
+    def fused_gemm_ceiling(self, gpu_name: str, architecture: str, precision: str) -> float | None:
+        """The low-precision GEMM ceiling where the quantisation is fused into neighbouring kernels
+        (TrainingSpec.low_precision_casts "fused"): the kernel rate, the GPU's BF16 ceiling times the
+        kernel's efficiency over BF16's (compute_efficiency.yaml low_precision.kernel_efficiency_over_bf16);
+        None where no kernel figure exists."""
+        for arch, prec, ratio in self.kernel_efficiency_over_bf16:
+            if arch == architecture and prec == precision:
+                return self.gemm_ceiling(gpu_name, architecture, "bf16") * ratio
+        return None
 
     def attention_table(self, architecture: str, gpu_name: str = "",
                         low_precision_format: str | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -301,6 +301,11 @@ def precisions(system: ClusterSystem, training: TrainingSpec, calib: PerfCalibra
     gemm_prec = prec if prec in gpu.peak_flops else hi
     low = gemm_prec in cmp.LOW_PRECISIONS
     ceiling = ccal.gemm_ceiling(gpu.name, gpu.architecture, gemm_prec)
+    # a compiler that fuses the quantisation into the neighbouring kernels runs the GEMMs at the
+    # low-precision kernel's own rate and moves no separate cast traffic (TrainingSpec.low_precision_casts)
+    fused = low and training.low_precision_casts == "fused"
+    if fused:
+        ceiling = ccal.fused_gemm_ceiling(gpu.name, gpu.architecture, gemm_prec) or ceiling
     if gemm_prec == "fp8":
         # a recipe whose scaled GEMMs run other kernels than the per-tensor ones (rowwise scales)
         ceiling *= dict(ccal.fp8_recipe_gemm_factors).get(training.fp8_recipe.value, 1.0)
@@ -313,7 +318,7 @@ def precisions(system: ClusterSystem, training: TrainingSpec, calib: PerfCalibra
         gemm_max_eff=ceiling,
         hi_peak_flops=gpu.peak_flops.get(hi, gpu.peak_flops["bf16"]),
         hi_max_eff=ccal.gemm_ceiling(gpu.name, gpu.architecture, hi),
-        cast_bytes_per_element=calib.cast_bytes(gemm_prec, training.fp8_recipe.value) if low else 0.0,
+        cast_bytes_per_element=calib.cast_bytes(gemm_prec, training.fp8_recipe.value) if (low and not fused) else 0.0,
         saved_input_bytes_per_element=calib.saved_input_bytes(gemm_prec, training.fp8_recipe.value) if low
         else cmp.ACT_BYTES,
         tp_gather_bytes_per_element=calib.tp_gather_bytes(gemm_prec, training.fp8_recipe.value) if low

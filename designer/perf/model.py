@@ -84,6 +84,10 @@ def compute_calibration_from_dict(data: dict) -> tuple[ComputeCalibration, Memor
             overlap_slowdown=float(data.get("overlap", {}).get("compute_slowdown", 0.0)),
             grouped_gemm_efficiency=float(g.get("grouped_efficiency", 1.0)),
             fp8_recipe_gemm_factors=tuple((str(k), float(v)) for k, v in (g.get("fp8_recipe_factor") or {}).items()),
+            kernel_efficiency_over_bf16=tuple(
+                (str(arch), str(p), float(r))
+                for arch, by in ((data.get("low_precision") or {}).get("kernel_efficiency_over_bf16") or {}).items()
+                for p, r in by.items()),
         ),
         MemoryCalibration(
             framework_reserved_bytes=float(data["memory"]["framework_reserved_bytes"]),

@@ -151,6 +151,16 @@ class TrainingSpec(Record):
     precision: Precision = Precision.bf16
     fp8_recipe: Fp8Recipe = Fp8Recipe.delayed
     fp8_param_gather: bool = Field(default=False, description="keep an fp8 weight copy and all-gather it in fp8 (TE fp8 params, torchao fp8 all-gather)")
+    # Where the low-precision recipe's quantisation runs: as separate cast / amax / transpose kernels
+    # beside each GEMM, whose GEMMs then run at the rate calibrated on Transformer Engine's training
+    # runs (compute_efficiency.yaml gemm.max_efficiency), or fused by a compiler into the neighbouring
+    # kernels, whose GEMMs run at the low-precision kernel's own rate with no cast traffic (XLA, which
+    # rewrites the quantise-dequantise pattern around a dot into one scaled cuBLASLt call: MaxText's
+    # quantization=fp8; low_precision.kernel_efficiency_over_bf16)
+    low_precision_casts: Literal["kernels", "fused"] = Field(
+        default="kernels", description="kernels (Transformer Engine, torchao: separate quantisation kernels, GEMMs at "
+        "the calibrated in-training rate) or fused (a compiler such as XLA folds the quantisation into neighbouring "
+        "kernels: GEMMs at the low-precision kernel rate, no cast traffic); only read under fp8, mxfp8 or nvfp4")
     fp8_attention: bool = Field(default=False, description="run the fused attention in 8 bits (Transformer Engine's FP8 "
                                 "dot-product attention, Megatron-Core's TransformerConfig.fp8_dot_product_attention): MXFP8 under the mxfp8 "
                                 "precision, per-tensor FP8 under fp8 and nvfp4")

@@ -78,6 +78,13 @@ def assumptions(row: dict, st, calib) -> str:
         parts.append("CUDA graphs")
     if row.get("nccl_version"):
         parts.append(f"NCCL {row['nccl_version']} (container)")
+    fixed = modern_runs.corrections(row)
+    if fixed:
+        parts.append("run as " + ", ".join(f"{k} {v}" for k, v in fixed.items()) + " (the published "
+                     + ", ".join(f"{k} {row[k]}" for k in fixed) + " is misprinted: recipe and neighbouring releases)")
+    training = modern_runs.training_for(row)
+    if training.low_precision_casts == "fused" and row["precision"] != "bf16":
+        parts.append("quantisation fused by the compiler (GEMMs at the kernel rate)")
     return ", ".join(parts)
 
 

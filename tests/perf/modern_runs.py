@@ -226,11 +226,20 @@ def training_for(row: dict) -> TrainingSpec:
                         # (the ModelZoo's "dropless routing (not forced balance)" rows, DeepSeek-V3's own run)
                         moe_load_balance="learned" if "not forced balance" in (row.get("notes") or "") else "forced",
                         fp32_sharded_params=fw.get("fp32_sharded_params", False),
+                        # where the framework's compiler fuses the quantisation (modern_systems.yaml)
+                        low_precision_casts=fw.get("low_precision_casts", "kernels"),
                         # the Megatron-Bridge recipe's fp8_dot_product_attention (megatron_bridge_recipes.yaml)
                         fp8_attention=prec in ("fp8", "mxfp8", "nvfp4") and recipes().get(row["id"], {}).get("fp8_attention", False))
 
 
+def corrections(row: dict) -> dict:
+    """The published cells a row's recipe and its neighbouring releases show to be misprinted
+    (megatron_bridge_recipes.yaml `corrections`, with `correction_evidence`); empty for the rest."""
+    return dict(recipes().get(row["id"], {}).get("corrections") or {})
+
+
 def case(row: dict):
+    row = {**row, **corrections(row)}
     llm = load_model(row["model"])
     if row["layers"]:
         llm = llm.model_copy(update={"layers": row["layers"]})

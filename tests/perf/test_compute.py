@@ -488,3 +488,62 @@ def test_fp8_activation_input_store_copies_the_gate_and_up_outputs_once_each_way
     q = cmp.layer_forward(moe, act_input_fp8=np.ones(1, bool), **kw)
     assert float(q.forward_s[0] - p.forward_s[0]) == pytest.approx(
         8192 * 2 * 2 * moe.moe.expert_ffn_size * 3 / (3.35e12 * CAL.hbm_efficiency), rel=1e-12)
+
+
+def test_fused_quantisation_runs_the_gemms_at_the_kernel_rate_with_no_cast_traffic():
+    # TrainingSpec.low_precision_casts "fused" (a compiler such as XLA folds the quantisation into the
+    # neighbouring kernels): the low-precision ceiling is the BF16 ceiling times the kernel's efficiency
+    # over BF16's, and no cast bytes are charged. The efficiencies come from Transformer Engine's
+    # pre-quantised GEMM benchmark (docs/examples/gemm_profiling/gemm_profiling.rst at 8f2e635),
+    # per-layer totals in ms, over the dense peak ratio: H200 NVL BF16 31.968 / FP8 16.785 (peaks
+    # 2:1); B300 BF16 13.102 / FP8 6.812 / MXFP8 7.161 (2:1) / NVFP4 3.764 (13,125 : 2,250 TFLOP/s).
+    from designer.perf.iteration import precisions
+    from designer.perf.model import DATA_DIR
+    from tests.perf.systems import cluster
+
+    table = yaml.safe_load((DATA_DIR / "compute_efficiency.yaml").read_text())["low_precision"][
+        "kernel_efficiency_over_bf16"]
+    assert table["hopper"]["fp8"] == pytest.approx(31.968 / 16.785 / 2, abs=5e-4)
+    assert table["blackwell"]["fp8"] == pytest.approx(13.102 / 6.812 / 2, abs=5e-4)
+    assert table["blackwell"]["mxfp8"] == pytest.approx(13.102 / 7.161 / 2, abs=5e-4)
+    assert table["blackwell"]["nvfp4"] == pytest.approx(13.102 / 3.764 / (13125 / 2250), abs=5e-4)
+
+    def prec(gpu, precision, casts, recipe="delayed"):
+        tr = TrainingSpec(sequence_length=4096, global_batch_sequences=8, total_tokens=1e9, precision=precision,
+                          fp8_recipe=recipe, low_precision_casts=casts)
+        return precisions(cluster(gpu, 8), tr, PERF)
+
+    hopper = yaml.safe_load((DATA_DIR / "compute_efficiency.yaml").read_text())["gemm"]["max_efficiency"]["hopper"]
+    fused, kernels = prec("h100_sxm", "fp8", "fused"), prec("h100_sxm", "fp8", "kernels")
+    assert fused.gemm_max_eff == pytest.approx(hopper["bf16"] * table["hopper"]["fp8"])  # 0.665 x 0.952
+    assert kernels.gemm_max_eff == pytest.approx(hopper["fp8"])  # the in-training rate, fitted
+    assert fused.cast_bytes_per_element == 0.0 < kernels.cast_bytes_per_element == 4.0  # delayed: read 2, write 1 + 1
+    # rowwise scales still run their own kernels: the recipe factor applies on top of the kernel rate
+    assert prec("h100_sxm", "fp8", "fused", "rowwise").gemm_max_eff == pytest.approx(
+        fused.gemm_max_eff * dict(CAL.fp8_recipe_gemm_factors)["rowwise"])
+    # Blackwell Ultra's sustained clock scales the BF16 ceiling the kernel rate is taken from
+    b300 = prec("b300", "nvfp4", "fused")
+    assert b300.gemm_max_eff == pytest.approx(CAL.gemm_ceiling("b300", "blackwell", "bf16") * table["blackwell"]["nvfp4"])
+    # a 16-bit run has nothing to quantise: the field changes nothing
+    a, b = prec("h100_sxm", "bf16", "fused"), prec("h100_sxm", "bf16", "kernels")
+    assert (a.gemm_max_eff, a.cast_bytes_per_element) == (b.gemm_max_eff, b.cast_bytes_per_element) == (hopper["bf16"], 0.0)
+
+
+def test_fused_quantisation_is_never_slower_than_separate_casts():
+    # the same FP8 strategy, its quantisation fused: a higher GEMM ceiling and no cast traffic, so the
+    # iteration is faster, and never slower than the 16-bit run
+    from designer.perf.model import evaluate_system
+    from designer.spec.llm import Strategy
+    from tests.perf.systems import cluster
+
+    llm = load_model("llama3-8b")
+    sy = cluster("h100_sxm", 64)
+    st = Strategy(tp=2, pp=1, dp=32, microbatch_size=1, zero_stage=1, sequence_parallel=True)
+
+    def time_s(precision, casts):
+        tr = TrainingSpec(sequence_length=8192, global_batch_sequences=64, total_tokens=1e9, precision=precision,
+                          low_precision_casts=casts)
+        return evaluate_system(llm, tr, st, sy, calib=PERF).iteration_time_s
+
+    assert time_s("fp8", "fused") < time_s("fp8", "kernels") < time_s("bf16", "kernels")
+    assert time_s("bf16", "fused") == time_s("bf16", "kernels")

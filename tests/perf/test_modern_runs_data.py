@@ -118,6 +118,26 @@ def test_row_model_and_mapping(row):
         assert row["shard_group"] is not None and row["shard_group"] < dp
 
 
+def test_corrected_rows_state_their_evidence_and_still_map():
+    # a published cell run as corrected (megatron_bridge_recipes.yaml `corrections`) carries the
+    # evidence, differs from the cell as published, and the corrected mapping still fits the GPUs and
+    # the model; the harness prices the corrected value
+    from tests.perf import modern_runs
+
+    corrected = [r for r in ROWS if modern_runs.corrections(r)]
+    assert corrected
+    for row in corrected:
+        fixed = modern_runs.corrections(row)
+        recipe = modern_runs.recipes()[row["id"]]
+        assert len(recipe["correction_evidence"].split()) >= 20
+        assert all(row[k] != v for k, v in fixed.items())
+        run = {**row, **fixed}
+        assert run["tp"] * run["pp"] * run["cp"] * run["dp"] == run["gpus"]
+        assert (run["gpus"] // run["pp"]) % run["ep"] == 0 and MODELS[row["model"]].moe.experts % run["ep"] == 0
+        st = modern_runs.strategy_for(run)
+        assert modern_runs.case(row)[2] == st and all(getattr(st, k) == v for k, v in fixed.items())
+
+
 @pytest.mark.parametrize("row", ROWS, ids=IDS)
 def test_row_set_follows_the_reference_rule(row):
     """long-ctx (seq >= 16K) takes precedence; then MoE models; then FSDP-style sharding; else dense-3d."""
