@@ -33,6 +33,7 @@ README_END = "<!-- end of validation tables -->"
 
 
 def assumptions(row: dict, st, calib) -> str:
+    training = modern_runs.training_for(row)
     parts = [f"{row['gpus']}x {row['gpu']}", f"HB {modern_runs.hb_size(row)}", row["precision"]
              + (f"/{row['fp8_recipe']}" if row["fp8_recipe"] else ""),
              f"tp{st.tp} pp{st.pp} cp{st.cp} dp{st.dp}" + (f" ep{st.ep}" if st.ep > 1 else "")
@@ -64,7 +65,6 @@ def assumptions(row: dict, st, calib) -> str:
         parts.append("batch-first SP collectives (layout copies)")
     if st.ep > 1:
         parts.append(f"{st.moe_dispatcher} dispatcher" + (", EP overlap" if st.overlap_ep_comm else ""))
-        training = modern_runs.training_for(row)
         if training.moe_routing != "uniform":
             parts.append(f"{training.moe_routing.replace('_', '-')} gate")
         if training.moe_load_balance == "learned":
@@ -82,7 +82,6 @@ def assumptions(row: dict, st, calib) -> str:
     if fixed:
         parts.append("run as " + ", ".join(f"{k} {v}" for k, v in fixed.items()) + " (the published "
                      + ", ".join(f"{k} {row[k]}" for k in fixed) + " is misprinted: recipe and neighbouring releases)")
-    training = modern_runs.training_for(row)
     if training.low_precision_casts == "fused" and row["precision"] != "bf16":
         parts.append("quantisation fused by the compiler (GEMMs at the kernel rate)")
     return ", ".join(parts)

@@ -501,8 +501,8 @@ def test_fused_quantisation_runs_the_gemms_at_the_kernel_rate_with_no_cast_traff
     from designer.perf.model import DATA_DIR
     from tests.perf.systems import cluster
 
-    table = yaml.safe_load((DATA_DIR / "compute_efficiency.yaml").read_text())["low_precision"][
-        "kernel_efficiency_over_bf16"]
+    data = yaml.safe_load((DATA_DIR / "compute_efficiency.yaml").read_text())
+    table = data["low_precision"]["kernel_efficiency_over_bf16"]
     assert table["hopper"]["fp8"] == pytest.approx(31.968 / 16.785 / 2, abs=5e-4)
     assert table["blackwell"]["fp8"] == pytest.approx(13.102 / 6.812 / 2, abs=5e-4)
     assert table["blackwell"]["mxfp8"] == pytest.approx(13.102 / 7.161 / 2, abs=5e-4)
@@ -513,7 +513,7 @@ def test_fused_quantisation_runs_the_gemms_at_the_kernel_rate_with_no_cast_traff
                           fp8_recipe=recipe, low_precision_casts=casts)
         return precisions(cluster(gpu, 8), tr, PERF)
 
-    hopper = yaml.safe_load((DATA_DIR / "compute_efficiency.yaml").read_text())["gemm"]["max_efficiency"]["hopper"]
+    hopper = data["gemm"]["max_efficiency"]["hopper"]
     fused, kernels = prec("h100_sxm", "fp8", "fused"), prec("h100_sxm", "fp8", "kernels")
     assert fused.gemm_max_eff == pytest.approx(hopper["bf16"] * table["hopper"]["fp8"])  # 0.665 x 0.952
     assert kernels.gemm_max_eff == pytest.approx(hopper["fp8"])  # the in-training rate, fitted
