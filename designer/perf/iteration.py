@@ -629,10 +629,17 @@ def tp_term(ctx: _Context, dense: LayerTimes) -> Term:
     n_ar, n_ag = n + alt, n + 2 * alt
     total = n * rs.time_s + n_ar * ar.time_s + n_ag * ag.time_s
     # each pass hides its collectives behind its own GEMMs: 2 collectives behind the forward's, the
-    # rest (backward, recomputed forward) behind the backward's
-    e_f = np.where(S.overlap_tp, hidden_cost(2 * one, dense.gemm_fwd_s, ctx), 2 * one)
+    # rest (backward, recomputed forward) behind the backward's. PyTorch's micro-pipelined TP does not
+    # fuse an all-gather into a matmul whose inputs carry rowwise scales (pytorch/pytorch#149990: the
+    # matmul-reduce-scatters fuse, the all-gather-matmuls do not; torchtitan's June 2025 async-TP
+    # benchmark gains 1.04x with rowwise scales against 1.16x tensorwise on Llama 3.1 70B), so under
+    # torchao's rowwise recipe the sequence-parallel all-gathers stay exposed
+    ag_unfused = float(ctx.training.precision.value == "fp8" and ctx.training.fp8_recipe.value == "rowwise")
+    ag_f = 2 * ag.time_s * ag_unfused
+    ag_b = (n_ag - 2) * ag.time_s * ag_unfused
+    e_f = np.where(S.overlap_tp, hidden_cost(2 * one - ag_f, dense.gemm_fwd_s, ctx) + ag_f, 2 * one)
     rest = total - 2 * one
-    e_b = np.where(S.overlap_tp, hidden_cost(rest, dense.gemm_s - dense.gemm_fwd_s, ctx), rest)
+    e_b = np.where(S.overlap_tp, hidden_cost(rest - ag_b, dense.gemm_s - dense.gemm_fwd_s, ctx) + ag_b, rest)
     if np.any(S.batch_first):
         # PyTorch's functional collectives gather and reduce-scatter along dim 0; a batch-first
         # tensor sharded along the sequence (dim 1) is re-laid out around each (_functional_collectives

@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from designer.perf import collectives as coll
 from designer.perf.model import evaluate_system, load_perf_calibration
 from designer.perf.records import Infeasible, Metrics
 from designer.spec.llm import Recompute, RecomputeModule, Schedule, Strategy, TrainingSpec
@@ -382,3 +383,26 @@ def test_batch_first_sequence_parallelism_copies_around_each_collective(b):
     plain = dict(base, sequence_parallel=False)
     assert _ev(llm, tr, Strategy(**plain, activation_layout="batch_first"), sy).iteration_time_s == \
         pytest.approx(_ev(llm, tr, Strategy(**plain), sy).iteration_time_s, rel=1e-12)
+
+
+@pytest.mark.parametrize("precision,recipe,hidden", [
+    ("bf16", "delayed", ("reduce_scatter", "all_gather")),
+    ("fp8", "rowwise", ("reduce_scatter",)),  # pytorch/pytorch#149990: the all-gather-matmuls do not fuse
+])
+def test_overlapped_tp_hides_what_its_fused_kernels_cover(precision, recipe, hidden):
+    # Four Llama 3 70B layers on TP 8 with SP, one microbatch of one 8192-token sequence, no recompute:
+    # per layer 4 reduce-scatters and 4 all-gathers of s·h 16-bit elements (torchao's rowwise recipe
+    # gathers in 16 bits). A layer's GEMMs (h 8192) outlast its collectives, so overlapping hides each
+    # covered collective but for the slowdown it inflicts on the GEMMs: overlap saves
+    # 4 layers · 4 · (1 − slowdown) · t per covered op; an uncovered one stays exposed.
+    llm = load_model("llama3-70b").model_copy(update={"layers": 4})
+    tr = TrainingSpec(sequence_length=8192, global_batch_sequences=1, precision=precision, fp8_recipe=recipe,
+                      total_tokens=1e12)
+    sy = cluster("h100_sxm", 8)
+    base = dict(tp=8, dp=1, microbatch_size=1, sequence_parallel=True)
+    off = _ev(llm, tr, Strategy(**base), sy)
+    on = _ev(llm, tr, Strategy(**base, overlap_tp_comm=True), sy)
+    shape = coll.GroupShape(size=8, ranks_per_domain=8, domain_span=1, same_rail=True)
+    t = {op: coll.collective_time_s(op, 8192 * 8192 * 2, shape, sy, CAL.collectives) for op in hidden}
+    saved = 4 * 4 * (1 - CAL.compute.overlap_slowdown) * sum(t.values())
+    assert off.iteration_time_s - on.iteration_time_s == pytest.approx(saved, rel=1e-9)

@@ -18,7 +18,7 @@ import pytest
 from designer.perf.model import evaluate_system, load_perf_calibration
 from tests.perf import modern_runs
 
-BOUNDS = {  # set: (MAPE bound, share of rows within 10%, at least) -- reached: 4.4%/92%, 5.1%/91%, 3.5%/89%, 13.2%/67%
+BOUNDS = {  # set: (MAPE bound, share of rows within 10%, at least) -- reached: 4.4%/92%, 5.0%/92%, 3.5%/89%, 13.2%/67%
     "dense-3d": (0.046, 0.91),
     "dense-fsdp": (0.053, 0.89),
     "long-ctx": (0.038, 0.85),
@@ -106,3 +106,25 @@ def test_eager_kernels_explain_most_of_torchtitans_torch_compile_gain():
         fused = evaluate_system(llm, tr, st.model_copy(update={"elementwise_kernels": "fused"}), sy, calib=calib)
         gain = m.iteration_time_s / fused.iteration_time_s
         assert abs(gain - measured) <= 0.1 * (measured - 1), (rid, gain, measured)
+
+
+def test_async_tp_gains_follow_torchtitans_table_per_fp8_recipe():
+    # torchtitan benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md (text table of commit 2887250):
+    # async TP over vanilla TP, Llama 3.1 70B on 256 H100s (FSDP 32, TP 8, full AC) 1.09 bf16,
+    # 1.16 float8 tensorwise, 1.04 rowwise; Llama 3.1 8B on 64 (FSDP 8, TP 8, per-op SAC) 1.10, 1.10,
+    # 1.06. With rowwise scales only the matmul-reduce-scatters fuse (pytorch/pytorch#149990), so its
+    # gain is the smallest of the three on both models. Each gain is held within 0.07 of the table's
+    # (the model gives 1.12, 1.12, 1.06 on 70B and 1.17, 1.14, 1.06 on 8B).
+    calib = load_perf_calibration()
+    rows = {r["id"]: r for r in modern_runs.rows()}
+    vanilla, asynchronous = "vanilla TP (no AsyncTP); torch.compile", "AsyncTP; torch.compile"
+    for model, published in (("TT-20", {"TT-20": 1.09, "TT-21": 1.16, "TT-23": 1.04}),
+                             ("TT-26", {"TT-26": 1.10, "TT-27": 1.10, "TT-29": 1.06})):
+        gains = {}
+        for rid, measured in published.items():
+            tps = [modern_runs.evaluate_row({**rows[rid], "overlap": o}, calib)[0].tokens_per_s
+                   for o in (vanilla, asynchronous)]
+            gains[rid] = tps[1] / tps[0]
+            assert abs(gains[rid] - measured) <= 0.07, (rid, gains[rid], measured)
+        rowwise = min(gains, key=lambda k: published[k])
+        assert gains[rowwise] == min(gains.values()), (model, gains)
