@@ -846,11 +846,18 @@ def stage_times(ctx: _Context, dense: LayerTimes, moe: LayerTimes | None, dense_
         mtp = ctx.llm.mtp_layers * (unit.compute_s + logits)
     d_t = dense.compute_s + dense_exposed
     m_t = (moe.compute_s + moe_exposed) if moe is not None else 0.0
+    # Megatron-Core's 1F1B all-to-all overlap (Strategy.overlap_ep_comm) runs each layer's forward and
+    # backward as sub-stages of one merged schedule and synchronises between them, so the host's
+    # launches cannot run ahead of the GPU: they add to each layer's GPU time instead of bounding it
+    # (Megatron-LM docs/discussions/deepseek-v3-gb200-optimization, eb0783b6, §3.2: the overlap's
+    # stage synchronisation "aggravates the CPU overhead, so the overall benefit is negative on the
+    # GB200"). Captured CUDA graphs launch nothing from the host (per_layer_host is then 0).
+    serial_host = ctx.S.overlap_ep & (ctx.llm.moe is not None) & (ctx.S.schedule != mem.SCHEDULE_DUALPIPE)
 
     def stage(n, n_moe, extra):
         nd = n - n_moe
         gpu = nd * d_t + n_moe * m_t + extra + pp_exposed
-        return np.maximum(gpu, n * per_layer_host)
+        return np.where(serial_host, gpu + n * per_layer_host, np.maximum(gpu, n * per_layer_host))
 
     t_first = stage(st.first, st.first_moe, np.where(ctx.pp == 1, logits + mtp, 0.0))
     t_last = stage(st.last, st.last_moe, logits + mtp)

@@ -224,6 +224,33 @@ def test_cuda_graphs_remove_the_per_layer_launch_floor():
     assert graphed <= free + 1e-9 and graphed < 0.05 * host
 
 
+def test_the_1f1b_all_to_all_overlap_exposes_the_per_layer_launches():
+    # Megatron-Core's 1F1B all-to-all overlap synchronises between each layer's sub-stages, so the
+    # host's per-layer launches add to the GPU time instead of bounding it (Megatron-LM
+    # deepseek-v3-gb200-optimization §3.2). Mixtral 8x7B's 32 layers on 8 H100s (EP 8, dp 8), one
+    # microbatch: a 0.1 ms launch floor per layer, far below a layer's GPU time, costs nothing
+    # without the overlap and 32 x 0.1 ms with it; replayed from CUDA graphs nothing again.
+    llm = load_model("mixtral-8x7b")
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=8, precision="bf16", total_tokens=1e12)
+    sy = cluster("h100_sxm", 8)
+
+    from designer.perf.iteration import iteration_arrays
+    from designer.perf.records import StrategyArrays
+
+    def t(per_layer_s, **kw):
+        # timed whether or not it fits in memory (iteration_arrays prices every strategy)
+        cal = dataclasses.replace(CAL, compute=dataclasses.replace(CAL.compute, framework_per_layer_s=per_layer_s))
+        st = StrategyArrays.from_strategies([Strategy(tp=1, pp=1, dp=8, ep=8, microbatch_size=1, overlap_dp_comm=False,
+                                                      **kw)])
+        return float(iteration_arrays(llm, tr, st, sy, cal)["iteration_time_s"][0])
+
+    assert llm.layers == 32
+    assert t(1e-4) == pytest.approx(t(0.0), rel=1e-12)
+    assert t(1e-4, overlap_ep_comm=True) - t(0.0, overlap_ep_comm=True) == pytest.approx(32 * 1e-4, rel=1e-9)
+    assert t(1e-4, overlap_ep_comm=True, cuda_graphs=True) == pytest.approx(
+        t(0.0, overlap_ep_comm=True, cuda_graphs=True), rel=1e-12)
+
+
 def test_fp32_gradients_on_the_wire_double_the_data_parallel_bytes():
     # the ZeRO-0 all-reduce of test_zero_volumes_on_rails, 2·(7/8)·G, with G of 4-byte gradients
     # (TrainingSpec.grad_reduce_dtype fp32: Megatron-LM's fp32 main gradients, torchtitan's FSDP2);
