@@ -230,12 +230,12 @@ def test_the_1f1b_all_to_all_overlap_exposes_the_per_layer_launches():
     # deepseek-v3-gb200-optimization §3.2). Mixtral 8x7B's 32 layers on 8 H100s (EP 8, dp 8), one
     # microbatch: a 0.1 ms launch floor per layer, far below a layer's GPU time, costs nothing
     # without the overlap and 32 x 0.1 ms with it; replayed from CUDA graphs nothing again.
+    from designer.perf.iteration import iteration_arrays
+    from designer.perf.records import StrategyArrays
+
     llm = load_model("mixtral-8x7b")
     tr = TrainingSpec(sequence_length=4096, global_batch_sequences=8, precision="bf16", total_tokens=1e12)
     sy = cluster("h100_sxm", 8)
-
-    from designer.perf.iteration import iteration_arrays
-    from designer.perf.records import StrategyArrays
 
     def t(per_layer_s, **kw):
         # timed whether or not it fits in memory (iteration_arrays prices every strategy)
