@@ -339,6 +339,11 @@ _FUSED_CASTS_NOTE = ("low_precision_casts fused: designer priced the quantisatio
                      "separate kernels, slower than priced: price low_precision_casts kernels for this launch")
 
 
+def _note_fused_casts(training: TrainingSpec, framework: str, notes: list[str]) -> None:
+    if training.low_precision_casts == "fused" and training.precision in (Precision.fp8, Precision.mxfp8, Precision.nvfp4):
+        notes.append(_FUSED_CASTS_NOTE.format(framework=framework))
+
+
 def _precision_args(s: Strategy, training: TrainingSpec, notes: list[str]) -> list[str]:
     p = training.precision
     if p == Precision.fp16:
@@ -366,8 +371,7 @@ def _precision_args(s: Strategy, training: TrainingSpec, notes: list[str]) -> li
         a += ["--fp4-format", "e2m1", "--fp4-recipe", "nvfp4"]
         if training.fp8_param_gather:
             a.append("--fp4-param-gather")  # arguments.py: must go with --fp4-format
-    if training.low_precision_casts == "fused" and p in (Precision.fp8, Precision.mxfp8, Precision.nvfp4):
-        notes.append(_FUSED_CASTS_NOTE.format(framework="Transformer Engine"))
+    _note_fused_casts(training, "Transformer Engine", notes)
     if training.fp8_attention:
         # arguments.py lists fp8_dot_product_attention among the TransformerConfig fields with no
         # command-line option: it is set in the model config (Megatron-Bridge: fp8_dot_product_attention)
@@ -814,8 +818,7 @@ def torchtitan_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus:
                          ["MX training (torchao mx_formats)"]))
     elif training.precision == Precision.nvfp4:
         notes.append("nvfp4: no torchtitan converter; bf16 written")
-    if training.low_precision_casts == "fused" and training.precision in (Precision.fp8, Precision.mxfp8, Precision.nvfp4):
-        notes.append(_FUSED_CASTS_NOTE.format(framework="torchao"))
+    _note_fused_casts(training, "torchao", notes)
     if training.fp8_attention:
         notes.append("fp8_attention: torchtitan's attention runs in 16 bits (its float8 converters quantise linear layers)")
     if s.activation_input_fp8:

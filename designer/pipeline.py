@@ -33,6 +33,7 @@ from designer.errors import DesignerError, InfeasibleDesign, SpecError
 from designer.export import (PREVIOUS_RESULTS, STRATEGY_COLUMNS, J_PER_MWH, metrics_columns, read_pareto,
                              strategy_columns, write_outputs)
 from designer.pareto import Point, epsilon_front, pareto_front
+from designer.perf.collectives import net_efficiency
 from designer.search.exhaustive import Candidate, Problem, ScoredTable, load_trial_constraint, run_exhaustive
 from designer.search.space import CODED, RECOMPUTES, SCHEDULES
 from designer.spec.llm import LLMSpec
@@ -1117,8 +1118,6 @@ def _run_study(spec: StudySpec, out: Path, *, n_trials: int | None, workers: int
     answer = _goal_answer(spec, cands, tables, codesign)
     gaps = [m.gap for m in milp.values() if m.gap is not None]
     methods = designs["search_method"].value_counts().to_dict()
-    from designer.perf.collectives import net_efficiency
-
     meta = {
         "study": spec.name, "spec_hash": spec.spec_hash(), "versions": _versions(), "seed": spec.search.seed,
         "search": {"method_requested": spec.search.method, "methods_run": methods, "n_trials_per_design": spec.search.n_trials,

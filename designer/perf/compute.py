@@ -213,6 +213,9 @@ class Precisions:
     # a layer whose low-precision GEMMs and casts are slower than 16-bit runs in 16-bit, as Transformer
     # Engine's recipes keep such layers; False where the recipe converts every linear layer regardless
     bf16_fallback: bool = True
+    # overlapped TP fuses the sequence-parallel all-gathers into their matmuls; False where the recipe's
+    # scales keep them apart (compute_efficiency.yaml low_precision.async_tp_unfused_gathers)
+    tp_overlap_hides_gathers: bool = True
     # Under sequence parallelism a recipe that gathers its GEMM inputs in 8 bits quantises them on the
     # rank's shard (False: it gathers 16-bit and casts the gathered tensor, torchao's rowwise); a
     # per-tensor scaled copy is then transposed from the gathered tensor, while a block-scaled format

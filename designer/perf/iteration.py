@@ -85,6 +85,7 @@ class PerfCalibration:
     saved_input_bytes_per_element: tuple[tuple[str, float], ...] = ()  # recipe or precision -> saved linear input
     tp_gather_bytes_per_element: tuple[tuple[str, float], ...] = ()  # recipe or precision -> TP all-gather element
     converts_every_linear: tuple[str, ...] = ()  # recipes with no 16-bit fallback for slow layers
+    async_tp_unfused_gathers: tuple[str, ...] = ()  # recipes whose SP all-gathers async TP cannot fuse
 
     @staticmethod
     def _by_recipe(table: tuple[tuple[str, float], ...], precision: str, recipe: str, default: float) -> float:
@@ -113,6 +114,11 @@ class PerfCalibration:
         """Whether a layer slower in low precision than in 16-bit runs in 16-bit (not under a recipe
         that converts every linear layer)."""
         return (recipe if precision == "fp8" else precision) not in self.converts_every_linear
+
+    def tp_overlap_hides_gathers(self, precision: str, recipe: str) -> bool:
+        """Whether overlapped TP fuses the sequence-parallel all-gathers into their matmuls (not under
+        a recipe in low_precision.async_tp_unfused_gathers)."""
+        return (recipe if precision == "fp8" else precision) not in self.async_tp_unfused_gathers
 
 
 # Reason codes of infeasible strategies (vectorized path); 0 = feasible.
@@ -326,6 +332,7 @@ def precisions(system: ClusterSystem, training: TrainingSpec, calib: PerfCalibra
         attn_fwd_eff=fwd, attn_bwd_eff=bwd, attn_seq_half=ccal.attention_seq_half_table(gpu.architecture),
         attn_head_dim_half=ccal.attention_head_dim_half_table(gpu.architecture),
         bf16_fallback=calib.bf16_fallback(gemm_prec, training.fp8_recipe.value),
+        tp_overlap_hides_gathers=calib.tp_overlap_hides_gathers(gemm_prec, training.fp8_recipe.value),
         sp_cast_on_shard=low and calib.tp_gather_bytes(gemm_prec, training.fp8_recipe.value) < cmp.ACT_BYTES,
         sp_transpose_after_gather=gemm_prec == "fp8" and training.fp8_recipe.value in cmp.PER_TENSOR_FP8_RECIPES)
 
@@ -629,12 +636,9 @@ def tp_term(ctx: _Context, dense: LayerTimes) -> Term:
     n_ar, n_ag = n + alt, n + 2 * alt
     total = n * rs.time_s + n_ar * ar.time_s + n_ag * ag.time_s
     # each pass hides its collectives behind its own GEMMs: 2 collectives behind the forward's, the
-    # rest (backward, recomputed forward) behind the backward's. PyTorch's micro-pipelined TP does not
-    # fuse an all-gather into a matmul whose inputs carry rowwise scales (pytorch/pytorch#149990: the
-    # matmul-reduce-scatters fuse, the all-gather-matmuls do not; torchtitan's June 2025 async-TP
-    # benchmark gains 1.04x with rowwise scales against 1.16x tensorwise on Llama 3.1 70B), so under
-    # torchao's rowwise recipe the sequence-parallel all-gathers stay exposed
-    ag_unfused = float(ctx.training.precision.value == "fp8" and ctx.training.fp8_recipe.value == "rowwise")
+    # rest (backward, recomputed forward) behind the backward's; under a recipe whose all-gathers the
+    # overlap cannot fuse into their matmuls (Precisions.tp_overlap_hides_gathers) those stay exposed
+    ag_unfused = 0.0 if ctx.prec.tp_overlap_hides_gathers else 1.0
     ag_f = 2 * ag.time_s * ag_unfused
     ag_b = (n_ag - 2) * ag.time_s * ag_unfused
     e_f = np.where(S.overlap_tp, hidden_cost(2 * one - ag_f, dense.gemm_fwd_s, ctx) + ag_f, 2 * one)

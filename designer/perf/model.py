@@ -112,7 +112,8 @@ def load_perf_calibration(compute_path: str | Path | None = None,
                            dp_bucket_elements_min=bucket[0], dp_bucket_elements_per_rank=bucket[1],
                            cast_bytes_per_element=casts, saved_input_bytes_per_element=saved,
                            tp_gather_bytes_per_element=gathered,
-                           converts_every_linear=tuple(str(r) for r in lp.get("converts_every_linear") or ()))
+                           converts_every_linear=tuple(str(r) for r in lp.get("converts_every_linear") or ()),
+                           async_tp_unfused_gathers=tuple(str(r) for r in lp.get("async_tp_unfused_gathers") or ()))
 
 
 @functools.lru_cache(maxsize=1)
