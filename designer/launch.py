@@ -501,6 +501,12 @@ def megatron_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus: i
     if s.activation_layout == "batch_first" and s.sequence_parallel and s.tp > 1:
         notes.append("activation_layout batch_first: Megatron-Core keeps activations sequence-first ([s, b, h]), "
                      "so its sequence-parallel collectives copy nothing, faster than designer priced")
+    if s.cross_entropy == "eager":
+        notes.append("cross_entropy eager: Megatron-Core's vocab-parallel cross entropy works in place on the fp32 "
+                     "logits, in less memory and time than designer priced")
+    if s.recompute != Recompute.none and s.recompute_replay == "needed":
+        notes.append("recompute_replay needed: Megatron-Core checkpoints reentrantly, rerunning each recomputed "
+                     "module whole (the MLP down projection too), slower than designer priced")
     if s.activation_input_fp8:
         # arguments.py lists activation_func_fp8_input_store among the TransformerConfig fields with
         # no command-line option: it is set in the model config (Megatron-Bridge: the model provider)
@@ -774,6 +780,9 @@ def torchtitan_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus:
             notes.append("CP without load balancing: torchtitan's load balancer is turned off only with None, "
                          "which TOML cannot write")
     ac = {Recompute.none: "none", Recompute.selective: "selective", Recompute.full: "full"}[s.recompute]
+    if s.recompute != Recompute.none and s.recompute_replay == "module":
+        notes.append("recompute_replay module: torchtitan's checkpoint wrapper is non-reentrant and stops once the "
+                     "backward's tensors are back, so the MLP down projection does not rerun, faster than designer priced")
     ac_fields: dict[str, Any] = {"mode": ac}
     ac_comments = []
     if s.recompute == Recompute.full and s.recompute_num_layers:
@@ -798,9 +807,20 @@ def torchtitan_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus:
         ("parallelism", par, par_comments),
         ("activation_checkpoint", ac_fields, ac_comments),
     ]
-    if s.overlap_tp_comm and s.tp > 1:
-        sections.append(("compile", {"enable": True, "components": ["model", "loss"]},
-                         ["async TP (parallelism.enable_async_tensor_parallel) runs only under torch.compile"]))
+    # torch.compile is what designer's fused element-wise kernels and fused loss price (Strategy.
+    # elementwise_kernels, cross_entropy); async TP runs only under it
+    async_tp = s.overlap_tp_comm and s.tp > 1
+    components = (["model"] if s.elementwise_kernels == "fused" or async_tp else []) + (
+        ["loss"] if s.cross_entropy == "fused" else [])
+    if components:
+        compile_comments = ["model: fused norms, activations and RoPE; loss: the cross entropy fused over the "
+                            "upcast logits (as designer priced them)"]
+        if async_tp:
+            compile_comments.append("async TP (parallelism.enable_async_tensor_parallel) runs only under torch.compile")
+        if async_tp and s.elementwise_kernels == "eager":
+            notes.append("elementwise_kernels eager with async TP: torchtitan compiles the model for async TP, "
+                         "fusing the element-wise ops, faster than designer priced")
+        sections.append(("compile", {"enable": True, "components": components}, compile_comments))
     if training.precision == Precision.fp8:
         # torchao float8 recipes: tensorwise (current per-tensor scale), rowwise; no delayed or
         # blockwise recipe in job_config.py Float8Linear.recipe_name

@@ -686,3 +686,43 @@ def test_activation_layout_is_said_where_the_framework_lays_out_otherwise():
     MEGATRON_PARSER.parse_args(mg.script_args)
     assert any(n.startswith("activation_layout batch_first") for n in mg.notes)
     assert not any("activation_layout" in n for n in megatron_launch(llm, _train(8192, 8), s, 8, 8).notes)
+
+
+def test_torch_compile_is_written_for_what_designer_priced_fused():
+    # designer's fused element-wise kernels and fused loss are what torch.compile gives torchtitan
+    # (Strategy.elementwise_kernels, cross_entropy): the launch compiles the model and the loss for
+    # them, neither for an eager run, and the model anyway under async TP (compile-only there)
+    llm = load_model("llama3-8b")
+    s = Strategy(tp=1, dp=8, zero_stage=3)
+
+    def compiled(st):
+        return tomllib.loads(torchtitan_launch(llm, _train(8192, 8), st, 8, 8).toml).get("compile")
+
+    assert compiled(s) == {"enable": True, "components": ["model", "loss"]}
+    assert compiled(s.model_copy(update={"cross_entropy": "eager"})) == {"enable": True, "components": ["model"]}
+    eager = s.model_copy(update={"cross_entropy": "eager", "elementwise_kernels": "eager"})
+    assert compiled(eager) is None
+    tp = Strategy(tp=8, dp=1, zero_stage=1, sequence_parallel=True, overlap_tp_comm=True,
+                  elementwise_kernels="eager", cross_entropy="eager")
+    tt = torchtitan_launch(llm, _train(8192, 8), tp, 8, 8)
+    assert tomllib.loads(tt.toml)["compile"]["components"] == ["model"]
+    assert any(n.startswith("elementwise_kernels eager with async TP") for n in tt.notes)
+    # Megatron-Core's loss is fused: an eager-priced one is said to run faster there
+    mg = megatron_launch(llm, _train(8192, 8), s.model_copy(update={"cross_entropy": "eager"}), 8, 8)
+    assert any(n.startswith("cross_entropy eager") for n in mg.notes)
+    assert not any("cross_entropy" in n for n in megatron_launch(llm, _train(8192, 8), s, 8, 8).notes)
+
+
+def test_recompute_replay_is_said_where_the_framework_checkpoints_otherwise():
+    # torchtitan's checkpoint wrapper is non-reentrant (it stops once the backward's tensors are back);
+    # Megatron-Core's checkpoint is reentrant (it reruns the module whole): each launch says so where the
+    # strategy was priced the other way, and nothing without recomputation
+    llm = load_model("llama3-8b")
+    s = Strategy(tp=1, dp=8, zero_stage=3, recompute=Recompute.full)
+    needed = s.model_copy(update={"recompute_replay": "needed"})
+    assert any(n.startswith("recompute_replay module") for n in torchtitan_launch(llm, _train(8192, 8), s, 8, 8).notes)
+    assert not any("recompute_replay" in n for n in torchtitan_launch(llm, _train(8192, 8), needed, 8, 8).notes)
+    assert any(n.startswith("recompute_replay needed") for n in megatron_launch(llm, _train(8192, 8), needed, 8, 8).notes)
+    assert not any("recompute_replay" in n for n in megatron_launch(llm, _train(8192, 8), s, 8, 8).notes)
+    plain = needed.model_copy(update={"recompute": Recompute.none})
+    assert not any("recompute_replay" in n for n in megatron_launch(llm, _train(8192, 8), plain, 8, 8).notes)

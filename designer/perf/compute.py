@@ -259,6 +259,9 @@ class LayerWork:
     # the activation's saved input kept in fp8: its quantising copy (forward), and as long again its
     # dequantising copy (backward)
     act_store_s: np.ndarray = 0.0
+    # the MLP's output GEMMs (fc2 / down projection; an MoE block's expert and shared-expert ones), part
+    # of mlp_gemm_s: their outputs feed only the residual stream, so no backward reads them
+    mlp_out_gemm_s: np.ndarray = 0.0
 
     @property
     def gemm_s(self):
@@ -446,7 +449,8 @@ def layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kernel
                                                       gemm_max_eff=prec.hi_max_eff, cast_bytes_per_element=0.0), **kw)
     use_low = 3 * low.gemm_s + low.cast_s + low.cast_bwd_s <= 3 * hi.gemm_s
     pick = {f: np.where(use_low, getattr(low, f), getattr(hi, f))
-            for f in ("attn_gemm_s", "mla_up_s", "out_proj_s", "mlp_gemm_s", "cast_s", "cast_bwd_s", "alternate_mm_s")}
+            for f in ("attn_gemm_s", "mla_up_s", "out_proj_s", "mlp_gemm_s", "cast_s", "cast_bwd_s", "alternate_mm_s",
+                      "mlp_out_gemm_s")}
     return dataclasses.replace(low, **pick)
 
 
@@ -510,8 +514,8 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
         busiest = routed * expert_load
         m_e = busiest / local_experts  # tokens per local expert (grouped GEMM, one problem per expert)
         gge = ge * calib.grouped_gemm_efficiency
-        t_mlp = (gemm_time_s(m_e, gate * fe / etp, h, local_experts, gp, gge, calib)
-                 + gemm_time_s(m_e, h, fe / etp, local_experts, gp, gge, calib)
+        t_mlp_out = gemm_time_s(m_e, h, fe / etp, local_experts, gp, gge, calib)
+        t_mlp = (gemm_time_s(m_e, gate * fe / etp, h, local_experts, gp, gge, calib) + t_mlp_out
                  + gemm_time_s(tokens, moe.experts, h, 1, prec.hi_peak_flops, prec.hi_max_eff, calib))  # router
         f_mlp = 2 * routed * (gate + 1) * fe * h / etp + 2 * tokens * moe.experts * h
         # activation function on the routed tokens (read gate+up, write the product); permute and
@@ -523,8 +527,9 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
         gathered_mlp = np.zeros_like(tokens)  # the routed experts take the rank's own tokens
         if moe.shared_experts:
             fs = moe.shared_experts * moe.shared_ffn_size
-            t_mlp = t_mlp + (gemm_time_s(tokens, gate * fs / tp, h, 1, gp, ge, calib)
-                             + gemm_time_s(tokens, h, fs / tp, 1, gp, ge, calib))
+            t_shared_out = gemm_time_s(tokens, h, fs / tp, 1, gp, ge, calib)
+            t_mlp = t_mlp + gemm_time_s(tokens, gate * fs / tp, h, 1, gp, ge, calib) + t_shared_out
+            t_mlp_out = t_mlp_out + t_shared_out
             f_mlp = f_mlp + 2 * tokens * (gate + 1) * fs * h / tp
             shared_act = tokens * (gate + 1) * fs / tp * ACT_BYTES
             act_bytes = act_bytes + shared_act
@@ -534,8 +539,8 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
             gathered_mlp = tokens * h  # the shared experts are a TP-parallel MLP
     else:
         f = llm.ffn_size
-        t_mlp = (gemm_time_s(tokens, gate * f / tp, h, 1, gp, ge, calib)
-                 + gemm_time_s(tokens, h, f / tp, 1, gp, ge, calib))
+        t_mlp_out = gemm_time_s(tokens, h, f / tp, 1, gp, ge, calib)
+        t_mlp = gemm_time_s(tokens, gate * f / tp, h, 1, gp, ge, calib) + t_mlp_out
         f_mlp = 2 * tokens * (gate + 1) * f * h / tp
         # fused bias + activation: read the (gate+up) input, write the activation (Megatron fused GeLU/SwiGLU)
         act_bytes = tokens * (gate + 1) * f / tp * ACT_BYTES
@@ -632,22 +637,32 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
         act_fn_s=act_bytes / hbm, attn_mem_s=attn_mem_bytes / hbm, cast_s=cast_bytes / hbm,
         cast_bwd_s=cast_bwd_bytes / hbm,
         dense_flops=dense_flops, attn_flops=attn_exec, attn_flops_model=attn_model, rope_s=rope_bytes / hbm,
-        alternate_mm_s=t_alt, act_store_s=act_store_bytes / hbm,
+        alternate_mm_s=t_alt, act_store_s=act_store_bytes / hbm, mlp_out_gemm_s=t_mlp_out,
     )
 
 
+# HBM bytes per logit element the cross entropy moves, as a share of the forward (the caller prices the
+# backward at twice the forward, with the output layer's GEMMs). Fused (Megatron's vocab-parallel cross
+# entropy): read the 16-bit logits, write and re-read the fp32 softmax. Eager (PyTorch's cross_entropy
+# on upcast logits, op by op) moves 48 bytes over both passes, counted from its kernels: the upcast
+# (read 2, write 4), log_softmax (max, sum and output passes: read 12, write 4); in the backward the
+# nll_loss gradient (write 4), log_softmax_backward (read the gradient twice and the output once,
+# write 4: 16) and the cast back to 16 bits (read 4, write 2); 48 / 3 = 16 as the forward's share.
+CE_BYTES_PER_LOGIT = {"fused": ACT_BYTES + 4 + 4, "eager": 48.0 / 3}
+
+
 def logits_forward(llm: LLMSpec, *, b, s, tp, cp, prec: Precisions, hbm_bytes_per_s: float,
-                   calib: ComputeCalibration):
+                   calib: ComputeCalibration, ce_eager=False):
     """(seconds, flops) of the output layer and the vocab-parallel cross entropy, forward, per microbatch.
 
     The logits GEMM is [tokens, h] x [h, V/tp] in 16-bit (Megatron's output layer is not a Transformer
-    Engine module); cross entropy reads the 16-bit logits and writes and re-reads fp32 softmax values
-    (Megatron vocab-parallel cross entropy)."""
+    Engine module); the cross entropy's HBM traffic is CE_BYTES_PER_LOGIT (Strategy.cross_entropy)."""
     tokens = np.asarray(b, float) * s / np.asarray(cp, float)
     v_local = llm.vocab_size / np.asarray(tp, float)
     t = gemm_time_s(tokens, v_local, llm.hidden_size, 1, prec.hi_peak_flops, prec.hi_max_eff, calib)
     flops = 2 * tokens * v_local * llm.hidden_size
-    ce_bytes = tokens * v_local * (ACT_BYTES + 4 + 4)
+    per_logit = np.where(ce_eager, CE_BYTES_PER_LOGIT["eager"], CE_BYTES_PER_LOGIT["fused"])
+    ce_bytes = tokens * v_local * per_logit
     return t + ce_bytes / (hbm_bytes_per_s * calib.hbm_efficiency), flops
 
 

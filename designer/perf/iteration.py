@@ -490,7 +490,8 @@ def _context(llm, training, S, system, calib) -> _Context:
     dense = cmp.layer_forward(llm, moe_layer=False, **kw)
     moe = cmp.layer_forward(llm, moe_layer=True, **kw) if n_moe else None
     logits_s, _ = cmp.logits_forward(llm, b=b, s=s, tp=tp, cp=cp, prec=prec,
-                                     hbm_bytes_per_s=system.gpu.hbm_bandwidth_bytes_per_s, calib=calib.compute)
+                                     hbm_bytes_per_s=system.gpu.hbm_bandwidth_bytes_per_s, calib=calib.compute,
+                                     ce_eager=S.ce_eager)
     pl = place(S.tp, S.cp, S.dp, S.pp, S.ep, system, etp=etp.astype(np.int64), order_code=S.order)
     m_flush = np.maximum(m / np.maximum(S.flushes, 1), 1.0)
     return _Context(llm=llm, training=training, S=S, system=system, calib=calib, shape=S.tp.shape, m=m,
@@ -559,13 +560,21 @@ class Term:
     moe_exposed_s: Any = 0.0
 
 
+def _unread_mlp_out_s(ctx: _Context, w: cmp.LayerWork):
+    """The MLP's output GEMMs where recomputation reruns only what the backward reads
+    (Strategy.recompute_replay needed): their outputs feed only the residual stream, so they do not
+    run again; a reentrant checkpoint reruns them with the rest of the module."""
+    return w.mlp_out_gemm_s * ctx.S.replay_needed
+
+
 def _recompute_s(ctx: _Context, w: cmp.LayerWork, is_moe: bool):
     """Forward seconds recomputed in the backward pass for one layer of this kind."""
     rc = ctx.rc_modules
+    unread = _unread_mlp_out_s(ctx, w)
     sel = (w.attn_fwd_s + w.attn_mem_s) * ((rc & mem.RC_CORE_ATTN) > 0)
     sel = sel + w.norm_s * ((rc & mem.RC_LAYERNORM) > 0)
     block_bit = mem.RC_MOE if is_moe else mem.RC_MLP
-    sel = sel + (w.mlp_gemm_s + w.mlp_mem_s) * ((rc & block_bit) > 0)
+    sel = sel + (w.mlp_gemm_s - unread + w.mlp_mem_s) * ((rc & block_bit) > 0)
     if is_moe:
         sel = sel + w.act_fn_s * (((rc & mem.RC_MOE_ACT) > 0) & ((rc & mem.RC_MOE) == 0))
     sel = sel + w.mla_up_s * ((rc & mem.RC_MLA_UP) > 0)
@@ -574,7 +583,7 @@ def _recompute_s(ctx: _Context, w: cmp.LayerWork, is_moe: bool):
     alt = (rc & mem.RC_ALT_MM) > 0
     if np.any(alt):
         sel = sel + _alternate_matmuls_s(w) * alt
-    return ctx.full * w.forward_s + (1.0 - ctx.full) * sel
+    return ctx.full * (w.forward_s - unread) + (1.0 - ctx.full) * sel
 
 
 def _alternate_matmuls_s(w: cmp.LayerWork):
@@ -592,7 +601,7 @@ def compute_term(ctx: _Context, w: cmp.LayerWork, is_moe: bool) -> LayerTimes:
     fwd, bwd = w.forward_s, w.backward_s
     # what TP communication can hide behind: the GEMMs and their low-precision casts
     linear = w.gemm_s + w.cast_s
-    rc_gemm = ctx.full * linear
+    rc_gemm = ctx.full * (linear - _unread_mlp_out_s(ctx, w))
     alt = (ctx.rc_modules & mem.RC_ALT_MM) > 0
     if np.any(alt):
         # torchtitan's per-op checkpointing recomputes some GEMMs, which the TP collectives hide behind too
@@ -650,10 +659,12 @@ def tp_term(ctx: _Context, dense: LayerTimes) -> Term:
         # all_gather_tensor: torch.cat(torch.chunk(res, group_size, dim=0), dim=gather_dim);
         # reduce_scatter_tensor: torch.cat(torch.chunk(self, group_size, dim=scatter_dim))): a read
         # and a write of the whole [b, s, h] tensor. A gathered single sequence is already laid out
-        # [1, s, h], and current releases view it instead of copying (_maybe_view_chunk_cat).
+        # [1, s, h], and current releases view it instead of copying (_maybe_view_chunk_cat). The
+        # gathered tensor is re-laid out at the width it was gathered in (8 bits under a recipe that
+        # gathers quantised inputs).
         copy = (2 * ctx.act_bytes / (ctx.system.gpu.hbm_bandwidth_bytes_per_s * ctx.calib.compute.hbm_efficiency)
                 * (S.batch_first & S.sp & (ctx.tp > 1)))
-        ag_copy = copy * (ctx.b > 1)
+        ag_copy = copy * (ctx.b > 1) * (ctx.prec.tp_gather_bytes_per_element / cmp.ACT_BYTES)
         e_f = e_f + 2 * (copy + ag_copy)
         e_b = e_b + (n - 2) * copy + (n_ag - 2) * ag_copy
     return Term(total, e_f + e_b, rows=((ar, n_ar, "tp"), (rs, n, "tp"), (ag, n_ag, "tp")), exposed_fwd_s=e_f)
@@ -1247,7 +1258,9 @@ def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams, acts) -> dict[
     # rematerialises one layer at a time)
     work = np.where(ctx.full > 0, np.maximum(full_d, full_m), 0.0)
     tokens = ctx.b * s / ctx.cp
-    logits_act = tokens * llm.vocab_size / ctx.tp * 4.0  # fp32 logits of the vocab-parallel loss
+    # the loss's peak over the logits (memory.LOGIT_BYTES_AT_PEAK, Strategy.cross_entropy)
+    logit_bytes = np.where(S.ce_eager, mem.LOGIT_BYTES_AT_PEAK["eager"], mem.LOGIT_BYTES_AT_PEAK["fused"])
+    logits_act = tokens * llm.vocab_size / ctx.tp * logit_bytes
     first_act = inflight * stage_act(st.first, st.first_moe) + work + np.where(ctx.pp < 2, logits_act, 0.0)
     last_act = stage_act(st.last, st.last_moe) + work + logits_act
     mid_act = np.where(ctx.pp > 2, mem.in_flight_factor(S.schedule, ctx.pp - 1, ctx.m_flush, ctx.v)
@@ -1437,7 +1450,7 @@ def _iteration_arrays(llm, training, S, system, calib, summary=False):
     n_gpus = (S.tp * S.pp * S.dp * S.cp).astype(float)
     peak = system.gpu.peak_flops.get(training.precision.value, system.gpu.peak_flops["bf16"])
     flops = flop_counts(llm, training, S.recompute, ctx.rc_modules, S.kernel != cmp.KERNEL_UNFUSED, shape,
-                        full_share=ctx.full)
+                        full_share=ctx.full, replay_needed=S.replay_needed)
     tokens_iter = float(training.global_batch_sequences * training.sequence_length)
     if summary:
         return dict(code=code, iteration_time_s=t_iter, time_to_train_s=t_iter * training.total_tokens / tokens_iter,
@@ -1526,13 +1539,26 @@ def layer_flops_per_token(llm: LLMSpec, moe_layer: bool, s: int) -> tuple[float,
     return attn_lin, mlp, 2.0 * s * llm.heads * (dqk + dv)
 
 
-def flop_counts(llm: LLMSpec, training: TrainingSpec, recompute, rc_modules, fused, shape, full_share=1.0) -> dict:
+def mlp_out_flops_per_token(llm: LLMSpec, moe_layer: bool) -> float:
+    """Forward FLOPs per token of one layer's MLP output GEMMs (the down projections: the top-k
+    experts' and the shared experts' in an MoE layer), which recomputation replaying only what the
+    backward reads skips (Strategy.recompute_replay)."""
+    h = llm.hidden_size
+    if moe_layer and llm.moe is not None:
+        moe = llm.moe
+        return 2 * h * (moe.top_k * moe.capacity_factor * moe.expert_ffn_size + moe.shared_experts * moe.shared_ffn_size)
+    return 2.0 * llm.ffn_size * h
+
+
+def flop_counts(llm: LLMSpec, training: TrainingSpec, recompute, rc_modules, fused, shape, full_share=1.0,
+                replay_needed=False) -> dict:
     """FLOPs per iteration under three conventions (what each source's TFLOP/s means,
     training-runs-modern.md): "model" counts 3 forward passes with non-causal attention and no
     recompute (Megatron ≤ 2024, NeMo ≤ 25.07, PaLM/MPT/torchtitan); "model_causal" halves the attention
     core (Megatron-Core since 2025-03, Megatron-Bridge, AutoModel); "hardware" counts what executes:
     causal skipping in fused kernels (the lower triangle plus the diagonal tiles), and the recomputed
-    forward (all of it under full recompute, the selected modules under selective)."""
+    forward (all of it under full recompute, the selected modules under selective; without the MLP's
+    down projections where recomputation replays only what the backward reads)."""
     s, B = training.sequence_length, training.global_batch_sequences
     tokens = float(B * s)
     h = llm.hidden_size
@@ -1563,7 +1589,12 @@ def flop_counts(llm: LLMSpec, training: TrainingSpec, recompute, rc_modules, fus
     sel = tokens * (exec_core * ((rc & mem.RC_CORE_ATTN) > 0) + mlp_dense * ((rc & mem.RC_MLP) > 0)
                     + mlp_moe * ((rc & mem.RC_MOE) > 0) + out_proj * ((rc & mem.RC_ATTN_OUT) > 0)
                     + alternate * ((rc & mem.RC_ALT_MM) > 0))
-    extra = np.where(np.asarray(recompute) == mem.RECOMPUTE_FULL, full_share * tokens * (lin + exec_core),
+    out_d = n_dense * mlp_out_flops_per_token(llm, False)
+    out_m = n_moe * mlp_out_flops_per_token(llm, True) if n_moe else 0.0
+    unread = np.asarray(replay_needed, float) * tokens
+    sel = sel - unread * (out_d * ((rc & mem.RC_MLP) > 0) + out_m * ((rc & mem.RC_MOE) > 0))
+    extra = np.where(np.asarray(recompute) == mem.RECOMPUTE_FULL,
+                     full_share * tokens * (lin + exec_core) - full_share * unread * (out_d + out_m),
                      np.where(np.asarray(recompute) == mem.RECOMPUTE_SELECTIVE, sel, 0.0))
     return dict(model=model, model_causal=model_causal, hardware=base + extra + np.zeros(shape))
 

@@ -38,6 +38,13 @@ def gradient_bytes(dtype: str) -> float:
     return 4.0 if dtype == "fp32" else GRAD_BYTES
 
 OPTIMIZER_BYTES = 12.0  # fp32 master weights + Adam m + v (ZeRO §3.1)
+# Bytes per logit element held at the loss's peak (Strategy.cross_entropy). Fused: the fp32 logits of
+# Megatron's vocab-parallel cross entropy, softmax and gradient computed in place (Megatron-LM
+# theoretical_memory_usage.py counts 4 bytes x s x b x V / tp; a torch.compile'd loss keeps as much).
+# Eager: PyTorch's cross_entropy on the upcast logits, op by op: its backward holds the saved fp32
+# log-softmax output, the nll_loss gradient and log_softmax_backward's input gradient at once, 3 x 4
+# bytes (torchtitan at 9dec370 frees the 16-bit logits before the backward: train.py `del pred`).
+LOGIT_BYTES_AT_PEAK = {"fused": 4.0, "eager": 12.0}
 
 SCHEDULE_GPIPE, SCHEDULE_1F1B, SCHEDULE_INTERLEAVED, SCHEDULE_ZERO_BUBBLE, SCHEDULE_DUALPIPE = 0, 1, 2, 3, 4
 RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL = 0, 1, 2

@@ -288,13 +288,15 @@ class StrategyArrays:
     qkv_separate: np.ndarray = False  # Q, K and V from three GEMMs (Strategy.qkv_projection)
     act_in_fp8: np.ndarray = False  # the MLP activation's saved input kept in fp8 (Strategy.activation_input_fp8)
     batch_first: np.ndarray = False  # activations laid out [b, s, h] (Strategy.activation_layout)
+    ce_eager: np.ndarray = False  # the loss run op by op on upcast logits (Strategy.cross_entropy)
+    replay_needed: np.ndarray = False  # recomputation reruns only what the backward reads (Strategy.recompute_replay)
 
     _INT = ("tp", "pp", "dp", "ep", "cp", "mbs", "schedule", "v", "zero", "recompute", "etp", "rc_modules",
             "kernel", "order", "pp_first", "pp_last", "shard_group", "prefetch", "offload_act", "rc_layers", "cp_comm",
             "batch", "flushes")
     _BOOL = ("sp", "qwz", "qgz", "hpz", "overlap_dp", "overlap_tp", "reshard", "overlap_ep", "offload_opt", "dedup",
              "ag_dispatch", "graphs", "offload_w", "cp_lb", "overlap_pp", "grouped_gemm", "eager", "qkv_separate",
-             "act_in_fp8", "batch_first")
+             "act_in_fp8", "batch_first", "ce_eager", "replay_needed")
     _FLOAT = ("bucket_bytes",)
 
     def __post_init__(self) -> None:
@@ -345,7 +347,9 @@ class StrategyArrays:
             eager=[s.elementwise_kernels == "eager" for s in ss],
             qkv_separate=[s.qkv_projection == "separate" for s in ss],
             act_in_fp8=[s.activation_input_fp8 for s in ss],
-            batch_first=[s.activation_layout == "batch_first" for s in ss])
+            batch_first=[s.activation_layout == "batch_first" for s in ss],
+            ce_eager=[s.cross_entropy == "eager" for s in ss],
+            replay_needed=[s.recompute_replay == "needed" for s in ss])
 
     def to_strategy(self, i: int):
         from designer.spec.llm import AttentionKernel, RankOrder, Recompute, RecomputeModule, Schedule, Strategy
@@ -381,7 +385,9 @@ class StrategyArrays:
             elementwise_kernels="eager" if bool(self.eager[i]) else "fused",
             qkv_projection="separate" if bool(self.qkv_separate[i]) else "fused",
             activation_input_fp8=bool(self.act_in_fp8[i]),
-            activation_layout="batch_first" if bool(self.batch_first[i]) else "sequence_first")
+            activation_layout="batch_first" if bool(self.batch_first[i]) else "sequence_first",
+            cross_entropy="eager" if bool(self.ce_eager[i]) else "fused",
+            recompute_replay="needed" if bool(self.replay_needed[i]) else "module")
 
 
 @dataclass(frozen=True)

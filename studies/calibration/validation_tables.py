@@ -59,6 +59,10 @@ def assumptions(row: dict, st, calib) -> str:
         parts.append("separate Q/K/V GEMMs")
     if st.elementwise_kernels == "eager":
         parts.append("eager element-wise ops")
+    if st.cross_entropy == "eager":
+        parts.append("eager cross entropy")
+    if st.recompute_replay == "needed" and st.recompute.value != "none":
+        parts.append("recompute replays what the backward reads")
     if st.activation_input_fp8:
         parts.append("MLP activation input saved in fp8")
     if st.activation_layout == "batch_first" and st.sequence_parallel and st.tp > 1:

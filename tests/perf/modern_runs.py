@@ -186,7 +186,10 @@ def strategy_for(row: dict) -> Strategy:
         else "alltoall",
         cuda_graphs=captures_whole_iteration(recipe),
         elementwise_kernels="eager" if fw.get("eager_unless_compiled") and "torch.compile" not in overlap else "fused",
-        qkv_projection=fw.get("qkv_projection", "fused"),
+        cross_entropy="eager" if fw.get("eager_loss_unless_compiled") and (
+            "torch.compile" not in overlap or any((row.get("notes") or "").startswith(f"{src}:")
+                                                  for src in fw.get("eager_loss_sources", ()))) else "fused",
+        qkv_projection=fw.get("qkv_projection", "fused"), recompute_replay=fw.get("recompute_replay", "module"),
         activation_input_fp8=fw.get("activation_input_fp8", False),
         activation_layout=fw.get("activation_layout", "sequence_first"),
         offload_activation_layers=int(recipe.get("activation_offload_layers", 0)))

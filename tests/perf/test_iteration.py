@@ -391,21 +391,28 @@ def test_separate_qkv_projections_run_narrower_gemms():
         3 * 32 * (t[1] + t[2] + t[3] - t[0]), rel=1e-6)
 
 
-@pytest.mark.parametrize("b", [1, 2])
-def test_batch_first_sequence_parallelism_copies_around_each_collective(b):
+@pytest.mark.parametrize("b,precision,recipe,gathered_bytes", [
+    (1, "bf16", "delayed", 2), (2, "bf16", "delayed", 2),
+    # torchao's tensorwise fp8 gathers its inputs in 8 bits (Float8ColwiseParallel), its rowwise in 16
+    (2, "fp8", "current", 1), (2, "fp8", "rowwise", 2)])
+def test_batch_first_sequence_parallelism_copies_around_each_collective(b, precision, recipe, gathered_bytes):
     # Llama 3 8B on TP 8 with SP, one microbatch of b 8192-token sequences, no recompute: 32 layers of
     # 4 reduce-scatters and 4 all-gathers (forward and backward). Batch-first, PyTorch's functional
     # collectives re-lay the whole [b, s, h] tensor out around each reduce-scatter, and around each
-    # all-gather of more than one sequence: read and write 2·b·s·h bytes each time, on the stream.
+    # all-gather of more than one sequence: read and write the tensor each time, on the stream, at the
+    # width it was gathered in (16-bit reduce-scatter outputs; all-gathers at the recipe's width).
     llm = load_model("llama3-8b")
-    tr = TrainingSpec(sequence_length=8192, global_batch_sequences=b, total_tokens=1e12)
+    tr = TrainingSpec(sequence_length=8192, global_batch_sequences=b, total_tokens=1e12, precision=precision,
+                      fp8_recipe=recipe)
     sy = cluster("h100_sxm", 8)
     base = dict(tp=8, dp=1, microbatch_size=b, sequence_parallel=True)
     seq = _ev(llm, tr, Strategy(**base), sy)
     bat = _ev(llm, tr, Strategy(**base, activation_layout="batch_first"), sy)
-    copy_s = 2 * (b * 8192 * 4096 * 2) / (sy.gpu.hbm_bandwidth_bytes_per_s * CAL.compute.hbm_efficiency)
-    copies = 32 * (4 + (4 if b > 1 else 0))
-    assert bat.iteration_time_s - seq.iteration_time_s == pytest.approx(copies * copy_s, rel=1e-9)
+    bw = sy.gpu.hbm_bandwidth_bytes_per_s * CAL.compute.hbm_efficiency
+    rs_copy_s = 2 * (b * 8192 * 4096 * 2) / bw
+    ag_copy_s = 2 * (b * 8192 * 4096 * gathered_bytes) / bw
+    expected = 32 * 4 * (rs_copy_s + (ag_copy_s if b > 1 else 0.0))
+    assert bat.iteration_time_s - seq.iteration_time_s == pytest.approx(expected, rel=1e-9)
     # without sequence parallelism the all-reduces need no re-layout
     plain = dict(base, sequence_parallel=False)
     assert _ev(llm, tr, Strategy(**plain, activation_layout="batch_first"), sy).iteration_time_s == \
@@ -433,3 +440,31 @@ def test_overlapped_tp_hides_what_its_fused_kernels_cover(precision, recipe, hid
     t = {op: coll.collective_time_s(op, 8192 * 8192 * 2, shape, sy, CAL.collectives) for op in hidden}
     saved = 4 * 4 * (1 - CAL.compute.overlap_slowdown) * sum(t.values())
     assert off.iteration_time_s - on.iteration_time_s == pytest.approx(saved, rel=1e-9)
+
+
+@pytest.mark.parametrize("recompute,modules", [(Recompute.full, ()), (Recompute.selective, (RecomputeModule.mlp,))])
+def test_recomputation_that_replays_only_what_the_backward_reads_skips_the_mlp_down_projection(recompute, modules):
+    # Llama 3 8B, ZeRO-3 over 8 H100s, one microbatch of 2 x 8192 tokens per rank. A reentrant checkpoint
+    # reruns the whole MLP forward in the backward; a non-reentrant one (or JAX's remat) stops once the
+    # tensors the backward reads are back, and the down projection's output feeds only the residual
+    # stream: per layer one [16384, 14336] x [14336, 4096] GEMM fewer, 32 layers.
+    from designer.perf.compute import gemm_time_s
+    from designer.perf.iteration import precisions
+
+    llm = load_model("llama3-8b")
+    tr = TrainingSpec(sequence_length=8192, global_batch_sequences=16, total_tokens=1e12)
+    sy = cluster("h100_sxm", 8)
+    st = Strategy(tp=1, dp=8, microbatch_size=2, zero_stage=3, recompute=recompute, recompute_modules=modules)
+    module = _ev(llm, tr, st, sy)
+    needed = _ev(llm, tr, st.model_copy(update={"recompute_replay": "needed"}), sy)
+    p = precisions(sy, tr, CAL)
+    down = gemm_time_s(16384, 4096, 14336, 1, p.gemm_peak_flops, p.gemm_max_eff, CAL.compute)
+    assert module.iteration_time_s - needed.iteration_time_s == pytest.approx(32 * down, rel=1e-6)
+    # and the executed FLOPs lose those GEMMs': 2 x 14336 x 4096 per token per layer, 16 x 8192 tokens
+    assert module.hardware_flops_per_iteration - needed.hardware_flops_per_iteration == pytest.approx(
+        32 * 2 * 14336 * 4096 * 16 * 8192, rel=1e-9)
+    # without recomputation there is nothing to replay
+    none = st.model_copy(update={"recompute": Recompute.none, "recompute_modules": (), "microbatch_size": 1})
+    tr1 = tr.model_copy(update={"global_batch_sequences": 8})
+    assert _ev(llm, tr1, none, sy).iteration_time_s == pytest.approx(
+        _ev(llm, tr1, none.model_copy(update={"recompute_replay": "needed"}), sy).iteration_time_s, rel=1e-12)

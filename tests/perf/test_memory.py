@@ -209,3 +209,24 @@ def test_the_memory_breakdown_is_one_ranks_and_adds_up(model, pp, schedule, zero
         return
     assert r.memory.total_bytes == pytest.approx(r.memory_per_gpu_bytes, rel=1e-12)
     assert min(r.memory.weights_bytes, r.memory.gradients_bytes, r.memory.activations_bytes) > 0
+
+
+@pytest.mark.parametrize("tp", [1, 8])
+def test_eager_cross_entropy_holds_three_fp32_copies_of_the_logits(tp):
+    # Llama 3 8B, one microbatch of 2 x 8192 tokens, vocabulary 128,256 split over TP (vocab-parallel
+    # loss). PyTorch's cross_entropy on upcast logits, op by op, holds at its backward's peak the saved
+    # fp32 log-softmax output, the nll_loss gradient and the input gradient: 3 x 4 bytes per logit,
+    # against the 4 of a fused (in-place) loss. Its HBM traffic over both passes: upcast 2 + 4, log_softmax
+    # 3 reads and a write of 4, nll_loss's gradient 4, log_softmax_backward 3 reads and a write of 4, the
+    # cast back 4 + 2: 48 bytes per logit, against the fused loss's 3 x (2 + 4 + 4) = 30.
+    llm = load_model("llama3-8b")
+    dp = 8 // tp  # ZeRO-3 over the rest of the node
+    tr = TrainingSpec(sequence_length=8192, global_batch_sequences=2 * dp, total_tokens=1e12)
+    sy = cluster("h100_sxm", 8)
+    st = Strategy(tp=tp, dp=dp, microbatch_size=2, sequence_parallel=tp > 1, zero_stage=3, recompute=Recompute.full)
+    fused = evaluate_system(llm, tr, st, sy, calib=CAL)
+    eager = evaluate_system(llm, tr, st.model_copy(update={"cross_entropy": "eager"}), sy, calib=CAL)
+    logits = 2 * 8192 * 128256 / tp
+    assert eager.memory_per_gpu_bytes - fused.memory_per_gpu_bytes == pytest.approx(logits * (12 - 4), rel=1e-9)
+    hbm = sy.gpu.hbm_bandwidth_bytes_per_s * CAL.compute.hbm_efficiency
+    assert eager.iteration_time_s - fused.iteration_time_s == pytest.approx(logits * (48 - 30) / hbm, rel=1e-9)

@@ -18,9 +18,9 @@ import pytest
 from designer.perf.model import evaluate_system, load_perf_calibration
 from tests.perf import modern_runs
 
-BOUNDS = {  # set: (MAPE bound, share of rows within 10%, at least) -- reached: 4.4%/92%, 5.0%/92%, 3.5%/89%, 12.7%/67%
+BOUNDS = {  # set: (MAPE bound, share of rows within 10%, at least) -- reached: 4.4%/92%, 4.6%/92%, 3.5%/89%, 12.7%/67%
     "dense-3d": (0.046, 0.91),
-    "dense-fsdp": (0.053, 0.89),
+    "dense-fsdp": (0.049, 0.89),
     "long-ctx": (0.038, 0.85),
     "moe": (0.133, 0.65),
 }
@@ -128,3 +128,26 @@ def test_async_tp_gains_follow_torchtitans_table_per_fp8_recipe():
             assert abs(gains[rid] - measured) <= 0.07, (rid, gains[rid], measured)
         rowwise = min(gains, key=lambda k: published[k])
         assert gains[rowwise] == min(gains.values()), (model, gains)
+
+
+def test_memory_against_torchtitans_logged_peaks():
+    # torchtitan logs each run's peak reserved memory (the caching allocator's, which holds more than
+    # is ever allocated at once); its benchmark tables publish it. designer's memory per GPU is what
+    # is allocated at the peak: never above the reserved peak, and, now that the loss holds what it
+    # holds (Strategy.cross_entropy; the end-2024 code ran it op by op on upcast logits), within a third
+    # of it on every row and a fifth on the median. Not calibrated: no memory figure is fitted.
+    calib = load_perf_calibration()
+    lines, ratios = [], []
+    for row in modern_runs.rows():
+        gib = row["measured"].get("memory_gib")
+        if not gib or not row["use"]:
+            continue
+        m, st = modern_runs.evaluate_row(row, calib)
+        got = m.memory_per_gpu_bytes / 2**30
+        ratios.append(got / gib)
+        lines.append(f"{row['id']:8s} {gib:6.1f} GiB  designer {got:6.1f} GiB  {got / gib:5.2f}  "
+                     f"cross entropy {st.cross_entropy}")
+    print("\nrow      measured peak reserved / designer", *lines, sep="\n")
+    assert len(ratios) >= 10
+    assert all(0.65 <= r <= 1.0 for r in ratios), ratios
+    assert sorted(ratios)[len(ratios) // 2] >= 0.8

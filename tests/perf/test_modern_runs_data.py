@@ -487,3 +487,17 @@ def test_each_row_runs_the_attention_kernel_its_software_ran():
                       "MB2509-01": "flash", "MPT-2": "triton", "MPT-71": "triton", "TT-1": "flash2",
                       "FMS-2": "flash2"}
     assert [modern_runs.container_release(by_id[r]) for r in ("NLS-H3", "N24-1", "DG-30")] == ["24.03", "24.07", "24.12"]
+
+
+def test_each_framework_runs_its_loss_and_replays_its_recomputation_as_its_code_does():
+    # torchtitan's end-2024 code (Source A) never compiled its loss, its June 2025 code compiles it
+    # with the model; its, fms-fsdp's and MaxText's recomputation replays what the backward reads,
+    # Megatron-Core's and Transformer Engine's whole modules (modern_systems.yaml)
+    by_id = {r["id"]: r for r in ROWS}
+    got = {rid: (s.cross_entropy, s.recompute_replay) for rid in ("TT-1", "TT-3", "TT-20", "TT-31", "DG-82", "FMS-2",
+                                                                   "MPT-2", "MB2511-02")
+           for s in [modern_runs.strategy_for(by_id[rid])]}
+    assert got == {"TT-1": ("eager", "needed"), "TT-3": ("eager", "needed"), "TT-20": ("fused", "needed"),
+                   "TT-31": ("fused", "needed"), "DG-82": ("fused", "needed"), "FMS-2": ("fused", "needed"),
+                   "MPT-2": ("fused", "module"), "MB2511-02": ("fused", "module")}
+    assert "torch.compile" in by_id["TT-3"]["overlap"] and by_id["TT-3"]["notes"].startswith("Source A:")
