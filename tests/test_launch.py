@@ -726,3 +726,8 @@ def test_recompute_replay_is_said_where_the_framework_checkpoints_otherwise():
     assert not any("recompute_replay" in n for n in megatron_launch(llm, _train(8192, 8), s, 8, 8).notes)
     plain = needed.model_copy(update={"recompute": Recompute.none})
     assert not any("recompute_replay" in n for n in megatron_launch(llm, _train(8192, 8), plain, 8, 8).notes)
+    # nor where no whole MLP is recomputed (the replay prices nothing else)
+    attn = needed.model_copy(update={"recompute": Recompute.selective, "recompute_modules": (RecomputeModule.core_attn,)})
+    assert not any("recompute_replay" in n for n in megatron_launch(llm, _train(8192, 8), attn, 8, 8).notes)
+    assert not any("recompute_replay" in n for n in torchtitan_launch(
+        llm, _train(8192, 8), attn.model_copy(update={"recompute_replay": "module"}), 8, 8).notes)

@@ -259,8 +259,8 @@ class LayerWork:
     # the activation's saved input kept in fp8: its quantising copy (forward), and as long again its
     # dequantising copy (backward)
     act_store_s: np.ndarray = 0.0
-    # the MLP's output GEMMs (fc2 / down projection; an MoE block's expert and shared-expert ones), part
-    # of mlp_gemm_s: their outputs feed only the residual stream, so no backward reads them
+    # the dense MLP's output GEMM (fc2 / down projection), part of mlp_gemm_s: its output feeds only the
+    # residual stream, so no backward reads it (0 for an MoE block, whose expert outputs the combine reads)
     mlp_out_gemm_s: np.ndarray = 0.0
 
     @property
@@ -514,9 +514,12 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
         busiest = routed * expert_load
         m_e = busiest / local_experts  # tokens per local expert (grouped GEMM, one problem per expert)
         gge = ge * calib.grouped_gemm_efficiency
-        t_mlp_out = gemm_time_s(m_e, h, fe / etp, local_experts, gp, gge, calib)
-        t_mlp = (gemm_time_s(m_e, gate * fe / etp, h, local_experts, gp, gge, calib) + t_mlp_out
+        t_mlp = (gemm_time_s(m_e, gate * fe / etp, h, local_experts, gp, gge, calib)
+                 + gemm_time_s(m_e, h, fe / etp, local_experts, gp, gge, calib)
                  + gemm_time_s(tokens, moe.experts, h, 1, prec.hi_peak_flops, prec.hi_max_eff, calib))  # router
+        # the experts' outputs are read again (scaled by the routing probabilities, whose gradient
+        # needs them; a scatter-add combine saves its indices after them): no output GEMM goes unread
+        t_mlp_out = np.zeros_like(tokens)
         f_mlp = 2 * routed * (gate + 1) * fe * h / etp + 2 * tokens * moe.experts * h
         # activation function on the routed tokens (read gate+up, write the product); permute and
         # unpermute copies of the dispatched tokens (read + write each)
@@ -527,9 +530,8 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
         gathered_mlp = np.zeros_like(tokens)  # the routed experts take the rank's own tokens
         if moe.shared_experts:
             fs = moe.shared_experts * moe.shared_ffn_size
-            t_shared_out = gemm_time_s(tokens, h, fs / tp, 1, gp, ge, calib)
-            t_mlp = t_mlp + gemm_time_s(tokens, gate * fs / tp, h, 1, gp, ge, calib) + t_shared_out
-            t_mlp_out = t_mlp_out + t_shared_out
+            t_mlp = t_mlp + (gemm_time_s(tokens, gate * fs / tp, h, 1, gp, ge, calib)
+                             + gemm_time_s(tokens, h, fs / tp, 1, gp, ge, calib))
             f_mlp = f_mlp + 2 * tokens * (gate + 1) * fs * h / tp
             shared_act = tokens * (gate + 1) * fs / tp * ACT_BYTES
             act_bytes = act_bytes + shared_act
@@ -641,14 +643,14 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
     )
 
 
-# HBM bytes per logit element the cross entropy moves, as a share of the forward (the caller prices the
-# backward at twice the forward, with the output layer's GEMMs). Fused (Megatron's vocab-parallel cross
-# entropy): read the 16-bit logits, write and re-read the fp32 softmax. Eager (PyTorch's cross_entropy
-# on upcast logits, op by op) moves 48 bytes over both passes, counted from its kernels: the upcast
-# (read 2, write 4), log_softmax (max, sum and output passes: read 12, write 4); in the backward the
-# nll_loss gradient (write 4), log_softmax_backward (read the gradient twice and the output once,
-# write 4: 16) and the cast back to 16 bits (read 4, write 2); 48 / 3 = 16 as the forward's share.
-CE_BYTES_PER_LOGIT = {"fused": ACT_BYTES + 4 + 4, "eager": 48.0 / 3}
+# HBM bytes per logit element the cross entropy moves over its forward and backward. Fused (Megatron's
+# vocab-parallel cross entropy): the forward reads the 16-bit logits and writes and re-reads the fp32
+# softmax (10), the backward priced at twice it, as the output layer's GEMMs are (30). Eager (PyTorch's
+# cross_entropy on upcast logits, op by op), counted from its kernels: the upcast (read 2, write 4),
+# log_softmax (max, sum and output passes: read 12, write 4); in the backward the nll_loss gradient
+# (write 4), log_softmax_backward (read the gradient twice and the output once, write 4: 16) and the
+# cast back to 16 bits (read 4, write 2): 48.
+CE_BYTES_PER_LOGIT = {"fused": 3 * (ACT_BYTES + 4 + 4), "eager": 48.0}
 
 
 def logits_forward(llm: LLMSpec, *, b, s, tp, cp, prec: Precisions, hbm_bytes_per_s: float,
@@ -656,12 +658,13 @@ def logits_forward(llm: LLMSpec, *, b, s, tp, cp, prec: Precisions, hbm_bytes_pe
     """(seconds, flops) of the output layer and the vocab-parallel cross entropy, forward, per microbatch.
 
     The logits GEMM is [tokens, h] x [h, V/tp] in 16-bit (Megatron's output layer is not a Transformer
-    Engine module); the cross entropy's HBM traffic is CE_BYTES_PER_LOGIT (Strategy.cross_entropy)."""
+    Engine module); the cross entropy's HBM traffic is a third of CE_BYTES_PER_LOGIT (Strategy.cross_entropy),
+    as the caller prices forward and backward at three times the forward."""
     tokens = np.asarray(b, float) * s / np.asarray(cp, float)
     v_local = llm.vocab_size / np.asarray(tp, float)
     t = gemm_time_s(tokens, v_local, llm.hidden_size, 1, prec.hi_peak_flops, prec.hi_max_eff, calib)
     flops = 2 * tokens * v_local * llm.hidden_size
-    per_logit = np.where(ce_eager, CE_BYTES_PER_LOGIT["eager"], CE_BYTES_PER_LOGIT["fused"])
+    per_logit = np.where(ce_eager, CE_BYTES_PER_LOGIT["eager"], CE_BYTES_PER_LOGIT["fused"]) / 3
     ce_bytes = tokens * v_local * per_logit
     return t + ce_bytes / (hbm_bytes_per_s * calib.hbm_efficiency), flops
 

@@ -561,9 +561,12 @@ class Term:
 
 
 def _unread_mlp_out_s(ctx: _Context, w: cmp.LayerWork):
-    """The MLP's output GEMMs where recomputation reruns only what the backward reads
-    (Strategy.recompute_replay needed): their outputs feed only the residual stream, so they do not
-    run again; a reentrant checkpoint reruns them with the rest of the module."""
+    """The dense MLP's output GEMM where recomputation reruns only what the backward reads
+    (Strategy.recompute_replay needed): its output feeds only the residual stream, so it does not run
+    again; a reentrant checkpoint reruns it with the rest of the module, and so does any replay where
+    dropout follows the MLP (the mask is drawn from the GEMM's output)."""
+    if ctx.llm.dropout:
+        return 0.0
     return w.mlp_out_gemm_s * ctx.S.replay_needed
 
 
@@ -659,14 +662,16 @@ def tp_term(ctx: _Context, dense: LayerTimes) -> Term:
         # all_gather_tensor: torch.cat(torch.chunk(res, group_size, dim=0), dim=gather_dim);
         # reduce_scatter_tensor: torch.cat(torch.chunk(self, group_size, dim=scatter_dim))): a read
         # and a write of the whole [b, s, h] tensor. A gathered single sequence is already laid out
-        # [1, s, h], and current releases view it instead of copying (_maybe_view_chunk_cat). The
-        # gathered tensor is re-laid out at the width it was gathered in (8 bits under a recipe that
-        # gathers quantised inputs).
+        # [1, s, h], and current releases view it instead of copying (_maybe_view_chunk_cat). A gathered
+        # GEMM input is re-laid out at the width it was gathered in (torchao's Float8ColwiseParallel
+        # quantises before its gather); the two output gradients the backward gathers stay 16-bit
+        # (Float8RowwiseParallel casts nothing before the gradient's gather).
         copy = (2 * ctx.act_bytes / (ctx.system.gpu.hbm_bandwidth_bytes_per_s * ctx.calib.compute.hbm_efficiency)
                 * (S.batch_first & S.sp & (ctx.tp > 1)))
-        ag_copy = copy * (ctx.b > 1) * (ctx.prec.tp_gather_bytes_per_element / cmp.ACT_BYTES)
-        e_f = e_f + 2 * (copy + ag_copy)
-        e_b = e_b + (n - 2) * copy + (n_ag - 2) * ag_copy
+        grad_copy = copy * (ctx.b > 1)
+        input_copy = grad_copy * (ctx.prec.tp_gather_bytes_per_element / cmp.ACT_BYTES)
+        e_f = e_f + 2 * (copy + input_copy)
+        e_b = e_b + (n - 2) * copy + (n_ag - 4) * input_copy + 2 * grad_copy
     return Term(total, e_f + e_b, rows=((ar, n_ar, "tp"), (rs, n, "tp"), (ag, n_ag, "tp")), exposed_fwd_s=e_f)
 
 
@@ -1540,14 +1545,13 @@ def layer_flops_per_token(llm: LLMSpec, moe_layer: bool, s: int) -> tuple[float,
 
 
 def mlp_out_flops_per_token(llm: LLMSpec, moe_layer: bool) -> float:
-    """Forward FLOPs per token of one layer's MLP output GEMMs (the down projections: the top-k
-    experts' and the shared experts' in an MoE layer), which recomputation replaying only what the
-    backward reads skips (Strategy.recompute_replay)."""
-    h = llm.hidden_size
-    if moe_layer and llm.moe is not None:
-        moe = llm.moe
-        return 2 * h * (moe.top_k * moe.capacity_factor * moe.expert_ffn_size + moe.shared_experts * moe.shared_ffn_size)
-    return 2.0 * llm.ffn_size * h
+    """Forward FLOPs per token of a layer's MLP output GEMM that no backward reads, which recomputation
+    replaying only what the backward reads skips (Strategy.recompute_replay; LayerWork.mlp_out_gemm_s):
+    a dense MLP's down projection; none in an MoE layer, or where dropout follows the MLP (its mask
+    is drawn from the GEMM's output)."""
+    if (moe_layer and llm.moe is not None) or llm.dropout:
+        return 0.0
+    return 2.0 * llm.ffn_size * llm.hidden_size
 
 
 def flop_counts(llm: LLMSpec, training: TrainingSpec, recompute, rc_modules, fused, shape, full_share=1.0,

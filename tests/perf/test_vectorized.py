@@ -27,7 +27,9 @@ def _strategies(n_gpus: int, moe: bool):
                             zero_stage=zero, recompute=rc, sequence_parallel=sp, overlap_tp_comm=sp,
                             zeropp_hierarchical_partition=zero == 3 and sp,
                             activation_layout="batch_first" if sp and cp == 1 else "sequence_first",
-                            activation_input_fp8=mbs == 2))
+                            activation_input_fp8=mbs == 2,
+                            cross_entropy="eager" if zero == 1 else "fused",
+                            recompute_replay="needed" if pp == 2 else "module"))
     return out
 
 
