@@ -339,13 +339,6 @@ _FUSED_CASTS_NOTE = ("low_precision_casts fused: designer priced the quantisatio
                      "separate kernels, slower than priced: price low_precision_casts kernels for this launch")
 
 
-def _recomputes_the_mlp(s: Strategy) -> bool:
-    """The strategy recomputes a whole MLP, the only place where Strategy.recompute_replay prices
-    anything (full recompute, or the selective mlp / moe modules)."""
-    return s.recompute == Recompute.full or (s.recompute == Recompute.selective and bool(
-        {RecomputeModule.mlp, RecomputeModule.moe} & set(s.recompute_modules)))
-
-
 def _note_fused_casts(training: TrainingSpec, framework: str, notes: list[str]) -> None:
     if training.low_precision_casts == "fused" and training.precision in (Precision.fp8, Precision.mxfp8, Precision.nvfp4):
         notes.append(_FUSED_CASTS_NOTE.format(framework=framework))
@@ -511,7 +504,7 @@ def megatron_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus: i
     if s.cross_entropy == "eager":
         notes.append("cross_entropy eager: Megatron-Core's vocab-parallel cross entropy works in place on the fp32 "
                      "logits, in less memory and time than designer priced")
-    if _recomputes_the_mlp(s) and s.recompute_replay == "needed":
+    if s.recomputes_whole_mlp and s.recompute_replay == "needed":
         notes.append("recompute_replay needed: Megatron-Core checkpoints reentrantly, rerunning each recomputed "
                      "module whole (the MLP down projection too), slower than designer priced")
     if s.activation_input_fp8:
@@ -787,7 +780,7 @@ def torchtitan_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus:
             notes.append("CP without load balancing: torchtitan's load balancer is turned off only with None, "
                          "which TOML cannot write")
     ac = {Recompute.none: "none", Recompute.selective: "selective", Recompute.full: "full"}[s.recompute]
-    if _recomputes_the_mlp(s) and s.recompute_replay == "module":
+    if s.recomputes_whole_mlp and s.recompute_replay == "module":
         notes.append("recompute_replay module: torchtitan's checkpoint wrapper is non-reentrant and stops once the "
                      "backward's tensors are back, so the MLP down projection does not rerun, faster than designer priced")
     ac_fields: dict[str, Any] = {"mode": ac}

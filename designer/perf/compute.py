@@ -259,8 +259,9 @@ class LayerWork:
     # the activation's saved input kept in fp8: its quantising copy (forward), and as long again its
     # dequantising copy (backward)
     act_store_s: np.ndarray = 0.0
-    # the dense MLP's output GEMM (fc2 / down projection), part of mlp_gemm_s: its output feeds only the
-    # residual stream, so no backward reads it (0 for an MoE block, whose expert outputs the combine reads)
+    # the dense MLP's output GEMM (fc2 / down projection), part of mlp_gemm_s, where no backward reads its
+    # output (it feeds only the residual stream); 0 for an MoE block, whose expert outputs the combine
+    # reads, and where dropout follows the MLP
     mlp_out_gemm_s: np.ndarray = 0.0
 
     @property
@@ -541,8 +542,10 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
             gathered_mlp = tokens * h  # the shared experts are a TP-parallel MLP
     else:
         f = llm.ffn_size
-        t_mlp_out = gemm_time_s(tokens, h, f / tp, 1, gp, ge, calib)
-        t_mlp = gemm_time_s(tokens, gate * f / tp, h, 1, gp, ge, calib) + t_mlp_out
+        t_down = gemm_time_s(tokens, h, f / tp, 1, gp, ge, calib)
+        t_mlp = gemm_time_s(tokens, gate * f / tp, h, 1, gp, ge, calib) + t_down
+        # dropout after the MLP draws its mask from the down projection's output: then it is read
+        t_mlp_out = 0.0 * t_down if llm.dropout else t_down
         f_mlp = 2 * tokens * (gate + 1) * f * h / tp
         # fused bias + activation: read the (gate+up) input, write the activation (Megatron fused GeLU/SwiGLU)
         act_bytes = tokens * (gate + 1) * f / tp * ACT_BYTES

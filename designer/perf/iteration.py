@@ -560,20 +560,10 @@ class Term:
     moe_exposed_s: Any = 0.0
 
 
-def _unread_mlp_out_s(ctx: _Context, w: cmp.LayerWork):
-    """The dense MLP's output GEMM where recomputation reruns only what the backward reads
-    (Strategy.recompute_replay needed): its output feeds only the residual stream, so it does not run
-    again; a reentrant checkpoint reruns it with the rest of the module, and so does any replay where
-    dropout follows the MLP (the mask is drawn from the GEMM's output)."""
-    if ctx.llm.dropout:
-        return 0.0
-    return w.mlp_out_gemm_s * ctx.S.replay_needed
-
-
-def _recompute_s(ctx: _Context, w: cmp.LayerWork, is_moe: bool):
-    """Forward seconds recomputed in the backward pass for one layer of this kind."""
+def _recompute_s(ctx: _Context, w: cmp.LayerWork, is_moe: bool, unread):
+    """Forward seconds recomputed in the backward pass for one layer of this kind. `unread`: the MLP
+    output GEMM a replay of only what the backward reads skips (compute_term)."""
     rc = ctx.rc_modules
-    unread = _unread_mlp_out_s(ctx, w)
     sel = (w.attn_fwd_s + w.attn_mem_s) * ((rc & mem.RC_CORE_ATTN) > 0)
     sel = sel + w.norm_s * ((rc & mem.RC_LAYERNORM) > 0)
     block_bit = mem.RC_MOE if is_moe else mem.RC_MLP
@@ -600,11 +590,15 @@ def _alternate_matmuls_s(w: cmp.LayerWork):
 
 
 def compute_term(ctx: _Context, w: cmp.LayerWork, is_moe: bool) -> LayerTimes:
-    rc = _recompute_s(ctx, w, is_moe)
+    # where recomputation replays only what the backward reads (Strategy.recompute_replay needed), the
+    # MLP output GEMM no backward reads (LayerWork.mlp_out_gemm_s) does not run again; a reentrant
+    # checkpoint reruns it with the rest of the module
+    unread = w.mlp_out_gemm_s * ctx.S.replay_needed
+    rc = _recompute_s(ctx, w, is_moe, unread)
     fwd, bwd = w.forward_s, w.backward_s
     # what TP communication can hide behind: the GEMMs and their low-precision casts
     linear = w.gemm_s + w.cast_s
-    rc_gemm = ctx.full * (linear - _unread_mlp_out_s(ctx, w))
+    rc_gemm = ctx.full * (linear - unread)
     alt = (ctx.rc_modules & mem.RC_ALT_MM) > 0
     if np.any(alt):
         # torchtitan's per-op checkpointing recomputes some GEMMs, which the TP collectives hide behind too
@@ -1544,16 +1538,6 @@ def layer_flops_per_token(llm: LLMSpec, moe_layer: bool, s: int) -> tuple[float,
     return attn_lin, mlp, 2.0 * s * llm.heads * (dqk + dv)
 
 
-def mlp_out_flops_per_token(llm: LLMSpec, moe_layer: bool) -> float:
-    """Forward FLOPs per token of a layer's MLP output GEMM that no backward reads, which recomputation
-    replaying only what the backward reads skips (Strategy.recompute_replay; LayerWork.mlp_out_gemm_s):
-    a dense MLP's down projection; none in an MoE layer, or where dropout follows the MLP (its mask
-    is drawn from the GEMM's output)."""
-    if (moe_layer and llm.moe is not None) or llm.dropout:
-        return 0.0
-    return 2.0 * llm.ffn_size * llm.hidden_size
-
-
 def flop_counts(llm: LLMSpec, training: TrainingSpec, recompute, rc_modules, fused, shape, full_share=1.0,
                 replay_needed=False) -> dict:
     """FLOPs per iteration under three conventions (what each source's TFLOP/s means,
@@ -1593,12 +1577,12 @@ def flop_counts(llm: LLMSpec, training: TrainingSpec, recompute, rc_modules, fus
     sel = tokens * (exec_core * ((rc & mem.RC_CORE_ATTN) > 0) + mlp_dense * ((rc & mem.RC_MLP) > 0)
                     + mlp_moe * ((rc & mem.RC_MOE) > 0) + out_proj * ((rc & mem.RC_ATTN_OUT) > 0)
                     + alternate * ((rc & mem.RC_ALT_MM) > 0))
-    out_d = n_dense * mlp_out_flops_per_token(llm, False)
-    out_m = n_moe * mlp_out_flops_per_token(llm, True) if n_moe else 0.0
-    unread = np.asarray(replay_needed, float) * tokens
-    sel = sel - unread * (out_d * ((rc & mem.RC_MLP) > 0) + out_m * ((rc & mem.RC_MOE) > 0))
-    extra = np.where(np.asarray(recompute) == mem.RECOMPUTE_FULL,
-                     full_share * tokens * (lin + exec_core) - full_share * unread * (out_d + out_m),
+    # the dense layers' down projections a replay of only what the backward reads skips
+    # (LayerWork.mlp_out_gemm_s: none in MoE layers, none where dropout follows the MLP)
+    unread = np.asarray(replay_needed, float) * tokens * (
+        0.0 if llm.dropout else n_dense * 2.0 * llm.ffn_size * h)
+    sel = sel - unread * ((rc & mem.RC_MLP) > 0)
+    extra = np.where(np.asarray(recompute) == mem.RECOMPUTE_FULL, full_share * (tokens * (lin + exec_core) - unread),
                      np.where(np.asarray(recompute) == mem.RECOMPUTE_SELECTIVE, sel, 0.0))
     return dict(model=model, model_causal=model_causal, hardware=base + extra + np.zeros(shape))
 

@@ -421,6 +421,13 @@ class Strategy(Record):
     def n_gpus(self) -> int:
         return self.tp * self.pp * self.dp * self.cp
 
+    @property
+    def recomputes_whole_mlp(self) -> bool:
+        """A whole MLP is recomputed (full recompute, or the selective mlp / moe modules): the only
+        place where recompute_replay prices anything."""
+        return self.recompute == Recompute.full or (self.recompute == Recompute.selective and bool(
+            {RecomputeModule.mlp, RecomputeModule.moe} & set(self.recompute_modules)))
+
     @model_validator(mode="after")
     def _schedule(self) -> "Strategy":
         if self.virtual_stages > 1 and self.schedule != Schedule.interleaved:

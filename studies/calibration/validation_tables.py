@@ -61,8 +61,7 @@ def assumptions(row: dict, st, calib) -> str:
         parts.append("eager element-wise ops")
     if st.cross_entropy == "eager":
         parts.append("eager cross entropy")
-    if st.recompute_replay == "needed" and (st.recompute.value == "full" or {"mlp", "moe"} & {
-            m.value for m in st.recompute_modules}):
+    if st.recompute_replay == "needed" and st.recomputes_whole_mlp:
         parts.append("recompute replays what the backward reads")
     if st.activation_input_fp8:
         parts.append("MLP activation input saved in fp8")

@@ -464,6 +464,14 @@ def test_recomputation_that_replays_only_what_the_backward_reads_skips_the_mlp_d
     # and the executed FLOPs lose those GEMMs': 2 x 14336 x 4096 per token per layer, 16 x 8192 tokens
     assert module.hardware_flops_per_iteration - needed.hardware_flops_per_iteration == pytest.approx(
         32 * 2 * 14336 * 4096 * 16 * 8192, rel=1e-9)
+    # dropout after the MLP draws its mask from the down projection's output, which is then read:
+    # GPT-3 1.7B (with dropout) replays the same either way, in time and in FLOPs
+    gpt = load_model("gpt-1.7b")
+    gtr = TrainingSpec(sequence_length=2048, global_batch_sequences=64, total_tokens=1e12)
+    gst = Strategy(tp=1, dp=8, microbatch_size=8, zero_stage=1, recompute=recompute, recompute_modules=modules)
+    g_module, g_needed = (_ev(gpt, gtr, gst.model_copy(update={"recompute_replay": r}), sy) for r in ("module", "needed"))
+    assert g_needed.iteration_time_s == pytest.approx(g_module.iteration_time_s, rel=1e-12)
+    assert g_needed.hardware_flops_per_iteration == pytest.approx(g_module.hardware_flops_per_iteration, rel=1e-12)
     # without recomputation there is nothing to replay
     none = st.model_copy(update={"recompute": Recompute.none, "recompute_modules": (), "microbatch_size": 1})
     tr1 = tr.model_copy(update={"global_batch_sequences": 8})
