@@ -218,7 +218,13 @@ class CollectiveCalibration(Record):
     nvls_fill_domain_exponent: float = Field(default=1.0, gt=0, description=(
         "growth of an NVLS all-reduce's fill factor with the GPUs of its domain: phi x (g/8)^this"))
     ll_bandwidth_fraction: float = Field(gt=0, le=1)
+    ll_bandwidth_fraction_one_domain_gather: float | None = Field(default=None, gt=0, le=1, description=(
+        "ring LL busBw share of an all-gather, reduce-scatter or broadcast inside one domain; None: "
+        "ll_bandwidth_fraction (NCCL before 2.21 gave those 1/3 where the rest got 1/4)"))
     ll128_bandwidth_fraction: float = Field(gt=0, le=1)
+    ll128_bandwidth_fraction_one_per_domain: float | None = Field(default=None, gt=0, le=1, description=(
+        "ring LL128 busBw share with one GPU per domain; None: ll128_bandwidth_fraction (NCCL before "
+        "2.23: ppn < 2 ? 0.7 : 0.92)"))
     ll_max_two_domains_bytes_per_s: float = Field(gt=0)
     ll_max_many_domains_bytes_per_s: float = Field(gt=0)
     ll128_over_network: bool
@@ -230,6 +236,9 @@ class CollectiveCalibration(Record):
     net_overhead_s: float = Field(ge=0)
     net_overhead_simple_factor: float = Field(ge=1)
     collnet_per_rank_latency_s: float = Field(ge=0)
+    collnet_max_local_ranks: int = Field(default=8, ge=1, description=(
+        "most GPUs per domain CollNet (SHARP) runs with: NCCL skips CollNetDirect and CollNetChain when "
+        "a node has more than NCCL_MAX_DIRECT_ARITY + 1 = 8 local ranks (enqueue.cc, from 2.23)"))
     nvls_tree_two_domains_factor: dict[str, PositiveFloat] = Field(default_factory=dict, description=(
         "per GPU generation: the bandwidth of NVLSTree's exchange between two domains against a "
         "ring's scale-out bandwidth; 1 where absent"))
@@ -446,6 +455,15 @@ def _extents(g: np.ndarray, dims: tuple[int, ...]) -> list[np.ndarray]:
         out.append(e)
         rest = np.maximum(rest // np.maximum(e, 1), 1)
     return out
+
+
+def _whole_block(system: ClusterSystem, g: np.ndarray) -> np.ndarray:
+    """Whether g members fill a block of whole rows of a direct-link domain (_extents keeps them
+    all), the shapes the dimension-ordered and bucket algorithms run on; any g on a crossbar."""
+    dims = _hb_dims(system)
+    if dims is None:
+        return np.ones(np.shape(g), bool)
+    return np.prod(np.stack(_extents(np.asarray(g), dims)), axis=0) == np.asarray(g)
 
 
 def _hb_ring_bandwidth(system: ClusterSystem, g: np.ndarray) -> np.ndarray:
@@ -1028,9 +1046,18 @@ def _environment(op, p, g, span, rail, conc, system, calib, *, pxn: bool) -> _En
     # pipeline fill: NCCL's chunks have a fixed size, so a chunk's time on one channel -- and the
     # fill -- scales with 1/(per-channel bandwidth); pipeline_fill_factor holds at the reference
     phi = c.pipeline_fill_factor * c.pipeline_fill_channel_bytes_per_s / (bus_simple / n_ch)
+    # ring LL and LL128 shares of the Simple busBw (tuning.cc): NCCL before 2.21 gave LL 1/3 for an
+    # all-gather, reduce-scatter or broadcast inside one node and 1/4 otherwise; before 2.23 LL128
+    # reached 0.7 with one GPU per node, 0.92 otherwise
+    ll_frac = c.ll_bandwidth_fraction
+    if c.ll_bandwidth_fraction_one_domain_gather is not None and op in ("all_gather", "reduce_scatter", "broadcast"):
+        ll_frac = np.where(multi, c.ll_bandwidth_fraction, c.ll_bandwidth_fraction_one_domain_gather)
+    ll128_frac = c.ll128_bandwidth_fraction
+    if c.ll128_bandwidth_fraction_one_per_domain is not None:
+        ll128_frac = np.where(g == 1, c.ll128_bandwidth_fraction_one_per_domain, c.ll128_bandwidth_fraction)
     bus = {
-        _LL: np.minimum(c.ll_bandwidth_fraction * bus_simple, ll_max),
-        _LL128: np.minimum(c.ll128_bandwidth_fraction * bus_simple, n_ch * arch.ring_ll128_per_channel_bytes_per_s),
+        _LL: np.minimum(ll_frac * bus_simple, ll_max),
+        _LL128: np.minimum(ll128_frac * bus_simple, n_ch * arch.ring_ll128_per_channel_bytes_per_s),
         _SIMPLE: bus_simple,
     }
     ll128_ok = (~multi | c.ll128_over_network) & ll128_enabled(c, system.gpu.architecture)
@@ -1085,9 +1112,13 @@ def _ring(e: _Env, proto: int):
     hbb = coef - net + np.where(e.fwd_ring, net, 0.0)
     overhead = c.net_overhead_s * (c.net_overhead_simple_factor if proto == _SIMPLE else 1.0)
     intra = np.where(e.multi, max(e.a_hb("ring", proto), overhead), e.a_hb("ring", proto))
-    # with one GPU per domain NCCL uses the Tree NET latency for the inter hops (§4.2)
-    inter = np.where(g == 1, e.a_net("tree", proto, e.lat_net_ring, e.fwd_ring),
-                     e.a_net("ring", proto, e.lat_net_ring, e.fwd_ring))
+    # with one GPU per domain NCCL uses the Tree NET latency for the inter hops (§4.2), from 2.23
+    # (tuning.cc v2.23.4: ppn == 1 ? hwLat[NET][TREE]; v2.18-v2.22 the Ring NET row)
+    if _at_least(c, "2.23"):
+        inter = np.where(g == 1, e.a_net("tree", proto, e.lat_net_ring, e.fwd_ring),
+                         e.a_net("ring", proto, e.lat_net_ring, e.fwd_ring))
+    else:
+        inter = e.a_net("ring", proto, e.lat_net_ring, e.fwd_ring)
     lat = (nsteps - ninter) * intra + ninter * inter
     slow = ninter * _proto_mult(proto) * e.excess_ring
     base = c.base_latency_s["ring"][proto]
@@ -1129,6 +1160,12 @@ def _tree(e: _Env, proto: int):
     net = np.where(e.n_dom == 2, 1.0, 2.0) / g * multi
     hbb = 2.0 * (g - 1) / g + np.where(e.fwd_ring, net, 0.0)
     bus = e.once("two_domain_bus", _two_domain_bus)
+    # NCCL's tuner (tuning.cc) applies its refinements in turn: AllReduce trees min(0.92·busBw,
+    # nCh·perChMaxTreeBw), then LL min(·/3.8, llMaxBw) or LL128 min(·×(7/9 | 120/128),
+    # nCh·perChMaxTreeLL128Bw). The model takes the LL and LL128 shares of the busBw itself, not of
+    # the Simple tree's: measured, a 2 x 8 A100 tree LL128 all-reduce over EFA (collectives-modern.md
+    # AWS-3, 128 MiB-1 GiB) runs 4-7 % above the share of busBw alone and would be 11-14 % above the
+    # tuner's compounded 0.92 x 120/128, which ranks the algorithms rather than times them
     if proto == _LL:
         bw = np.minimum(bus / c.tree_ll_divisor, e.ll_max)
     elif proto == _LL128:
@@ -1136,6 +1173,8 @@ def _tree(e: _Env, proto: int):
                         e.n_ch * np.take(e.arch.tree_ll128_per_channel_bytes_per_s, e.scale))
     else:
         bw = np.minimum(c.tree_simple_fraction * bus, e.n_ch * np.take(e.arch.tree_per_channel_bytes_per_s, e.scale))
+    # log2 of the domain count taken continuously: NCCL's tuner charges log2i(nNodes) = floor(log2)
+    # hops, a double binary tree over N domains is ceil(log2 N) deep; the two agree at powers of two
     lat = 2.0 * ((g - 1) * e.a_hb("tree", proto) + _lg(e.n_dom) * e.a_net("tree", proto, e.lat_net_ring, e.fwd_ring))
     slow = 2.0 * _lg(e.n_dom) * _proto_mult(proto) * e.excess_ring
     return (*_pipelined(c.base_latency_s["tree"][proto], lat, 1.0 / (0.5 * bw), e.phi * _simple_chunk_scale(c, proto), slow),
@@ -1239,8 +1278,11 @@ def _collnet(e: _Env, proto: int):
     k = np.maximum(hb_coef / e.bw_hb_ring, net_s)
     lat = (2.0 * (np.minimum(1.0, g - 1) * e.a_hb("collnet", _SIMPLE) + (g - 1) * c.collnet_per_rank_latency_s)
            + e.a_net("collnet", _SIMPLE, e.lat_net_ring, e.fwd_ring))
+    # NCCL 2.23+ skips CollNet on nodes of more than NCCL_MAX_DIRECT_ARITY + 1 local ranks (enqueue.cc:
+    # `a == NCCL_ALGO_COLLNET_DIRECT && comm->maxLocalRanks > NCCL_MAX_DIRECT_ARITY+1`)
+    arity = (g <= c.collnet_max_local_ranks) if _at_least(c, "2.23") else True
     return (*_pipelined(c.base_latency_s["collnet"][_SIMPLE], lat, k, e.phi, _proto_mult(_SIMPLE) * e.excess_ring),
-            e.multi & e.ring_ok & e.rail & sharp & ok, hb_coef, 1.0 / g, e.sf_ring)
+            e.multi & e.ring_ok & e.rail & sharp & ok & arity, hb_coef, 1.0 / g, e.sf_ring)
 
 
 # ---- two-level and topology-specific algorithms ------------------------------------------------
@@ -1263,7 +1305,7 @@ def _torus(e: _Env, proto: int):
     g = e.g
     x, hops = _hb_torus_allreduce(e.system, np.ones(e.shape), g)  # seconds per byte at line rate
     k = 1.0 if e.op == "all_reduce" else 0.5
-    return (*_pipelined(0.0, k * hops * e.ai, k * x / e.eta_hb, e.phi), ~e.multi & (g >= 2),
+    return (*_pipelined(0.0, k * hops * e.ai, k * x / e.eta_hb, e.phi), ~e.multi & (g >= 2) & _whole_block(e.system, g),
             k * 2.0 * (g - 1) / g, 0.0, 0.0)
 
 
@@ -1272,18 +1314,28 @@ def _bucket(e: _Env, proto: int):
     g = e.g
     x, hops = _hb_bucket_allreduce(e.system, g)
     k = 1.0 if e.op == "all_reduce" else 0.5
-    return (*_pipelined(0.0, k * hops * e.ai, k * x / e.eta_hb, e.phi), ~e.multi & (g >= 2),
+    return (*_pipelined(0.0, k * hops * e.ai, k * x / e.eta_hb, e.phi), ~e.multi & (g >= 2) & _whole_block(e.system, g),
             k * 2.0 * (g - 1) / g, 0.0, 0.0)
 
 
 # ---- MPI-style algorithms (§2): alpha-beta step by step, no fill term -----------------------------
 
 
+def _folded_steps(e: _Env):
+    """(intra-domain, inter-domain) steps of a recursive doubling or halving after the fold of a p
+    that is not a power of two onto p' = 2^floor(lg p) ranks (Thakur et al. 2005): lg p' in all,
+    the short-distance (intra-domain) ones first; lg p for a power of two."""
+    total = np.floor(_lg(e.p) + 1e-9)
+    si = np.minimum(e.si, total)
+    return si, np.maximum(total - si, 0.0) * e.multi
+
+
 def _recursive_doubling_ar(e: _Env, proto: int):
     fold_a, fold_b = np.where(e.pow2, 0.0, 2.0 * e.a_w), np.where(e.pow2, 0.0, 2.0 * e.b_w)
-    # lg p steps of the whole vector
-    return (e.si * e.ai + e.se * e.ae_step + fold_a, e.si * e.bi + e.se * e.be_step + fold_b, 0.0,
-            e.net_ok_step, e.si, e.se, e.sf_step)
+    si, se = _folded_steps(e)
+    # lg p' steps of the whole vector
+    return (si * e.ai + se * e.ae_step + fold_a, si * e.bi + se * e.be_step + fold_b, 0.0,
+            e.net_ok_step, si, se, e.sf_step)
 
 
 def _rabenseifner(e: _Env, proto: int):
@@ -1291,14 +1343,16 @@ def _rabenseifner(e: _Env, proto: int):
     g, n_dom = e.g, e.n_dom
     fold_a, fold_b = np.where(e.pow2, 0.0, 2.0 * e.a_w), np.where(e.pow2, 0.0, 2.0 * e.b_w)
     net = 2.0 * (n_dom - 1) / n_dom / g
-    return (2.0 * (e.si * e.ai + e.se * e.ae_step) + fold_a,
+    si, se = _folded_steps(e)
+    return (2.0 * (si * e.ai + se * e.ae_step) + fold_a,
             2.0 * ((g - 1) / g * e.bi + (n_dom - 1) / n_dom / g * e.be_step) + fold_b, 0.0,
             e.net_ok_step, 2.0 * (g - 1) / g + np.where(e.fwd_step, net, 0.0), net, e.sf_step)
 
 
 def _halving_doubling_terms(e: _Env):
     g, n_dom = e.g, e.n_dom
-    a = e.si * e.ai + e.se * e.ae_step
+    si, se = _folded_steps(e)
+    a = si * e.ai + se * e.ae_step
     b = (g - 1) / g * e.bi + (n_dom - 1) / n_dom / g * e.be_step
     net = (n_dom - 1) / n_dom / g
     return a, b, (g - 1) / g + np.where(e.fwd_step, net, 0.0), net

@@ -475,21 +475,33 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
     etp = np.asarray(etp, float)
     kernel = np.asarray(kernel)
     tokens = b * s / cp  # tokens of this CP rank
+    # the rank's own tokens under sequence parallelism: what a layer with its weights replicated
+    # over TP (MLA's down projections, the MoE router) runs on, before any all-gather; all of them
+    # without it
+    sp_tokens = np.where(np.asarray(sp, bool), tokens / tp, tokens)
     a_local = a / tp
     gp, ge = prec.gemm_peak_flops, prec.gemm_max_eff
 
     # Linear layers (Megatron column/row parallel): QKV (or MLA projections), attention output.
     f_qkv_tok, f_up_tok, f_out_tok, dqk, dv = attention_projection_flops_per_token(llm, tp)
+    f_down_tok = 0.0
     if llm.mla is not None:
         mla = llm.mla
         q_in = mla.q_lora_rank or h
         down_w = (mla.q_lora_rank or 0) + mla.kv_lora_rank + mla.qk_rope_head_dim
-        t_down = gemm_time_s(tokens, down_w, h, 1, gp, ge, calib)
+        # the down projections are replicated over TP and take the layer's input as it comes: the
+        # rank's s/tp tokens under sequence parallelism (Megatron-Core multi_latent_attention.py,
+        # _qkv_down_projection: "q_compressed: [s / TP, b, q_lora_rank]"); the column-parallel up
+        # projections gather the latents
+        f_down_tok = 2 * h * down_w
+        t_down = gemm_time_s(sp_tokens, down_w, h, 1, gp, ge, calib)
         t_up = (gemm_time_s(tokens, a_local * dqk, q_in, 1, gp, ge, calib)
                 + gemm_time_s(tokens, a_local * (mla.qk_nope_head_dim + dv), mla.kv_lora_rank, 1, gp, ge, calib))
         t_qkv = t_down + t_up
-        qkv_in_elems = tokens * (q_in + mla.kv_lora_rank)
-        qkv_out_elems = tokens * (down_w + a_local * (dqk + mla.qk_nope_head_dim + dv))
+        # inputs cast for the up projections: the latents (without a q LoRA rank the query's input
+        # is the norm output, cast with the other [tokens, h] operands below)
+        qkv_in_elems = tokens * ((mla.q_lora_rank or 0) + mla.kv_lora_rank)
+        qkv_out_elems = sp_tokens * down_w + tokens * a_local * (dqk + mla.qk_nope_head_dim + dv)
     else:
         kv_local = np.maximum(kv / tp, 1.0)
         # one GEMM as wide as Q, K and V together, or three (Strategy.qkv_projection)
@@ -501,7 +513,7 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
         qkv_in_elems = np.zeros_like(tokens)
         qkv_out_elems = tokens * (a_local + 2 * kv_local) * dh
     t_out = gemm_time_s(tokens, h, a_local * dv, 1, gp, ge, calib)
-    f_attn_lin = tokens * (f_qkv_tok + f_out_tok)
+    f_attn_lin = tokens * (f_qkv_tok - f_down_tok + f_out_tok) + sp_tokens * f_down_tok
     gate = 2.0 if llm.gated_mlp else 1.0
     if moe_layer and llm.moe is not None:
         moe = llm.moe
@@ -517,11 +529,13 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
         gge = ge * calib.grouped_gemm_efficiency
         t_mlp = (gemm_time_s(m_e, gate * fe / etp, h, local_experts, gp, gge, calib)
                  + gemm_time_s(m_e, h, fe / etp, local_experts, gp, gge, calib)
-                 + gemm_time_s(tokens, moe.experts, h, 1, prec.hi_peak_flops, prec.hi_max_eff, calib))  # router
+                 # the router, replicated over TP, scores the rank's own tokens (Megatron-Core router.py:
+                 # its weight is marked sequence_parallel, its input the sequence-parallel shard)
+                 + gemm_time_s(sp_tokens, moe.experts, h, 1, prec.hi_peak_flops, prec.hi_max_eff, calib))
         # the experts' outputs are read again (scaled by the routing probabilities, whose gradient
         # needs them; a scatter-add combine saves its indices after them): no output GEMM goes unread
         t_mlp_out = np.zeros_like(tokens)
-        f_mlp = 2 * routed * (gate + 1) * fe * h / etp + 2 * tokens * moe.experts * h
+        f_mlp = 2 * routed * (gate + 1) * fe * h / etp + 2 * sp_tokens * moe.experts * h
         # activation function on the routed tokens (read gate+up, write the product); permute and
         # unpermute copies of the dispatched tokens (read + write each)
         act_bytes = busiest * (gate + 1) * fe / etp * ACT_BYTES

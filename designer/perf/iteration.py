@@ -42,10 +42,11 @@ activation_offload_term  offloaded layers' activations to host memory and back, 
 Pipeline: stages may be uneven (pp need not divide the layers; Megatron's first/last-stage layer
 counts); the slowest stage paces the steady state and the fill/drain costs (p−1) mean stage times:
 GPipe and 1F1B (p−1)/m of the ideal time, interleaved (p−1)/(v·m), ZB-H1 (p−1)·(F + B − W) with the
-weight-gradient GEMMs W moved into the bubble (Qi et al. 2023 §3), DualPipe (p/2 − 1)·(F&B + B − 3W)
-(DeepSeek-V3 Table 2). A strategy with pipeline_flushes > 1 runs the iteration's microbatches as
-that many schedules (PyTorch pipelining: one per gradient-accumulation step), each with its own fill
-and drain.
+weight-gradient GEMMs W moved into the bubble (Qi et al. 2023 §3; B the input gradients), DualPipe
+(p/2 − 1)·(F&B + (B + W) − 3W) (DeepSeek-V3 Table 2, whose B is the full backward). The mean stage
+counts each stage's host launches as the pace does (a host-bound stage lasts them). A strategy with
+pipeline_flushes > 1 runs the iteration's microbatches as that many schedules (PyTorch pipelining:
+one per gradient-accumulation step), each with its own fill and drain and its own gradient sync.
 
 Also the V1 reduced model of the Rail-only paper (railonly.md §3, Eqs. 1-3).
 """
@@ -421,7 +422,9 @@ def stage_layout(llm: LLMSpec, S: StrategyArrays) -> StageLayout:
 
     first_moe = moe_in(first, 0)
     last_moe = np.where(pp == 1, first_moe, moe_in(last, L - last))
-    mid_moe = moe_in(mid_max, first)
+    # the long middle stages run from the first stage's end; the last of them holds the fewest
+    # layers of a dense prefix (it reaches past the prefix soonest), so the most MoE layers: it paces
+    mid_moe = moe_in(mid_max, first + np.maximum(mid_long - 1, 0) * mid_max)
     # a short middle stage follows the long ones
     mid_min_moe = moe_in(np.maximum(mid_max - 1, 0), first + mid_long * mid_max)
     return StageLayout(first, last, mid_max, first_moe, last_moe, mid_moe, valid, mid_long, mid_min_moe, mid_mixed)
@@ -839,6 +842,7 @@ class StageTimes:
 
     pace_s: np.ndarray
     mean_s: np.ndarray
+    pace_stage: np.ndarray  # which stage paces: 0 the first, 1 a middle one, 2 the last
     fwd_s: np.ndarray  # forward of the pace stage
     bwd_s: np.ndarray
     w_s: np.ndarray
@@ -877,7 +881,20 @@ def stage_times(ctx: _Context, dense: LayerTimes, moe: LayerTimes | None, dense_
     t_last = stage(st.last, st.last_moe, logits + mtp)
     t_mid = np.where(ctx.pp > 2, stage(st.mid_max, st.mid_moe, 0.0), 0.0)
     n_dense_all, n_moe_all = cmp.layer_kinds(ctx.llm)
+    # the mean stage: the whole model's GPU time over the stages, plus what each stage's host
+    # launches add to it (a host-bound stage lasts its launches, stage()), so that the fill and
+    # drain of even stages cost their own stage time (bubble_s)
     total = n_dense_all * d_t + n_moe_all * m_t + logits + mtp + ctx.pp * pp_exposed
+
+    def host_excess(n, n_moe, extra):
+        return stage(n, n_moe, extra) - ((n - n_moe) * d_t + n_moe * m_t + extra + pp_exposed)
+
+    n_mid = np.maximum(ctx.pp - 2, 0)
+    short = np.maximum(st.mid_max - 1, 0)
+    total = (total + host_excess(st.first, st.first_moe, np.where(ctx.pp == 1, logits + mtp, 0.0))
+             + np.where(ctx.pp > 1, host_excess(st.last, st.last_moe, logits + mtp), 0.0)
+             + np.where(ctx.pp > 2, st.mid_long * host_excess(st.mid_max, st.mid_moe, 0.0)
+                        + (n_mid - st.mid_long) * host_excess(short, st.mid_min_moe, 0.0), 0.0))
     mean = total / ctx.pp
     # DualPipe: rank r holds stage r of one direction and stage pp-1-r of the other
     # (deepseek-ai/DualPipe examples/example_dualpipe.py: `full_modules[rank], full_modules[pp_size -
@@ -915,8 +932,8 @@ def stage_times(ctx: _Context, dense: LayerTimes, moe: LayerTimes | None, dense_
         x = n_dense * getattr(dense, attr)
         return x + (n_moe * getattr(moe, attr) if moe is not None else 0.0)
 
-    return StageTimes(pace_s=pace, mean_s=mean, fwd_s=by_kind("fwd_s") + lg / 3, bwd_s=by_kind("bwd_s") + 2 * lg / 3,
-                      w_s=by_kind("w_s"), dense_layers=n_dense, moe_layers=n_moe,
+    return StageTimes(pace_s=pace, mean_s=mean, pace_stage=pace_is, fwd_s=by_kind("fwd_s") + lg / 3,
+                      bwd_s=by_kind("bwd_s") + 2 * lg / 3, w_s=by_kind("w_s"), dense_layers=n_dense, moe_layers=n_moe,
                       compute_s=by_kind("compute_s") + lg, logits_on_pace=has_logits)
 
 
@@ -932,7 +949,9 @@ def bubble_s(ctx: _Context, stt: StageTimes):
     mean = fill
     plain = (pp - 1) * fill
     zb = (pp - 1) * np.maximum(f + b_in - w, 0.0)
-    dual = np.maximum(pp / 2 - 1, 0.0) * np.maximum(mean + b_in - 3 * w, 0.0)
+    # DeepSeek-V3 Table 2: (PP/2 − 1)(F&B + B − 3W), "B denotes the execution time of a full backward
+    # chunk" (weight gradients included, b_in + w), F&B the overlapped forward and backward (the fill)
+    dual = np.maximum(pp / 2 - 1, 0.0) * np.maximum(mean + (b_in + w) - 3 * w, 0.0)
     return np.select([S.schedule == mem.SCHEDULE_INTERLEAVED, S.schedule == mem.SCHEDULE_ZERO_BUBBLE,
                       S.schedule == mem.SCHEDULE_DUALPIPE], [plain / v, zb, dual], plain)
 
@@ -985,8 +1004,11 @@ def stage_params(ctx: _Context, stt: StageTimes) -> StageParams:
     mid_e = np.where(pp > 2, expert_side(st.mid_moe), 0.0)
     rank_d = np.stack(np.broadcast_arrays(first_d, mid_d, last_d))
     rank_e = np.stack(np.broadcast_arrays(first_e, mid_e, last_e))
-    pace_d = np.choose(np.where(stt.logits_on_pace, 2, np.where(pp > 2, 1, 0)), [first_d, mid_d, last_d])
-    pace_e = np.choose(np.where(stt.logits_on_pace, 2, np.where(pp > 2, 1, 0)), [first_e, mid_e, last_e])
+    # the stage that paces (stage_times): the first when it is the slowest, the last when it is (its
+    # output layer), else a middle one; with one stage, the first
+    pace_i = np.where(pp == 1, 0, stt.pace_stage)
+    pace_d = np.choose(pace_i, [first_d, mid_d, last_d])
+    pace_e = np.choose(pace_i, [first_e, mid_e, last_e])
     # DualPipe: a rank holds two stages (stage_times), the first and last or two middle ones, for
     # its pace and for its memory
     if np.any(ctx.dualpipe):
@@ -1040,11 +1062,18 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, layer_exposed_fwd_
     dpcp = (S.dp * S.cp)
     sg = np.where(S.shard_group > 0, np.minimum(S.shard_group, dpcp), dpcp)
     pl = ctx.pl
-    # ZeRO-3 rounds: resharded weights are gathered every microbatch, otherwise once per iteration;
-    # gradients are reduced every microbatch without PP and once per iteration under PP (the
-    # pipeline schedule defers the sync to the last microbatch)
-    n_fwd = np.where(S.reshard, m, 1.0)
-    n_red = np.where(ctx.pp > 1, 1.0, m)
+    # gradient syncs per iteration under PP: one per pipeline schedule, at its last microbatch's
+    # backward. Megatron-Core runs the iteration as one schedule; PyTorch pipelining runs one per
+    # gradient-accumulation step (Strategy.pipeline_flushes), and its stage turns the gradient sync and
+    # the reshard after backward back on for the last backward of each schedule step
+    # (torch.distributed.pipelining.stage, backward_maybe_with_nosync: last_backward runs FSDP's
+    # post_backward, DDP's reducer), so each step reduces and reshards anew
+    n_sync = np.where(ctx.pp > 1, np.maximum(S.flushes, 1).astype(float), 1.0)
+    # ZeRO-3 rounds: resharded weights are gathered every microbatch, otherwise once per sync;
+    # gradients are reduced every microbatch without PP and once per schedule under PP (the
+    # pipeline schedule defers the sync to its last microbatch)
+    n_fwd = np.where(S.reshard, m, n_sync)
+    n_red = np.where(ctx.pp > 1, n_sync, m)
     z3_f = np.zeros(shape)
     z3_b = np.zeros(shape)
     z3_r = np.zeros(shape)
@@ -1085,15 +1114,15 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, layer_exposed_fwd_
         # (under ZeRO-3 the replicas' all-reduce goes per layer with its reduce-scatter, below)
         rep = _ct_buckets("all_reduce", G / np.maximum(shard_n, 1), n_buckets, g_rep, system, ccol,
                           (zero >= 1) & (zero <= 2) & hsdp, graphs=ctx.S.graphs)
-        n_rs = np.where(zero == 2, m, 1.0)  # DeepSpeed stage 2 reduces every micro-step
+        n_rs = np.where(zero == 2, m, n_sync)  # DeepSpeed stage 2 reduces every micro-step
         # the replicas' all-reduce follows each bucket's reduce-scatter (Megatron's distributed
         # optimizer instances, param_and_grad_buffer: both per bucket, overlapped with the backward)
         t_grad = ar.time_s + rs.time_s + rep.time_s
         e_grad = np.where(ov, chunked_exposed(t_grad, t_b, bucket, ctx), t_grad) * n_rs
         e_ag = np.where(ov, chunked_exposed(ag.time_s, t_f, bucket, ctx), ag.time_s)
-        total = total + ar.time_s + n_rs * (rs.time_s + rep.time_s) + ag.time_s
+        total = total + n_rs * (ar.time_s + rs.time_s + rep.time_s) + ag.time_s
         exposed = exposed + np.where(zero <= 2, e_grad + e_ag, 0.0)
-        rows += [(ar, 1.0, "dp"), (rs, n_rs, "dp"), (ag, 1.0, "dp"), (rep, n_rs, "dp")]
+        rows += [(ar, n_rs, "dp"), (rs, n_rs, "dp"), (ag, 1.0, "dp"), (rep, n_rs, "dp")]
         # ZeRO-3 / FSDP: per layer, a gather before its forward and (reshard) before its backward,
         # a reduce-scatter after its backward
         z3 = zero == 3
@@ -1176,7 +1205,9 @@ def optimizer_term(ctx: _Context, sp_: StageParams):
     gpu = ctx.system.gpu
     dpcp = (S.dp * S.cp).astype(float)
     sg = np.where(S.shard_group > 0, np.minimum(S.shard_group, dpcp), dpcp)
-    esg = np.maximum(sg / np.maximum(S.ep * ctx.etp / ctx.tp, 1.0), 1.0)
+    # expert weights shard over their whole expert data-parallel group (placement.expert_dp), as
+    # their optimizer states in memory_term
+    esg = np.maximum(ctx.pl.expert_dp.size.astype(float), 1.0)
     local = np.where(S.zero >= 1, sp_.peak_dense / sg + sp_.peak_expert / esg, sp_.peak_dense + sp_.peak_expert)
     on_gpu = cmp.optimizer_step_s(local, gpu.hbm_bandwidth_bytes_per_s, ctx.calib.compute)
     if not np.any(S.offload_opt | S.offload_w):
@@ -1197,7 +1228,10 @@ def layer_activation_bytes(ctx: _Context):
     kw = dict(b=ctx.b, s=ctx.training.sequence_length, tp=ctx.tp, cp=ctx.cp, sp=S.sp, flash=flash,
               rc_modules=ctx.rc_modules, etp=ctx.etp,
               linear_input_bytes=ctx.prec.saved_input_bytes_per_element,
-              act_input_bytes=np.where(S.act_in_fp8, cmp.FP8_BYTES, mem.ACT_BYTES), expert_load=ctx.expert_load)
+              act_input_bytes=np.where(S.act_in_fp8, cmp.FP8_BYTES, mem.ACT_BYTES), expert_load=ctx.expert_load,
+              # a quantised output-projection input beside the 16-bit kernel's own output
+              attn_out_copy_bytes=mem.ACT_BYTES if (ctx.prec.saved_input_bytes_per_element != mem.ACT_BYTES
+                                                    and not ctx.training.fp8_attention) else 0.0)
     # Megatron's block method: the recomputed share of the layers keeps its input, the rest all of it
     f = np.where(S.recompute == mem.RECOMPUTE_FULL, ctx.full, 1.0)
 
@@ -1261,7 +1295,8 @@ def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams, acts) -> dict[
     logit_bytes = np.where(S.ce_eager, mem.LOGIT_BYTES_AT_PEAK["eager"], mem.LOGIT_BYTES_AT_PEAK["fused"])
     logits_act = tokens * llm.vocab_size / ctx.tp * logit_bytes
     first_act = inflight * stage_act(st.first, st.first_moe) + work + np.where(ctx.pp < 2, logits_act, 0.0)
-    last_act = stage_act(st.last, st.last_moe) + work + logits_act
+    last_act = (mem.last_stage_in_flight(S.schedule, ctx.pp, ctx.m_flush, ctx.v) * stage_act(st.last, st.last_moe)
+                + work + logits_act)
     mid_act = np.where(ctx.pp > 2, mem.in_flight_factor(S.schedule, ctx.pp - 1, ctx.m_flush, ctx.v)
                        * stage_act(st.mid_max, st.mid_moe) + work, 0.0)
     if np.any(ctx.dualpipe):

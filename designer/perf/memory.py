@@ -67,7 +67,7 @@ def recompute_drops(recompute, rc_modules, module_bit):
 
 def activation_bytes_per_layer(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, sp, recompute, flash,
                                rc_modules=RC_CORE_ATTN, ep=1, etp=1, linear_input_bytes=ACT_BYTES,
-                               act_input_bytes=ACT_BYTES, expert_load=1.0):
+                               act_input_bytes=ACT_BYTES, expert_load=1.0, attn_out_copy_bytes=0.0):
     """Stored activation bytes of one layer for one microbatch on one GPU (Korthikanti Table 2, tensor
     by tensor, so GQA, MLA, gated MLPs, MoE, dropout only where the model has it, and the fused
     attention kernels follow). `flash` (array or bool): fused attention, which stores only the
@@ -80,7 +80,12 @@ def activation_bytes_per_layer(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, s
     from compute_efficiency.yaml (low_precision.saved_input_bytes_per_element). act_input_bytes: bytes
     per element of the gated activation's saved input, the gate and up outputs (16-bit, or 1 where
     Strategy.activation_input_fp8 keeps an fp8 copy). expert_load: the routed tokens of the busiest EP
-    rank over the mean (TrainingSpec.moe_load_balance), the rank whose memory bounds the run."""
+    rank over the mean (TrainingSpec.moe_load_balance), the rank whose memory bounds the run.
+    attn_out_copy_bytes: bytes per element of the fused attention kernel's own saved output where it
+    is a tensor apart from the output projection's saved input: under a low-precision recipe the
+    projection keeps its quantised copy and the 16-bit kernel keeps its output O for its backward
+    (FlashAttention-2 Algorithm 2 reads O; Transformer Engine's FusedAttnFunc saves it); 0 where
+    they are one tensor (16-bit, or an 8-bit attention kernel whose output the projection takes)."""
     h = llm.hidden_size
     a, kv, dh = llm.heads, llm.kv_heads_effective, llm.head_dim_effective
     tp = np.asarray(tp, float)
@@ -99,20 +104,29 @@ def activation_bytes_per_layer(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, s
     out_dropped = drops(RC_CORE_ATTN) & drops(RC_ATTN_OUT)
     norm_in = tokens * h * np.where(out_dropped, 1.0, 2.0) * ACT_BYTES
     replicated = norm_in + tokens * h * 2 * mask + np.where(drops(RC_LAYERNORM), 0.0, norm_out)
+    # the fused kernel's own 16-bit output, where the output projection saved a quantised copy of it
+    o_copy = np.where(np.asarray(flash, bool) & ~drops(RC_CORE_ATTN), np.asarray(attn_out_copy_bytes, float), 0.0)
     if llm.mla is not None:
         m = llm.mla
         qk = m.qk_nope_head_dim + m.qk_rope_head_dim
-        # latents (compressed q, kv and the shared rope key) are kept; the up-projected Q, K, V are
-        # dropped by mla_up_proj recomputation; the output projection's input is kept unless
+        # latents (compressed q and kv): the down projections run on the rank's own tokens under
+        # sequence parallelism (Megatron-Core multi_latent_attention.py: "q_compressed: [s / TP, b,
+        # q_lora_rank]") and the up projections' fused norms (TELayerNormColumnParallelLinear)
+        # keep their input and their output, gathered again in the backward; an mla_up_proj
+        # recomputation keeps only its input. The rotated shared key lives in K. The up-projected Q,
+        # K, V are dropped by mla_up_proj recomputation; the output projection's input is kept unless
         # attn_out_proj recomputes it with the core
-        latents = tokens * (((m.q_lora_rank or 0) + m.kv_lora_rank) * lin + m.qk_rope_head_dim * ACT_BYTES)
+        own = np.where(np.asarray(sp, bool), tokens / tp, tokens)
+        latents = own * ((m.q_lora_rank or 0) + m.kv_lora_rank) * (ACT_BYTES + np.where(drops(RC_MLA_UP), 0.0, lin))
         up = tokens * a / tp * (2 * qk + m.v_head_dim) * ACT_BYTES
         attn_split = (latents + np.where(drops(RC_MLA_UP), 0.0, up)
-                      + np.where(out_dropped, 0.0, tokens * a / tp * m.v_head_dim * lin))
+                      + np.where(out_dropped, 0.0, tokens * a / tp * m.v_head_dim * lin)
+                      + tokens * a / tp * m.v_head_dim * o_copy)
     else:
         kv_local = np.maximum(kv / tp, 1.0)
         # Q, K, V (inputs of the core) and the attention output (input of the output projection)
-        attn_split = tokens * dh * (a / tp * (ACT_BYTES + np.where(out_dropped, 0.0, lin)) + kv_local * ACT_BYTES * 2)
+        attn_split = tokens * dh * (a / tp * (ACT_BYTES + np.where(out_dropped, 0.0, lin) + o_copy)
+                                    + kv_local * ACT_BYTES * 2)
     gate = 2.0 if llm.gated_mlp else 1.0
     act_in = np.asarray(act_input_bytes, float) if llm.gated_mlp else ACT_BYTES
     if moe_layer and llm.moe is not None:
@@ -182,6 +196,20 @@ def in_flight_factor(schedule, pp, m, v):
     dual = np.minimum(m, pp + 1.0)
     return np.select([schedule == SCHEDULE_GPIPE, schedule == SCHEDULE_INTERLEAVED, schedule == SCHEDULE_DUALPIPE],
                      [m, inter, dual], one_f)
+
+
+def last_stage_in_flight(schedule, pp, m, v):
+    """Microbatches' worth of its stage's activations the last stage holds at its peak: one under
+    1F1B and ZB-H1 (each forward is followed by its backward); every microbatch under GPipe; under the
+    interleaved schedule its (v−1)·pp warm-up chunks and the one in flight (Megatron-Core schedules.py
+    forward_backward_pipelining_with_interleaving: num_warmup_microbatches = (pp − rank − 1)·2 +
+    (v − 1)·pp), each chunk a v-th of the stage. DualPipe is priced on its rank pairs (memory_term)."""
+    pp = np.asarray(pp, float)
+    m = np.asarray(m, float)
+    v = np.asarray(v, float)
+    one = np.minimum(m, 1.0)
+    inter = np.minimum((v - 1.0) * pp + 1.0, m * v) / np.maximum(v, 1.0)
+    return np.select([schedule == SCHEDULE_GPIPE, schedule == SCHEDULE_INTERLEAVED], [m, inter], one)
 
 
 def model_state_bytes(dense_params, expert_params, *, dp_shard, expert_dp_shard, zero_stage,

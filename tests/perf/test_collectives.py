@@ -92,6 +92,19 @@ def test_rabenseifner_allreduce(ideal):
     assert e.time_s == pytest.approx(2 * 3 * ALPHA_HB + 2 * 7 / 8 * n / B_HB, rel=1e-12)
 
 
+def test_recursive_doubling_folds_a_non_power_of_two_onto_the_lower_one(ideal):
+    # Thakur et al. 2005: 6 ranks fold onto 4 (the 2 extra send their vectors in and get the result
+    # back: 2 (alpha + n beta)), which then take lg 4 = 2 steps of alpha + n beta: 4 (alpha + n beta),
+    # twice the 4 ranks' time (not lg 6 rounded up, 3 steps, plus the fold)
+    n = 1e6
+
+    def t(p):
+        return _one("all_reduce", n, GroupShape(size=p, ranks_per_domain=p, domain_span=1, same_rail=True), _system(),
+                    ideal, "recursive_doubling").time_s
+    assert t(4) == pytest.approx(2 * (ALPHA_HB + n / B_HB), rel=1e-12)
+    assert t(6) == pytest.approx(4 * (ALPHA_HB + n / B_HB), rel=1e-12)
+
+
 @pytest.mark.parametrize("p", [6, 8])
 def test_bruck_allgather(ideal, p):
     n = 3e6
@@ -140,6 +153,20 @@ def test_torus_bucket_allreduce_uses_every_dimension(ideal):
     hops = 2 * (3 + 1 + 1)
     assert e3.time_s == pytest.approx(bw + hops * ALPHA_HB, rel=1e-12)
 
+
+
+def test_torus_algorithms_run_on_whole_blocks_only(ideal):
+    # 16 GPUs of a 4 x 4 x 4 torus fill a 4 x 4 plane: the bucket and dimension-ordered algorithms
+    # run on it. 24 fill no block of whole rows (4 x 4 and half of the next plane): those algorithms
+    # cannot be priced on it as a smaller block, and the group falls back to a ring.
+    system = _system(k=64, n_gpus=64, topology=HBTopology.torus3d, dims=(4, 4, 4))
+
+    def shape(g):
+        return GroupShape(size=g, ranks_per_domain=g, domain_span=1, same_rail=True)
+    for algo in ("bucket", "torus"):
+        assert math.isfinite(_one("all_reduce", 1e9, shape(16), system, ideal, algo).time_s)
+        assert _one("all_reduce", 1e9, shape(24), system, ideal, algo).time_s == math.inf
+    assert collective_estimate("all_reduce", 1e9, shape(24), system, ideal).algorithm == "ring"
 
 def test_ring_topology_ring_allreduce_uses_both_directions(ideal):
     """§3.1: two counter-rotating rings, bandwidth term 2(p-1)/p n/(2 B_link) on the full ring; a

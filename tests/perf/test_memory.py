@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from designer.perf import memory as mem
 from designer.perf.model import evaluate_system, load_perf_calibration
-from designer.perf.records import Infeasible, Metrics
+from designer.perf.records import Infeasible, Metrics, StrategyArrays
 from designer.spec.llm import Recompute, Strategy, TrainingSpec
 from designer.spec.models import load_model
 from tests.perf.systems import cluster
@@ -230,3 +230,50 @@ def test_eager_cross_entropy_holds_three_fp32_copies_of_the_logits(tp):
     assert eager.memory_per_gpu_bytes - fused.memory_per_gpu_bytes == pytest.approx(logits * (12 - 4), rel=1e-9)
     hbm = sy.gpu.hbm_bandwidth_bytes_per_s * CAL.compute.hbm_efficiency
     assert eager.iteration_time_s - fused.iteration_time_s == pytest.approx(logits * (48 - 30) / hbm, rel=1e-9)
+
+
+@pytest.mark.parametrize("t", [1, 2, 8])
+def test_mla_latents_live_on_the_ranks_own_tokens_with_their_norms_input(t):
+    # A DeepSeek-V3 dense layer (h 7168, 128 heads, q LoRA 1536, kv LoRA 512, qk 128 + 64, v 128,
+    # FFN 18432), 4096 tokens, fused attention, no recompute, 16-bit. Per token at tp 1:
+    #   norm inputs 2·h·2 + norm outputs 2·h·2                       = 57344
+    #   latents (1536 + 512)·(2 input of the up projection's fused norm + 2 its output) = 8192
+    #   Q, K, V up-projected: 128·(2·192 + 128)·2                     = 131072
+    #   the output projection's input 128·128·2                        = 32768
+    #   the kernel's log-sum-exp 128·4                                 = 512
+    #   the MLP's gate and up outputs and fc2 input 18432·(2·2 + 2)   = 110592
+    # Under sequence parallelism every term is split over tp (the down projections run on the
+    # rank's s/tp tokens: Megatron-Core multi_latent_attention.py "q_compressed: [s / TP, b,
+    # q_lora_rank]").
+    llm = load_model("deepseek-v3")
+    per_token = 57344 + 8192 + 131072 + 32768 + 512 + 110592
+    got = float(mem.activation_bytes_per_layer(
+        llm, moe_layer=False, b=np.array([1]), s=4096, tp=np.array([t]), cp=np.array([1]), sp=np.array([True]),
+        recompute=np.array([mem.RECOMPUTE_NONE]), flash=True)[0])
+    assert got == pytest.approx(4096 * per_token / t, rel=1e-12)
+
+
+def test_fp8_fused_attention_keeps_its_16_bit_output_beside_the_projections_fp8_copy():
+    # Llama 3 8B (h 4096, 32 heads, 8 KV heads of 128, FFN 14336), tp 1, 4096 tokens, FP8 current
+    # scaling (saved linear inputs 1 byte), fused attention, no recompute. Per token:
+    #   norm inputs 2·h·2 = 16384, norm outputs (fp8) 2·h·1 = 8192
+    #   Q 32·128·2, K and V 2·8·128·2, the output projection's fp8 input 32·128·1, and the kernel's
+    #   own 16-bit output O 32·128·2 (FlashAttention-2 Alg. 2 / Transformer Engine's FusedAttnFunc
+    #   save it for the backward)                                    = 24576
+    #   log-sum-exp 32·4 = 128; gate and up outputs 14336·2·2 and the fp8 fc2 input 14336·1 = 71680
+    # An 8-bit attention kernel (TrainingSpec.fp8_attention) hands its own output to the projection:
+    # one 1-byte tensor, 32·128·2 bytes less.
+    from designer.perf import iteration as it
+
+    llm = load_model("llama3-8b")
+    sy = cluster("h100_sxm", 8)
+    st = Strategy(tp=1, dp=8, microbatch_size=1, zero_stage=1)
+
+    def act(**kw):
+        tr = TrainingSpec(sequence_length=4096, global_batch_sequences=8, total_tokens=1e9, precision="fp8",
+                          fp8_recipe="current", **kw)
+        c = it._context(llm, tr, StrategyArrays.from_strategies([st]), sy, CAL)
+        return float(it.layer_activation_bytes(c)[0][0])
+    per_token = 16384 + 8192 + 24576 + 128 + 71680
+    assert act() == pytest.approx(4096 * per_token, rel=1e-12)
+    assert act(fp8_attention=True) == pytest.approx(4096 * (per_token - 32 * 128 * 2), rel=1e-12)

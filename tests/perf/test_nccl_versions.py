@@ -25,6 +25,15 @@ def test_older_releases_take_their_constants():
     # tuning.cc v2.20: ring LL x 1/4, Tree Simple base 0 and 28 us hops
     assert old.ll_bandwidth_fraction == 0.25 and old.max_channels == CAL.max_channels
     assert old.base_latency_s["tree"][2] == 0.0 and old.hop_latency_s["tree"].net[2] == pytest.approx(28e-6)
+    # v2.20: 1/3 for an all-gather, reduce-scatter or broadcast on one node; Hopper's LL cap 87.7 GB/s
+    # (llMaxBws {87.7, 22.5, 19.0}, 141 from v2.21); ring LL128 0.7 with one GPU per node until v2.23
+    assert old.ll_bandwidth_fraction_one_domain_gather == pytest.approx(1 / 3)
+    assert old.architectures["hopper"].ll_max_single_domain_bytes_per_s == 87.7e9
+    assert old.ll128_bandwidth_fraction_one_per_domain == 0.7
+    new = coll.for_nccl_version(CAL, "2.21")
+    assert new.ll_bandwidth_fraction_one_domain_gather is None and new.ll_bandwidth_fraction == 0.5
+    assert new.architectures["hopper"].ll_max_single_domain_bytes_per_s == 141.0e9
+    assert coll.for_nccl_version(CAL, "2.23").ll128_bandwidth_fraction_one_per_domain is None
     assert coll.for_nccl_version(CAL, "2.27").hop_latency_s["nvls_tree"].net[2] == pytest.approx(14e-6)
     assert CAL.hop_latency_s["nvls_tree"].net[2] == pytest.approx(20.9e-6)  # 2.28 and later
     # Blackwell's LL128 cap per channel: 73.4 GB/s in 2.25-2.28, 40 from 2.29.7
@@ -99,3 +108,67 @@ def test_small_broadcast_and_reduce_cost_one_hop_across_nodes():
     # allgather ring LL: base 6.6 + (31 - 3) intra steps at max(0.6, netOverhead 1.0) + 3 inter at 2.7
     ag = coll.collective_estimate("all_gather", 8.0, shape, sy, calib, algorithms=("ring",))
     assert ag.time_s == pytest.approx(6.6e-6 + 28 * 1.0e-6 + 3 * 2.7e-6, rel=0.01)
+
+
+
+def _hopper_cluster(n_gpus, gpus_per_node=8, sharp=False, arch_sys=None):
+    from designer.spec.system import ClusterSystem, GpuPerf, HBDomain, NetworkTier
+
+    n_dom = n_gpus // gpus_per_node
+    gpu = GpuPerf(name="g", architecture="hopper" if gpus_per_node <= 8 else "blackwell",
+                  peak_flops={"bf16": 1e15}, hbm_bytes=80e9, hbm_bandwidth_bytes_per_s=3e12)
+    tiers = (NetworkTier(name="leaf", span_domains=n_dom, cross_rail=False, bandwidth_per_gpu_bytes_per_s=50e9,
+                         latency_s=1e-6, in_network_reduction=sharp),
+             NetworkTier(name="spine", span_domains=n_dom, cross_rail=True, bandwidth_per_gpu_bytes_per_s=50e9,
+                         latency_s=2e-6))
+    return ClusterSystem(gpu=gpu, n_gpus=n_gpus,
+                         hb=HBDomain(size=gpus_per_node, bandwidth_per_gpu_bytes_per_s=450e9 if gpus_per_node <= 8 else 900e9,
+                                     in_network_reduction=True),
+                         nic_bandwidth_per_gpu_bytes_per_s=50e9, tiers=tiers)
+
+
+def test_collnet_runs_on_nodes_of_at_most_eight_gpus_from_2_23():
+    # enqueue.cc v2.23.4+: CollNetDirect and CollNetChain are skipped when a node has more than
+    # NCCL_MAX_DIRECT_ARITY + 1 = 8 local ranks; 2.22 had no such gate
+    big = _hopper_cluster(144, gpus_per_node=72, sharp=True)
+    small = _hopper_cluster(128, gpus_per_node=8, sharp=True)
+    wide = coll.GroupShape(size=144, ranks_per_domain=72, domain_span=2, same_rail=True)
+    eight = coll.GroupShape(size=128, ranks_per_domain=8, domain_span=16, same_rail=True)
+    for op in ("all_reduce", "all_gather"):
+        assert coll.collective_estimate(op, 2.0**28, wide, big, CAL, algorithms=("collnet",)).time_s == float("inf")
+        assert coll.collective_estimate(op, 2.0**28, wide, big, CAL).algorithm != "collnet"
+        old = coll.for_nccl_version(CAL, "2.22")
+        assert coll.collective_estimate(op, 2.0**28, wide, big, old, algorithms=("collnet",)).time_s < float("inf")
+        assert coll.collective_estimate(op, 2.0**28, eight, small, CAL, algorithms=("collnet",)).time_s < float("inf")
+
+
+def test_one_gpu_per_node_rings_take_the_tree_net_latency_from_2_23():
+    # tuning.cc v2.23.4+: with one GPU per node a ring's inter-node hops use hwLat[NET][TREE]; v2.18-
+    # v2.22 the Ring row. A 16-node ring all-gather of 1 byte has 15 inter-node hops: flipping only
+    # the release gate moves it by 15 x (tree - ring NET LL latency) = 15 x (5.0 - 2.7) us.
+    sy = _hopper_cluster(128)
+    shape = coll.GroupShape(size=16, ranks_per_domain=1, domain_span=16, same_rail=True)
+    # (no host floor and no pipeline fill: the latency terms alone)
+    old = coll.for_nccl_version(CAL, "2.22").model_copy(update={"host_floor_s": {}, "pipeline_fill_factor": 0.0})
+    gated = old.model_copy(update={"nccl_version": "2.23"})
+
+    def t(c):
+        return coll.collective_estimate("all_gather", 1.0, shape, sy, c, algorithms=("ring",), protocols=("LL",)).time_s
+    assert t(gated) - t(old) == pytest.approx(15 * (old.hop_latency_s["tree"].net[0] - old.hop_latency_s["ring"].net[0]),
+                                              rel=1e-6)
+
+
+def test_one_gpu_per_node_ring_ll128_reaches_seven_tenths_before_2_23():
+    # tuning.cc v2.12-v2.22: ring LL128 busBw x (ppn < 2 ? 0.7 : 0.92); 0.92 from 2.23. One GPU per
+    # node with a 50 GB/s NIC: the Simple busBw is 0.88 x 50 GB/s (nic_efficiency), LL128 0.92 of it
+    # capped at one channel's 36.7 GB/s, or 0.7 of it: at a large size the times stand in that ratio.
+    sy = _hopper_cluster(128)
+    shape = coll.GroupShape(size=16, ranks_per_domain=1, domain_span=16, same_rail=True)
+    old = coll.for_nccl_version(CAL, "2.22").model_copy(update={"host_floor_s": {}})
+    n = 2.0**40
+
+    def t(c):
+        return coll.collective_estimate("all_gather", n, shape, sy, c, algorithms=("ring",), protocols=("LL128",)).time_s
+    bus = old.nic_efficiency * 50e9
+    assert t(old) / t(old.model_copy(update={"ll128_bandwidth_fraction_one_per_domain": None})) == pytest.approx(
+        min(0.92 * bus, 36.7e9) / (0.7 * bus), rel=1e-3)

@@ -98,10 +98,12 @@ def test_pp_need_not_divide_the_layers():
 
 @pytest.mark.parametrize("schedule", ["zero_bubble", "dualpipe"])
 def test_zero_bubble_and_dualpipe_bubbles(schedule):
-    # Per layer: forward F, backward B + W with W the weight-gradient GEMMs (= the forward GEMM
-    # time). 1F1B's fill is (p−1)(F+B+W); ZB-H1 moves W into it: (p−1)(F+B−W) (Qi et al. 2023 §3);
-    # DualPipe: (p/2−1)(F&B+B−3W) with F&B = F+B+W (DeepSeek-V3 Table 2). For pure GEMM layers
-    # (B = W = F) these are a third and (p/2−1)/(3(p−1)) of 1F1B's; here from the layer's own parts.
+    # Per layer: forward F, backward B + W with B the input gradients and W the weight-gradient
+    # GEMMs (= the forward GEMM time). 1F1B's fill is (p−1)(F+B+W); ZB-H1 moves W into it:
+    # (p−1)(F+B−W) (Qi et al. 2023 §3); DualPipe: (p/2−1)(F&B + B' − 3W) with F&B = F+B+W and B'
+    # the full backward B+W (DeepSeek-V3 Table 2: "B denotes the execution time of a full backward
+    # chunk"), (p/2−1)(F+2B−W). For pure GEMM layers (B = W = F) these are a third and
+    # 2(p/2−1)/(3(p−1)) of 1F1B's; here from the layer's own parts.
     from designer.perf import iteration as it
 
     # llama3-8b, 32 layers on 8 stages of 4, no TP (so no exposed TP traffic in the stage times), a
@@ -118,7 +120,7 @@ def test_zero_bubble_and_dualpipe_bubbles(schedule):
     f, w = float(lt.fwd_s[0]), float(lt.w_s[0])
     b = float(lt.bwd_s[0]) - w
     p = 8
-    want = (f + b - w) / (f + b + w) if schedule == "zero_bubble" else (p / 2 - 1) * (f + 2 * b - 2 * w) / ((p - 1) * (f + b + w))
+    want = (f + b - w) / (f + b + w) if schedule == "zero_bubble" else (p / 2 - 1) * (f + 2 * b - w) / ((p - 1) * (f + b + w))
     # (the stage-boundary send/recv, exposed, counts with B)
     assert other.breakdown.bubble_s / one.breakdown.bubble_s == pytest.approx(want, rel=0.03)
     # (full recompute puts a forward without W into the backward, so less moves than a third)
@@ -295,7 +297,9 @@ def test_block_recompute_of_n_layers_is_that_share_of_full_recompute():
 
 def test_moe_tokens_are_split_over_tp_under_sp():
     # Mixtral layer, tp 4, etp 1, sp: each rank dispatches its s/4 tokens, so the expert FLOPs per GPU
-    # are a quarter of the unsplit count, and the all-to-all bytes too.
+    # are a quarter of the unsplit count, and the all-to-all bytes too. The router, replicated over
+    # TP, scores the rank's own s/4 tokens (Megatron-Core router.py: a sequence-parallel input), so
+    # the whole layer's FLOPs per GPU are a quarter of tp 1's.
     llm = load_model("mixtral-8x7b")
     one = np.ones(1)
     prec = cmp.Precisions(gemm_peak_flops=989e12, gemm_max_eff=0.7, hi_peak_flops=989e12, hi_max_eff=0.7,
@@ -304,9 +308,33 @@ def test_moe_tokens_are_split_over_tp_under_sp():
               prec=prec, hbm_bytes_per_s=3.35e12, calib=CAL.compute)
     w1 = cmp.layer_forward(llm, tp=one, etp=one, **kw)
     w4 = cmp.layer_forward(llm, tp=one * 4, etp=one, **kw)
-    expert = lambda w, t: float(w.dense_flops[0]) - 2 * 4096 * (6144 + 4096) * 4096 / t - 2 * 4096 * 8 * 4096  # noqa: E731
+    expert = lambda w, t: float(w.dense_flops[0]) - 2 * 4096 * (6144 + 4096) * 4096 / t - 2 * 4096 / t * 8 * 4096  # noqa: E731
     assert expert(w4, 4) == pytest.approx(expert(w1, 1) / 4, rel=1e-9)
+    assert float(w4.dense_flops[0]) == pytest.approx(float(w1.dense_flops[0]) / 4, rel=1e-12)
 
+
+
+@pytest.mark.parametrize("moe_layer", [False, True])
+def test_mla_down_projections_run_on_the_ranks_own_tokens_under_sp(moe_layer):
+    # DeepSeek-V3's down projections (h -> q LoRA 1536 and h -> kv LoRA 512 + rope 64) are replicated
+    # over TP and take the layer input as it comes: s/tp tokens under sequence parallelism
+    # (Megatron-Core multi_latent_attention.py, "q_compressed: [s / TP, b, q_lora_rank]"); the up
+    # projections and the output projection split by heads, the MLP (or the experts and the router)
+    # by TP. So a layer's FLOPs per GPU at tp 8 with SP are an eighth of tp 1's; without SP each rank
+    # repeats the whole down projection, 2·7168·2112 FLOPs per token of the 4096.
+    llm = load_model("deepseek-v3")
+    one = np.ones(1)
+    prec = cmp.Precisions(gemm_peak_flops=989e12, gemm_max_eff=0.7, hi_peak_flops=989e12, hi_max_eff=0.7,
+                          cast_bytes_per_element=0.0, attn_fwd_eff=np.ones(5) * 0.5, attn_bwd_eff=np.ones(5) * 0.4)
+    kw = dict(moe_layer=moe_layer, b=one, s=4096, cp=one, ep=one * 8, etp=one, kernel=np.zeros(1, int), prec=prec,
+              hbm_bytes_per_s=3.35e12, calib=CAL.compute)
+    w1 = cmp.layer_forward(llm, tp=one, sp=np.ones(1, bool), **kw)
+    w8 = cmp.layer_forward(llm, tp=one * 8, sp=np.ones(1, bool), **kw)
+    assert float(w8.dense_flops[0]) == pytest.approx(float(w1.dense_flops[0]) / 8, rel=1e-12)
+    if not moe_layer:
+        no_sp = cmp.layer_forward(llm, tp=one * 8, sp=np.zeros(1, bool), **kw)
+        down = 2 * 7168 * (1536 + 512 + 64) * 4096
+        assert float(no_sp.dense_flops[0]) - float(w8.dense_flops[0]) == pytest.approx(down * 7 / 8, rel=1e-12)
 
 def test_part_of_an_nvl72_rack_can_be_stated(tmp_path):
     # 8 GPUs of a GB200 NVL72 rack: one NVLink domain of 8, no scale-out traffic needed
@@ -488,6 +516,25 @@ def test_each_pipeline_flush_fills_and_drains_the_pipeline():
     assert not isinstance(bad, Metrics) and "pipeline_flushes" in bad.reason
 
 
+@pytest.mark.parametrize("sharding", [dict(zero_stage=0), dict(zero_stage=3, fsdp_reshard_after_forward=False)])
+def test_each_pipeline_schedule_syncs_the_gradients_of_its_accumulation_step(sharding):
+    # PyTorch pipelining turns the gradient sync back on for the last backward of each schedule step
+    # (torch.distributed.pipelining.stage, backward_maybe_with_nosync), so a run of 4 schedules per
+    # iteration reduces its gradients 4 times: DDP all-reduces the stage's buffer 4 times, FSDP
+    # (weights kept from forward to backward) gathers each layer's weights and reduce-scatters its
+    # gradients once per schedule. Megatron-Core's single schedule syncs once. Every DP byte moved
+    # is then 4 times one schedule's.
+    llm = load_model("llama3-8b")
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=128, total_tokens=1e9)
+    sy = cluster("h100_sxm", 32)
+    base = dict(tp=1, pp=2, dp=16, microbatch_size=1, recompute="full", **sharding)
+    one = evaluate_system(llm, tr, Strategy(**base), sy, calib=CAL)
+    four = evaluate_system(llm, tr, Strategy(**base, pipeline_flushes=4), sy, calib=CAL)
+    assert isinstance(one, Metrics) and isinstance(four, Metrics)
+    assert one.breakdown.dp_s > 0
+    assert four.breakdown.dp_s == pytest.approx(4 * one.breakdown.dp_s, rel=1e-9)
+
+
 def test_each_data_parallel_bucket_pays_a_collective_call():
     # ZeRO-1 of Llama-3 8B over 64 H100s (one stage holds every weight: G = 2 B x parameters of
     # bf16 gradients). One bucket: one reduce-scatter and one all-gather of the whole buffer. Buckets
@@ -529,3 +576,91 @@ def test_an_expert_tp_that_does_not_divide_the_experts_is_named():
     m = evaluate_system(llm, tr, Strategy(tp=2, ep=8, dp=4, expert_tp=3, sequence_parallel=True),
                         cluster("h100_sxm", 8), calib=CAL)
     assert m.reason == "expert_tp 3 does not divide the expert FFN size 14336"
+
+
+def _arrays(llm, tr, strategies, sy, calib=CAL):
+    return iteration_arrays(llm, tr, StrategyArrays.from_strategies(strategies), sy, calib)
+
+
+def test_host_bound_stages_fill_and_drain_at_their_own_pace():
+    # gpt-1.7b (24 layers, a vocabulary of 8) on 4 even stages of 6 layers at a 256-token sequence:
+    # each layer's GPU time is below the host's launch time per layer, so every stage lasts its
+    # launches, 6 x framework_per_layer_s. The fill and drain of a 1F1B pipeline are then (p - 1)
+    # such stage times, as for GPU-bound even stages.
+    llm = load_model("gpt-1.7b").model_copy(update={"vocab_size": 8})
+    tr = TrainingSpec(sequence_length=256, global_batch_sequences=16, total_tokens=1e9)
+    sy = cluster("h100_sxm", 8)
+    calib = dataclasses.replace(CAL, compute=dataclasses.replace(
+        CAL.compute, optimizer_bytes_per_param=0.0, framework_per_iteration_s=0.0))
+    r = _arrays(llm, tr, [Strategy(tp=2, pp=4, dp=1, microbatch_size=1, zero_stage=0)], sy, calib)
+    pace = float(r["stage_pace_s"][0])
+    assert pace == pytest.approx(6 * CAL.compute.framework_per_layer_s, rel=1e-9)
+    assert float(r["stage_mean_s"][0]) == pytest.approx(pace, rel=1e-9)
+    assert float(r["bubble_s"][0]) == pytest.approx(3 * pace, rel=1e-9)
+
+
+def test_a_first_stage_that_paces_syncs_its_own_parameters():
+    # Llama 3 8B on 4 stages, ZeRO-1 over 8: the data-parallel bytes are those of the stage that
+    # paces, a linear function of its parameters. Even stages (8/8/8/8): the last one paces (its
+    # output layer), 8 layers + the output matrix + the final norm. First/last of 12/4: the first
+    # paces, 12 layers + the input embedding.
+    llm = load_model("llama3-8b")
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=64, total_tokens=1e9)
+    sy = cluster("h100_sxm", 32)
+    base = dict(tp=1, pp=4, dp=8, microbatch_size=1, zero_stage=1, recompute="full")
+    r = _arrays(llm, tr, [Strategy(**base), Strategy(**base, pp_first_stage_layers=12, pp_last_stage_layers=4)], sy)
+    dp_bytes = sum(r[f"type_dp_{t}_bytes"] for t in ("hb", "rail", "spine"))
+    layer, emb = cmp.dense_layer_params(llm), llm.vocab_size * llm.hidden_size
+    even_last = 8 * layer + emb + cmp.final_norm_params(llm)
+    first = 12 * layer + emb
+    assert float(dp_bytes[1] / dp_bytes[0]) == pytest.approx(first / even_last, rel=1e-9)
+
+
+def test_the_pace_middle_stage_counts_its_moe_layers_past_the_dense_prefix():
+    # DeepSeek-V3 (3 dense layers, then 58 MoE) on 16 stages with first/last of 2/3: 14 middle
+    # stages of 4 layers. The first of them (layers 2-5) still holds the dense layer 2; every later
+    # one holds 4 MoE layers, and one of those paces.
+    a = _layout(load_model("deepseek-v3"), pp=16, dp=1, pp_first_stage_layers=2, pp_last_stage_layers=3)
+    assert (int(a.mid_max[0]), int(a.mid_moe[0])) == (4, 4)
+
+
+def test_expert_optimizer_states_shard_over_the_expert_data_parallel_group():
+    # Mixtral 8x7B on 64 GPUs at TP 8, expert TP 1, EP 2: the expert weights are replicated over
+    # 64 / (2 x 1) = 32 ranks, and ZeRO-1 shards their optimizer states over those 32 (as the memory
+    # model does); the dense ones over DP 8. The step is memory-bound over the local shard.
+    from designer.perf import iteration as it
+
+    llm = load_model("mixtral-8x7b")
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=256, total_tokens=1e9)
+    sy = cluster("h100_sxm", 64)
+    s = Strategy(tp=8, pp=1, dp=8, ep=2, expert_tp=1, microbatch_size=1, zero_stage=1, recompute="full")
+    c = it._context(llm, tr, StrategyArrays.from_strategies([s]), sy, CAL)
+    d, mo = it.compute_term(c, c.dense, False), it.compute_term(c, c.moe, True)
+    stt = it.stage_times(c, d, mo, 0.0, 0.0, it.pp_term(c, d, mo).exposed_s)
+    sp_ = it.stage_params(c, stt)
+    local = float(sp_.peak_dense[0]) / 8 + float(sp_.peak_expert[0]) / 32
+    want = float(cmp.optimizer_step_s(np.array([local]), sy.gpu.hbm_bandwidth_bytes_per_s, CAL.compute)[0])
+    assert float(it.optimizer_term(c, sp_)[0]) == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize("schedule, v", [("gpipe", 1), ("interleaved", 4)])
+def test_the_last_stage_holds_its_schedules_microbatches(schedule, v):
+    # Llama 3 8B on 8 stages of 4 layers, 32 microbatches, full recompute. The last stage holds the
+    # logits and, under GPipe, every microbatch's activations (32 x 4 layers); under the interleaved
+    # schedule its (v-1)·pp = 24 warm-up chunks and the one in flight, 25 chunks of a v-th of the
+    # stage (Megatron-Core's num_warmup_microbatches on the last rank): more than the first rank's,
+    # so it is the worst rank.
+    from designer.perf import iteration as it
+
+    llm = load_model("llama3-8b")
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=32, total_tokens=1e9)
+    sy = cluster("h100_sxm", 8)
+    s = Strategy(tp=1, pp=8, dp=1, microbatch_size=1, zero_stage=1, recompute="full", schedule=schedule,
+                 virtual_stages=v)
+    c = it._context(llm, tr, StrategyArrays.from_strategies([s]), sy, CAL)
+    act_d, _, full_d, _ = it.layer_activation_bytes(c)
+    held = 32 if schedule == "gpipe" else ((v - 1) * 8 + 1) / v
+    logits = 4096 * llm.vocab_size * 4.0  # the fused loss's 4 bytes per logit at its peak
+    want = held * 4 * float(act_d[0]) + float(full_d[0]) + logits
+    r = _arrays(llm, tr, [s], sy)
+    assert float(r["activations_bytes"][0]) == pytest.approx(want, rel=1e-9)
