@@ -237,8 +237,8 @@ class CollectiveCalibration(Record):
     net_overhead_simple_factor: float = Field(ge=1)
     collnet_per_rank_latency_s: float = Field(ge=0)
     collnet_max_local_ranks: int = Field(default=8, ge=1, description=(
-        "most GPUs per domain CollNet (SHARP) runs with: NCCL skips CollNetDirect and CollNetChain when "
-        "a node has more than NCCL_MAX_DIRECT_ARITY + 1 = 8 local ranks (enqueue.cc, from 2.23)"))
+        "most GPUs per domain CollNet (SHARP) runs with: NCCL skips CollNetDirect when a node has more "
+        "than NCCL_MAX_DIRECT_ARITY + 1 = 8 local ranks (enqueue.cc, from 2.23)"))
     nvls_tree_two_domains_factor: dict[str, PositiveFloat] = Field(default_factory=dict, description=(
         "per GPU generation: the bandwidth of NVLSTree's exchange between two domains against a "
         "ring's scale-out bandwidth; 1 where absent"))
@@ -1278,9 +1278,10 @@ def _collnet(e: _Env, proto: int):
     k = np.maximum(hb_coef / e.bw_hb_ring, net_s)
     lat = (2.0 * (np.minimum(1.0, g - 1) * e.a_hb("collnet", _SIMPLE) + (g - 1) * c.collnet_per_rank_latency_s)
            + e.a_net("collnet", _SIMPLE, e.lat_net_ring, e.fwd_ring))
-    # NCCL 2.23+ skips CollNet on nodes of more than NCCL_MAX_DIRECT_ARITY + 1 local ranks (enqueue.cc:
-    # `a == NCCL_ALGO_COLLNET_DIRECT && comm->maxLocalRanks > NCCL_MAX_DIRECT_ARITY+1`)
-    arity = (g <= c.collnet_max_local_ranks) if _at_least(c, "2.23") else True
+    # NCCL skips CollNetDirect on nodes of more than NCCL_MAX_DIRECT_ARITY + 1 local ranks (enqueue.cc
+    # from 2.23: `a == NCCL_ALGO_COLLNET_DIRECT && comm->maxLocalRanks > NCCL_MAX_DIRECT_ARITY+1`;
+    # collnet_max_local_ranks, unbounded for older releases by version_overrides)
+    arity = g <= c.collnet_max_local_ranks
     return (*_pipelined(c.base_latency_s["collnet"][_SIMPLE], lat, k, e.phi, _proto_mult(_SIMPLE) * e.excess_ring),
             e.multi & e.ring_ok & e.rail & sharp & ok & arity, hb_coef, 1.0 / g, e.sf_ring)
 
@@ -1323,11 +1324,12 @@ def _bucket(e: _Env, proto: int):
 
 def _folded_steps(e: _Env):
     """(intra-domain, inter-domain) steps of a recursive doubling or halving after the fold of a p
-    that is not a power of two onto p' = 2^floor(lg p) ranks (Thakur et al. 2005): lg p' in all,
-    the short-distance (intra-domain) ones first; lg p for a power of two."""
+    that is not a power of two onto p' = 2^floor(lg p) ranks (Thakur et al. 2005): lg p' in all, of
+    which as many cross domains as without the fold (at least enough to join the domains, lg of
+    their count), the step the fold saves an intra-domain one; lg p for a power of two."""
     total = np.floor(_lg(e.p) + 1e-9)
-    si = np.minimum(e.si, total)
-    return si, np.maximum(total - si, 0.0) * e.multi
+    se = np.minimum(total, np.maximum(e.se, _ceil_lg(e.n_dom) * e.multi))
+    return total - se, se
 
 
 def _recursive_doubling_ar(e: _Env, proto: int):

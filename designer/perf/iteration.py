@@ -345,7 +345,8 @@ class StageLayout:
     ones (the others hold one fewer); mid_mixed: whether the middle stage paired with each long one
     (stage r with stage pp-1-r, as DualPipe pairs them) is a short one, true when at most half the
     middle stages are long and not all are; *_moe: how many of a stage's layers are MoE layers
-    (mid_min_moe: of a short middle stage)."""
+    (mid_moe: of the long middle stage that paces; mid_min_moe: of a short middle stage;
+    mid_first_moe: of the first middle stage, the middle rank with the most microbatches in flight)."""
 
     first: np.ndarray
     last: np.ndarray
@@ -357,6 +358,7 @@ class StageLayout:
     mid_long: np.ndarray
     mid_min_moe: np.ndarray
     mid_mixed: np.ndarray
+    mid_first_moe: np.ndarray
 
 
 def default_end_stages(n_layers: int, pp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -410,7 +412,7 @@ def stage_layout(llm: LLMSpec, S: StrategyArrays) -> StageLayout:
     n_dense, n_moe = cmp.layer_kinds(llm)
     if llm.moe is None:
         z = np.zeros_like(first)
-        return StageLayout(first, last, mid_max, z, z, z, valid, mid_long, z, mid_mixed)
+        return StageLayout(first, last, mid_max, z, z, z, valid, mid_long, z, mid_mixed, z)
     fd = llm.moe.first_dense_layers
     interval = llm.moe.moe_layer_interval
 
@@ -427,7 +429,8 @@ def stage_layout(llm: LLMSpec, S: StrategyArrays) -> StageLayout:
     mid_moe = moe_in(mid_max, first + np.maximum(mid_long - 1, 0) * mid_max)
     # a short middle stage follows the long ones
     mid_min_moe = moe_in(np.maximum(mid_max - 1, 0), first + mid_long * mid_max)
-    return StageLayout(first, last, mid_max, first_moe, last_moe, mid_moe, valid, mid_long, mid_min_moe, mid_mixed)
+    return StageLayout(first, last, mid_max, first_moe, last_moe, mid_moe, valid, mid_long, mid_min_moe, mid_mixed,
+                       moe_in(mid_max, first))
 
 
 @dataclass(frozen=True)
@@ -872,29 +875,33 @@ def stage_times(ctx: _Context, dense: LayerTimes, moe: LayerTimes | None, dense_
     # GB200"). Captured CUDA graphs launch nothing from the host (per_layer_host is then 0).
     serial_host = ctx.S.overlap_ep & (ctx.llm.moe is not None) & (ctx.S.schedule != mem.SCHEDULE_DUALPIPE)
 
-    def stage(n, n_moe, extra):
-        nd = n - n_moe
-        gpu = nd * d_t + n_moe * m_t + extra + pp_exposed
+    def gpu_time(n, n_moe, extra):
+        return (n - n_moe) * d_t + n_moe * m_t + extra + pp_exposed
+
+    def launched(gpu, n):
         return np.where(serial_host, gpu + n * per_layer_host, np.maximum(gpu, n * per_layer_host))
 
-    t_first = stage(st.first, st.first_moe, np.where(ctx.pp == 1, logits + mtp, 0.0))
-    t_last = stage(st.last, st.last_moe, logits + mtp)
-    t_mid = np.where(ctx.pp > 2, stage(st.mid_max, st.mid_moe, 0.0), 0.0)
+    def stage(n, n_moe, extra):
+        return launched(gpu_time(n, n_moe, extra), n)
+
+    g_first = gpu_time(st.first, st.first_moe, np.where(ctx.pp == 1, logits + mtp, 0.0))
+    g_last = gpu_time(st.last, st.last_moe, logits + mtp)
+    g_mid = gpu_time(st.mid_max, st.mid_moe, 0.0)
+    t_first = launched(g_first, st.first)
+    t_last = launched(g_last, st.last)
+    t_mid = np.where(ctx.pp > 2, launched(g_mid, st.mid_max), 0.0)
     n_dense_all, n_moe_all = cmp.layer_kinds(ctx.llm)
     # the mean stage: the whole model's GPU time over the stages, plus what each stage's host
-    # launches add to it (a host-bound stage lasts its launches, stage()), so that the fill and
-    # drain of even stages cost their own stage time (bubble_s)
+    # launches add to it (a host-bound stage lasts its launches), so that the fill and drain of
+    # even stages cost their own stage time (bubble_s)
     total = n_dense_all * d_t + n_moe_all * m_t + logits + mtp + ctx.pp * pp_exposed
-
-    def host_excess(n, n_moe, extra):
-        return stage(n, n_moe, extra) - ((n - n_moe) * d_t + n_moe * m_t + extra + pp_exposed)
-
-    n_mid = np.maximum(ctx.pp - 2, 0)
-    short = np.maximum(st.mid_max - 1, 0)
-    total = (total + host_excess(st.first, st.first_moe, np.where(ctx.pp == 1, logits + mtp, 0.0))
-             + np.where(ctx.pp > 1, host_excess(st.last, st.last_moe, logits + mtp), 0.0)
-             + np.where(ctx.pp > 2, st.mid_long * host_excess(st.mid_max, st.mid_moe, 0.0)
-                        + (n_mid - st.mid_long) * host_excess(short, st.mid_min_moe, 0.0), 0.0))
+    if np.any(per_layer_host > 0):
+        n_mid = np.maximum(ctx.pp - 2, 0)
+        short = np.maximum(st.mid_max - 1, 0)
+        total = (total + (t_first - g_first) + np.where(ctx.pp > 1, t_last - g_last, 0.0)
+                 + np.where(ctx.pp > 2, st.mid_long * (t_mid - g_mid)
+                            + (n_mid - st.mid_long) * (stage(short, st.mid_min_moe, 0.0)
+                                                       - gpu_time(short, st.mid_min_moe, 0.0)), 0.0))
     mean = total / ctx.pp
     # DualPipe: rank r holds stage r of one direction and stage pp-1-r of the other
     # (deepseek-ai/DualPipe examples/example_dualpipe.py: `full_modules[rank], full_modules[pp_size -
@@ -999,11 +1006,14 @@ def stage_params(ctx: _Context, stt: StageTimes) -> StageParams:
     first_d = dense_side(st.first, st.first_moe, emb_first)
     last_d = np.where(pp == 1, first_d, dense_side(st.last, st.last_moe, emb_last + mtp - mtp_e))
     mid_d = np.where(pp > 2, dense_side(st.mid_max, st.mid_moe, 0.0), 0.0)
+    # the middle rank whose memory is priced is the first (most microbatches in flight)
+    mid_rank_d = np.where(pp > 2, dense_side(st.mid_max, st.mid_first_moe, 0.0), 0.0)
     first_e = expert_side(st.first_moe, np.where(pp == 1, mtp_e, 0.0))
     last_e = np.where(pp == 1, first_e, expert_side(st.last_moe, mtp_e))
     mid_e = np.where(pp > 2, expert_side(st.mid_moe), 0.0)
-    rank_d = np.stack(np.broadcast_arrays(first_d, mid_d, last_d))
-    rank_e = np.stack(np.broadcast_arrays(first_e, mid_e, last_e))
+    mid_rank_e = np.where(pp > 2, expert_side(st.mid_first_moe), 0.0)
+    rank_d = np.stack(np.broadcast_arrays(first_d, mid_rank_d, last_d))
+    rank_e = np.stack(np.broadcast_arrays(first_e, mid_rank_e, last_e))
     # the stage that paces (stage_times): the first when it is the slowest, the last when it is (its
     # output layer), else a middle one; with one stage, the first
     pace_i = np.where(pp == 1, 0, stt.pace_stage)
@@ -1295,10 +1305,14 @@ def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams, acts) -> dict[
     logit_bytes = np.where(S.ce_eager, mem.LOGIT_BYTES_AT_PEAK["eager"], mem.LOGIT_BYTES_AT_PEAK["fused"])
     logits_act = tokens * llm.vocab_size / ctx.tp * logit_bytes
     first_act = inflight * stage_act(st.first, st.first_moe) + work + np.where(ctx.pp < 2, logits_act, 0.0)
+    # the loss's saved tensors stay until their microbatch's backward: one microbatch's but under
+    # GPipe, which runs every forward first (the interleaved schedule's warm-up chunks on the last
+    # rank are earlier model chunks, without the output layer)
+    logits_held = np.where(S.schedule == mem.SCHEDULE_GPIPE, ctx.m_flush, 1.0) * logits_act
     last_act = (mem.last_stage_in_flight(S.schedule, ctx.pp, ctx.m_flush, ctx.v) * stage_act(st.last, st.last_moe)
-                + work + logits_act)
+                + work + logits_held)
     mid_act = np.where(ctx.pp > 2, mem.in_flight_factor(S.schedule, ctx.pp - 1, ctx.m_flush, ctx.v)
-                       * stage_act(st.mid_max, st.mid_moe) + work, 0.0)
+                       * stage_act(st.mid_max, st.mid_first_moe) + work, 0.0)
     if np.any(ctx.dualpipe):
         # DualPipe: every rank holds PP + 1 microbatches' worth of a stage's activations (DeepSeek-V3
         # Table 2) over its two stages, the first and the last (with the logits) or two middle ones

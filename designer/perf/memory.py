@@ -118,6 +118,9 @@ def activation_bytes_per_layer(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, s
         # attn_out_proj recomputes it with the core
         own = np.where(np.asarray(sp, bool), tokens / tp, tokens)
         latents = own * ((m.q_lora_rank or 0) + m.kv_lora_rank) * (ACT_BYTES + np.where(drops(RC_MLA_UP), 0.0, lin))
+        # the recomputation's checkpoint also keeps the shared rope key, gathered to the whole
+        # sequence before it (multi_latent_attention.py: k_pos_emb: [s, b, qk_pos_emb_head_dim])
+        latents = latents + np.where(drops(RC_MLA_UP), tokens * m.qk_rope_head_dim * ACT_BYTES, 0.0)
         up = tokens * a / tp * (2 * qk + m.v_head_dim) * ACT_BYTES
         attn_split = (latents + np.where(drops(RC_MLA_UP), 0.0, up)
                       + np.where(out_dropped, 0.0, tokens * a / tp * m.v_head_dim * lin)

@@ -105,6 +105,19 @@ def test_recursive_doubling_folds_a_non_power_of_two_onto_the_lower_one(ideal):
     assert t(6) == pytest.approx(4 * (ALPHA_HB + n / B_HB), rel=1e-12)
 
 
+@pytest.mark.parametrize("p, g, inter", [(12, 6, 1), (24, 8, 2)])
+def test_a_folded_recursive_doubling_still_crosses_its_domains(ideal, p, g, inter):
+    # 12 ranks on 2 domains of 6 fold onto 8: 3 steps, one of which must cross the domains (the step
+    # the fold saves is an intra-domain one); 24 on 3 domains of 8 fold onto 16: 4 steps, 2 across
+    # (joining 3 domains takes ceil(lg 3) = 2). Each step moves the whole vector: n per network step.
+    n = 1e6
+    system = _system(k=g, n_gpus=p, tiers=(NetworkTier(name="leaf", span_domains=p // g, cross_rail=True,
+                                                       bandwidth_per_gpu_bytes_per_s=B_NET, latency_s=ALPHA_NET),))
+    e = _one("all_reduce", n, GroupShape(size=p, ranks_per_domain=g, domain_span=p // g, same_rail=True), system,
+             ideal, "recursive_doubling")
+    assert e.rail_bytes + e.spine_bytes == pytest.approx(inter * n, rel=1e-12)
+    assert e.hb_bytes == pytest.approx((math.floor(math.log2(p)) - inter) * n, rel=1e-12)
+
 @pytest.mark.parametrize("p", [6, 8])
 def test_bruck_allgather(ideal, p):
     n = 3e6

@@ -247,10 +247,17 @@ def test_mla_latents_live_on_the_ranks_own_tokens_with_their_norms_input(t):
     # q_lora_rank]").
     llm = load_model("deepseek-v3")
     per_token = 57344 + 8192 + 131072 + 32768 + 512 + 110592
-    got = float(mem.activation_bytes_per_layer(
-        llm, moe_layer=False, b=np.array([1]), s=4096, tp=np.array([t]), cp=np.array([1]), sp=np.array([True]),
-        recompute=np.array([mem.RECOMPUTE_NONE]), flash=True)[0])
-    assert got == pytest.approx(4096 * per_token / t, rel=1e-12)
+
+    def act(recompute, rc_modules):
+        return float(mem.activation_bytes_per_layer(
+            llm, moe_layer=False, b=np.array([1]), s=4096, tp=np.array([t]), cp=np.array([1]), sp=np.array([True]),
+            recompute=np.array([recompute]), flash=True, rc_modules=np.array([rc_modules]))[0])
+    assert act(mem.RECOMPUTE_NONE, 0) == pytest.approx(4096 * per_token / t, rel=1e-12)
+    # recomputing the up projections (Megatron's mla_up_proj) keeps their checkpoint's inputs: the
+    # latents (2 bytes each, on the rank's tokens) and the shared rope key, gathered to the whole
+    # sequence before it (64 x 2 bytes per token on every rank); the up-projected Q, K, V go
+    kept = 57344 + 2048 * 2 + 32768 + 512 + 110592
+    assert act(mem.RECOMPUTE_SELECTIVE, mem.RC_MLA_UP) == pytest.approx(4096 * (kept / t + 64 * 2), rel=1e-12)
 
 
 def test_fp8_fused_attention_keeps_its_16_bit_output_beside_the_projections_fp8_copy():

@@ -128,7 +128,7 @@ def _hopper_cluster(n_gpus, gpus_per_node=8, sharp=False, arch_sys=None):
 
 
 def test_collnet_runs_on_nodes_of_at_most_eight_gpus_from_2_23():
-    # enqueue.cc v2.23.4+: CollNetDirect and CollNetChain are skipped when a node has more than
+    # enqueue.cc v2.23.4+: CollNetDirect (the model's CollNet) is skipped when a node has more than
     # NCCL_MAX_DIRECT_ARITY + 1 = 8 local ranks; 2.22 had no such gate
     big = _hopper_cluster(144, gpus_per_node=72, sharp=True)
     small = _hopper_cluster(128, gpus_per_node=8, sharp=True)

@@ -645,11 +645,12 @@ def test_expert_optimizer_states_shard_over_the_expert_data_parallel_group():
 
 @pytest.mark.parametrize("schedule, v", [("gpipe", 1), ("interleaved", 4)])
 def test_the_last_stage_holds_its_schedules_microbatches(schedule, v):
-    # Llama 3 8B on 8 stages of 4 layers, 32 microbatches, full recompute. The last stage holds the
-    # logits and, under GPipe, every microbatch's activations (32 x 4 layers); under the interleaved
-    # schedule its (v-1)·pp = 24 warm-up chunks and the one in flight, 25 chunks of a v-th of the
-    # stage (Megatron-Core's num_warmup_microbatches on the last rank): more than the first rank's,
-    # so it is the worst rank.
+    # Llama 3 8B on 8 stages of 4 layers, 32 microbatches, full recompute. The last stage holds,
+    # under GPipe, every microbatch's activations (32 x 4 layers) and its loss tensors (the logits'
+    # 4 bytes each, kept until that microbatch's backward); under the interleaved schedule its
+    # (v-1)·pp = 24 warm-up chunks and the one in flight, 25 chunks of a v-th of the stage
+    # (Megatron-Core's num_warmup_microbatches on the last rank), and one microbatch's logits (the
+    # warm-up chunks are earlier model chunks): more than the first rank's, so it is the worst rank.
     from designer.perf import iteration as it
 
     llm = load_model("llama3-8b")
@@ -661,6 +662,6 @@ def test_the_last_stage_holds_its_schedules_microbatches(schedule, v):
     act_d, _, full_d, _ = it.layer_activation_bytes(c)
     held = 32 if schedule == "gpipe" else ((v - 1) * 8 + 1) / v
     logits = 4096 * llm.vocab_size * 4.0  # the fused loss's 4 bytes per logit at its peak
-    want = held * 4 * float(act_d[0]) + float(full_d[0]) + logits
+    want = held * 4 * float(act_d[0]) + float(full_d[0]) + (32 if schedule == "gpipe" else 1) * logits
     r = _arrays(llm, tr, [s], sy)
     assert float(r["activations_bytes"][0]) == pytest.approx(want, rel=1e-9)
