@@ -88,10 +88,18 @@ def _group_shape(size: np.ndarray, stride: np.ndarray, system: ClusterSystem) ->
     nested = (k % stride == 0) & ~one_per_domain
     per_domain_nested = np.minimum(size, np.maximum(k // np.maximum(stride, 1), 1))
     rpd = np.where(one_per_domain, 1, np.where(nested, per_domain_nested, np.maximum(np.minimum(size, k // stride), 1)))
+    extent_ranks = stride * (size - 1) + 1
+    # a stride that does not divide the domain puts k/stride members in a domain on average, not
+    # floor(k/stride): the group touches no more domains than its ranks run over
     span = -(-size // rpd)
+    span = np.where(one_per_domain | nested, span, np.minimum(span, np.maximum(-(-extent_ranks // k), 1)))
     # nested groups repeat the same local ranks in each domain; one-per-domain groups keep theirs
     same_rail = one_per_domain | (nested & (size % rpd == 0))
-    extent_ranks = stride * (size - 1) + 1
+    # a group over several domains that does not fill them evenly (12 ranks on 8-GPU nodes: 8 + 4)
+    # is priced as its members spread evenly over the domains it spans (6 + 6), so that the
+    # collectives see the domains it crosses (size / ranks_per_domain of them, never more than it
+    # spans: ceil where the split is uneven)
+    rpd = np.where(span > 1, np.maximum(-(-size // span), 1), rpd)
     extent = np.maximum(-(-extent_ranks // k), span)
     tier = tier_for(extent, same_rail, system)
     tier = np.where(span <= 1, TIER_HB, tier)
@@ -226,5 +234,9 @@ def place(tp, cp, dp, pp, ep, system: ClusterSystem, order=DEFAULT_ORDER, etp=1,
         grad=gradient_group(cp, dp, st["cp"], st["dp"], cp_group, dp_group, system),
         pp=group_shape(np.minimum(pp, 2), st["pp"], system),
         ep=group_shape(ep, etp, system),
-        expert_dp=group_shape(np.maximum(stage_ranks // np.maximum(ep * etp, 1), 1), etp * ep, system),
+        # Megatron-Core's expert generator keeps the dense order's place for pp: under tp-cp-pp-dp
+        # (--use-tp-pp-dp-mapping, order tp-cp-ep-pp-dp) the expert data-parallel ranks sit outside
+        # the pipeline, etp·ep·pp apart (parallel_state.py initialize_model_parallel, expert_order)
+        expert_dp=group_shape(np.maximum(stage_ranks // np.maximum(ep * etp, 1), 1),
+                              etp * ep * (pp if tuple(order).index("pp") < tuple(order).index("dp") else 1), system),
     )

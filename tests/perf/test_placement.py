@@ -56,3 +56,65 @@ def test_pipeline_outside_data_parallel_sends_the_gradients_over_the_nics():
     g = place(np.array([1]), np.array([1]), np.array([128]), np.array([8]), np.array([1]), system,
               order_code=np.array([1])).grad
     assert (int(g.ranks_per_domain[0]), int(g.domain_span[0])) == (1, 128)
+
+
+def test_a_group_that_fills_its_domains_unevenly_is_spread_over_them():
+    # 12 consecutive ranks on 8-GPU domains hold 8 + 4: two domains, priced as 6 + 6 (the
+    # collectives then see two domains and price the network, where 12 // 8 = 1 would see one);
+    # 128 on 72-GPU racks: two racks, 64 + 64
+    from designer.perf.collectives import collective_estimate
+    from designer.perf.placement import group_shape
+
+    sy = cluster("h100_sxm", 64)
+    g = group_shape(np.array([12, 8]), np.array([1, 1]), sy)
+    assert list(g.ranks_per_domain) == [6, 8] and list(g.domain_span) == [2, 1]
+    rack = group_shape(np.array([128]), np.array([1]), cluster("gb200", 576, hb_size=72))
+    assert (int(rack.ranks_per_domain[0]), int(rack.domain_span[0])) == (64, 2)
+    # the 12-rank all-to-all crosses the network: slower than the 8 ranks of one domain
+    from designer.perf.collectives import GroupShape, load_collective_calibration
+
+    cal = load_collective_calibration()
+    twelve = collective_estimate("all_to_all", 2.0**28, GroupShape(size=12, ranks_per_domain=6, domain_span=2,
+                                                                   same_rail=False), sy, cal)
+    eight = collective_estimate("all_to_all", 2.0**28, GroupShape(size=8, ranks_per_domain=8, domain_span=1,
+                                                                  same_rail=True), sy, cal)
+    assert twelve.rail_bytes + twelve.spine_bytes > 0 and twelve.time_s > eight.time_s
+
+
+def test_a_stride_that_does_not_divide_the_rack_spans_the_racks_its_ranks_run_over():
+    # EP 64 on 576 GB200 GPUs in 8 racks of 72: the expert data-parallel group takes ranks 0, 64, ...,
+    # 512, 9 of them over the 8 racks (rack r holds ranks 72r .. 72r + 71): listed by hand, racks 0-7
+    # with two of them in rack 0 (0 and 64). Its shape spans those 8 racks, not 9, and the iteration
+    # is priced (an extent past the system's racks left no tier to carry it).
+    from designer.perf.model import evaluate_system
+    from designer.perf.placement import group_shape
+    from designer.perf.records import Metrics
+    from designer.spec.llm import Strategy, TrainingSpec
+    from designer.spec.models import load_model
+
+    sy = cluster("gb200", 576, hb_size=72, leaf_span=8)
+    racks = sorted({r // 72 for r in range(0, 576, 64)})
+    g = group_shape(np.array([9]), np.array([64]), sy)
+    assert int(g.domain_span[0]) == len(racks) == 8 and int(g.extent_domains[0]) == 8
+    st = Strategy(tp=1, pp=1, dp=576, ep=64, expert_tp=1, zero_stage=1, microbatch_size=1, recompute="full")
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=2304, total_tokens=1e12)
+    m = evaluate_system(load_model("qwen3-235b-a22b"), tr, st, sy)
+    assert isinstance(m, Metrics) and np.isfinite(m.iteration_time_s)
+
+
+def test_expert_data_parallel_ranks_sit_outside_the_pipeline_under_tp_cp_pp_dp():
+    # tp 1, cp 2, ep 2, etp 1, pp 4, dp 64 on 8-GPU domains, order tp-cp-pp-dp: Megatron's expert
+    # generator (order tp-ep-pp-dp, expert dp = 512 / (ep x pp) = 64) lists the expert data-parallel
+    # group of rank 0 as ranks 0, 8, 16, ..., 504 (stride etp·ep·pp = 8): one rank per domain over 64
+    # domains. Under tp-cp-dp-pp the same group is 0, 2, 4, ..., 126: 4 per domain over 16.
+    from designer.perf.placement import ORDERS
+
+    sy = cluster("h100_sxm", 512)
+    one = np.ones(1, np.int64)
+    for order, ranks in ((ORDERS[1], range(0, 512, 8)), (ORDERS[0], range(0, 128, 2))):
+        g = place(one, 2 * one, 64 * one, 4 * one, 2 * one, sy, order, etp=one).expert_dp
+        per_domain = {}
+        for r in ranks:
+            per_domain.setdefault(r // HB, []).append(r)
+        assert (int(g.size[0]), int(g.ranks_per_domain[0]), int(g.domain_span[0])) == (
+            len(ranks), max(len(v) for v in per_domain.values()), len(per_domain))
