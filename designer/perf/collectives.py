@@ -669,6 +669,15 @@ def _lg(x):
     return np.log2(np.maximum(x, 1.0))
 
 
+def _domains(p, g, extent):
+    """HB domains a group of p ranks with g per domain crosses: p / g, and no more than the domains
+    its ranks run over where that extent is stated (> 1): a group spread unevenly (placement's
+    floor(size / span) per domain) would otherwise count one domain too many."""
+    n = np.maximum(np.floor(np.asarray(p, float) / np.asarray(g, float) + 1e-9), 1.0)
+    extent = np.asarray(extent, float)
+    return np.where(extent > 1, np.minimum(n, extent), n)
+
+
 def _ceil_lg(x):
     return np.ceil(_lg(x) - 1e-9)
 
@@ -994,7 +1003,7 @@ def _environment(op, p, g, span, rail, conc, system, calib, *, pxn: bool) -> _En
     cross-rail tier exists -- forwarded over the HB domain anyway; only the entries with
     forwarded_route are candidates then, valid only on the shapes that have cross-rail traffic and
     such a tier."""
-    n_dom = np.maximum(np.floor(p / g + 1e-9), 1.0)
+    n_dom = _domains(p, g, span)
     span = np.maximum(span, n_dom)
     multi = n_dom > 1
     hb = system.hb
@@ -1750,7 +1759,7 @@ def moe_dispatch_estimate_vec(token_bytes, rank_copies, distinct_domains, size, 
     r = np.asarray(rank_copies, float)
     p, g, span = (np.asarray(x, float) for x in (size, ranks_per_domain, domain_span))
     shape = np.broadcast_shapes(tb.shape, r.shape, np.shape(distinct_domains), p.shape, g.shape, span.shape)
-    n_dom = np.maximum(np.floor(p / g + 1e-9), 1.0)
+    n_dom = _domains(p, g, span)
     d = np.minimum(np.asarray(distinct_domains, float), n_dom)
     span = np.maximum(span, n_dom)
     conc = np.asarray(concurrency, float)
@@ -1834,7 +1843,7 @@ def moe_per_expert_dispatch_estimate_vec(copy_bytes, copies, size, ranks_per_dom
     p, g, span = (np.asarray(x, float) for x in (size, ranks_per_domain, domain_span))
     shape = np.broadcast_shapes(cb.shape, k.shape, p.shape, g.shape, span.shape)
     g = np.minimum(g, p)
-    n_dom = np.maximum(np.floor(p / np.maximum(g, 1.0) + 1e-9), 1.0)
+    n_dom = _domains(p, np.maximum(g, 1.0), span)
     span = np.maximum(span, n_dom)
     c = calib
     cross = _scaleout_path(system, c, n_dom, span, np.asarray(concurrency, float), cross=True, a2a=True,

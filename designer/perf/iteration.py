@@ -755,7 +755,10 @@ def _dispatch_ct(ctx: _Context, token_bytes, on) -> _Coll:
     moe = ctx.llm.moe
     tb = np.broadcast_to(np.asarray(token_bytes, float), shape).ravel()[idx]
     size, rpd = g.size.ravel()[idx], g.ranks_per_domain.ravel()[idx]
+    # the domains it crosses, no more than its ranks run over (collectives._domains)
+    ext = g.extent_domains.ravel()[idx]
     n_dom = np.maximum(size // np.maximum(rpd, 1), 1)
+    n_dom = np.where(ext > 1, np.minimum(n_dom, ext), n_dom)
     d, copies = coll.routing_reach(moe.experts, moe.top_k, n_dom, np.minimum(rpd, size), moe.max_nodes_per_token,
                                    ctx.training.moe_routing)
     e = coll.moe_dispatch_estimate_vec(tb, copies, d, size, rpd, g.extent_domains.ravel()[idx], ctx.system,
@@ -1006,12 +1009,17 @@ def stage_params(ctx: _Context, stt: StageTimes) -> StageParams:
     first_d = dense_side(st.first, st.first_moe, emb_first)
     last_d = np.where(pp == 1, first_d, dense_side(st.last, st.last_moe, emb_last + mtp - mtp_e))
     mid_d = np.where(pp > 2, dense_side(st.mid_max, st.mid_moe, 0.0), 0.0)
-    # the middle rank whose memory is priced is the first (most microbatches in flight)
-    mid_rank_d = np.where(pp > 2, dense_side(st.mid_max, st.mid_first_moe, 0.0), 0.0)
+    # the middle stages differ where a dense prefix reaches past the first stage: the first middle
+    # one (most microbatches in flight) and the pace one (most MoE layers); a middle rank's
+    # parameters are the larger of the two (memory_term takes the larger activations likewise)
+    mid_first_d = np.where(pp > 2, dense_side(st.mid_max, st.mid_first_moe, 0.0), 0.0)
     first_e = expert_side(st.first_moe, np.where(pp == 1, mtp_e, 0.0))
     last_e = np.where(pp == 1, first_e, expert_side(st.last_moe, mtp_e))
     mid_e = np.where(pp > 2, expert_side(st.mid_moe), 0.0)
-    mid_rank_e = np.where(pp > 2, expert_side(st.mid_first_moe), 0.0)
+    mid_first_e = np.where(pp > 2, expert_side(st.mid_first_moe), 0.0)
+    pace_more = mid_d + mid_e >= mid_first_d + mid_first_e
+    mid_rank_d = np.where(pace_more, mid_d, mid_first_d)
+    mid_rank_e = np.where(pace_more, mid_e, mid_first_e)
     rank_d = np.stack(np.broadcast_arrays(first_d, mid_rank_d, last_d))
     rank_e = np.stack(np.broadcast_arrays(first_e, mid_rank_e, last_e))
     # the stage that paces (stage_times): the first when it is the slowest, the last when it is (its
@@ -1306,13 +1314,19 @@ def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams, acts) -> dict[
     logits_act = tokens * llm.vocab_size / ctx.tp * logit_bytes
     first_act = inflight * stage_act(st.first, st.first_moe) + work + np.where(ctx.pp < 2, logits_act, 0.0)
     # the loss's saved tensors stay until their microbatch's backward: one microbatch's but under
-    # GPipe, which runs every forward first (the interleaved schedule's warm-up chunks on the last
-    # rank are earlier model chunks, without the output layer)
-    logits_held = np.where(S.schedule == mem.SCHEDULE_GPIPE, ctx.m_flush, 1.0) * logits_act
+    # GPipe, which runs every forward first and keeps each one's saved fp32 buffer (the peak's other
+    # bytes exist during one backward; the interleaved schedule's warm-up chunks on the last rank are
+    # earlier model chunks, without the output layer)
+    logits_held = logits_act + (np.where(S.schedule == mem.SCHEDULE_GPIPE, ctx.m_flush, 1.0) - 1.0) * (
+        tokens * llm.vocab_size / ctx.tp * mem.LOGIT_BYTES_SAVED)
     last_act = (mem.last_stage_in_flight(S.schedule, ctx.pp, ctx.m_flush, ctx.v) * stage_act(st.last, st.last_moe)
                 + work + logits_held)
-    mid_act = np.where(ctx.pp > 2, mem.in_flight_factor(S.schedule, ctx.pp - 1, ctx.m_flush, ctx.v)
-                       * stage_act(st.mid_max, st.mid_first_moe) + work, 0.0)
+    # the first middle stage holds the most microbatches, the pace one (the last long one, rank
+    # mid_long) may hold more MoE layers: the larger of the two
+    mid_act = np.where(ctx.pp > 2, np.maximum(
+        mem.in_flight_factor(S.schedule, ctx.pp - 1, ctx.m_flush, ctx.v) * stage_act(st.mid_max, st.mid_first_moe),
+        mem.in_flight_factor(S.schedule, ctx.pp - np.maximum(st.mid_long, 1), ctx.m_flush, ctx.v)
+        * stage_act(st.mid_max, st.mid_moe)) + work, 0.0)
     if np.any(ctx.dualpipe):
         # DualPipe: every rank holds PP + 1 microbatches' worth of a stage's activations (DeepSeek-V3
         # Table 2) over its two stages, the first and the last (with the logits) or two middle ones

@@ -45,6 +45,9 @@ OPTIMIZER_BYTES = 12.0  # fp32 master weights + Adam m + v (ZeRO §3.1)
 # log-softmax output, the nll_loss gradient and log_softmax_backward's input gradient at once, 3 x 4
 # bytes (torchtitan at 9dec370 frees the 16-bit logits before the backward: train.py `del pred`).
 LOGIT_BYTES_AT_PEAK = {"fused": 4.0, "eager": 12.0}
+# Of those, what stays saved per logit from a microbatch's forward to its backward (the fp32 log-softmax,
+# or the fused loss's fp32 buffer); the rest exists during one backward only
+LOGIT_BYTES_SAVED = 4.0
 
 SCHEDULE_GPIPE, SCHEDULE_1F1B, SCHEDULE_INTERLEAVED, SCHEDULE_ZERO_BUBBLE, SCHEDULE_DUALPIPE = 0, 1, 2, 3, 4
 RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL = 0, 1, 2

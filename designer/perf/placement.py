@@ -96,10 +96,10 @@ def _group_shape(size: np.ndarray, stride: np.ndarray, system: ClusterSystem) ->
     # nested groups repeat the same local ranks in each domain; one-per-domain groups keep theirs
     same_rail = one_per_domain | (nested & (size % rpd == 0))
     # a group over several domains that does not fill them evenly (12 ranks on 8-GPU nodes: 8 + 4)
-    # is priced as its members spread evenly over the domains it spans (6 + 6), so that the
-    # collectives see the domains it crosses (size / ranks_per_domain of them, never more than it
-    # spans: ceil where the split is uneven)
-    rpd = np.where(span > 1, np.maximum(-(-size // span), 1), rpd)
+    # is priced as its members spread evenly over the domains it spans (6 + 6): floor(size / span)
+    # per domain, from which the collectives derive at least the domains it spans (they cap the
+    # count at its extent); a group in one domain has all its members there
+    rpd = np.where(span > 1, np.maximum(size // span, 1), size)
     extent = np.maximum(-(-extent_ranks // k), span)
     tier = tier_for(extent, same_rail, system)
     tier = np.where(span <= 1, TIER_HB, tier)

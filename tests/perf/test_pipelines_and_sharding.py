@@ -643,8 +643,8 @@ def test_expert_optimizer_states_shard_over_the_expert_data_parallel_group():
     assert float(it.optimizer_term(c, sp_)[0]) == pytest.approx(want, rel=1e-12)
 
 
-@pytest.mark.parametrize("schedule, v", [("gpipe", 1), ("interleaved", 4)])
-def test_the_last_stage_holds_its_schedules_microbatches(schedule, v):
+@pytest.mark.parametrize("schedule, v, loss", [("gpipe", 1, "fused"), ("interleaved", 4, "fused"), ("gpipe", 1, "eager")])
+def test_the_last_stage_holds_its_schedules_microbatches(schedule, v, loss):
     # Llama 3 8B on 8 stages of 4 layers, 32 microbatches, full recompute. The last stage holds,
     # under GPipe, every microbatch's activations (32 x 4 layers) and its loss tensors (the logits'
     # 4 bytes each, kept until that microbatch's backward); under the interleaved schedule its
@@ -657,11 +657,36 @@ def test_the_last_stage_holds_its_schedules_microbatches(schedule, v):
     tr = TrainingSpec(sequence_length=4096, global_batch_sequences=32, total_tokens=1e9)
     sy = cluster("h100_sxm", 8)
     s = Strategy(tp=1, pp=8, dp=1, microbatch_size=1, zero_stage=1, recompute="full", schedule=schedule,
-                 virtual_stages=v)
+                 virtual_stages=v, cross_entropy=loss)
     c = it._context(llm, tr, StrategyArrays.from_strategies([s]), sy, CAL)
     act_d, _, full_d, _ = it.layer_activation_bytes(c)
     held = 32 if schedule == "gpipe" else ((v - 1) * 8 + 1) / v
-    logits = 4096 * llm.vocab_size * 4.0  # the fused loss's 4 bytes per logit at its peak
-    want = held * 4 * float(act_d[0]) + float(full_d[0]) + (32 if schedule == "gpipe" else 1) * logits
+    # the loss at its peak: 4 bytes per logit fused, 12 eager (memory.LOGIT_BYTES_AT_PEAK), of which
+    # 4 (the fp32 buffer) stay saved for each microbatch GPipe holds
+    peak = 4.0 if loss == "fused" else 12.0
+    logits = 4096 * llm.vocab_size * (peak + (31 * 4.0 if schedule == "gpipe" else 0.0))
+    want = held * 4 * float(act_d[0]) + float(full_d[0]) + logits
     r = _arrays(llm, tr, [s], sy)
     assert float(r["activations_bytes"][0]) == pytest.approx(want, rel=1e-9)
+
+
+
+def test_a_middle_rank_holds_the_parameters_of_its_heaviest_middle_stage():
+    # DeepSeek-V3 (3 dense layers, then MoE) on 16 stages with first/last of 2/3: the first middle
+    # stage (layers 2-5) holds the dense layer 2 and 3 MoE layers, the later ones 4 MoE layers. With
+    # EP 8 a MoE layer's experts (256 x 3 x 7168 x 2048) over 8 ranks outweigh a dense layer's MLP
+    # difference, so the middle rank's expert parameters are 4 layers' worth: 4 x moe_e / 8.
+    from designer.perf import iteration as it
+
+    llm = load_model("deepseek-v3-no-mtp")
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=1024, total_tokens=1e12)
+    sy = cluster("h100_sxm", 1024)
+    s = Strategy(tp=1, pp=16, dp=64, ep=8, expert_tp=1, zero_stage=1, microbatch_size=1, recompute="full",
+                 pp_first_stage_layers=2, pp_last_stage_layers=3)
+    c = it._context(llm, tr, StrategyArrays.from_strategies([s]), sy, CAL)
+    d, mo = it.compute_term(c, c.dense, False), it.compute_term(c, c.moe, True)
+    stt = it.stage_times(c, d, mo, 0.0, 0.0, it.pp_term(c, d, mo).exposed_s)
+    sp_ = it.stage_params(c, stt)
+    _, moe_e = cmp.moe_layer_params(llm)
+    assert (int(c.stages.mid_first_moe[0]), int(c.stages.mid_moe[0])) == (3, 4)
+    assert float(sp_.rank_expert[1][0]) == pytest.approx(4 * moe_e / 8, rel=1e-12)
