@@ -1254,6 +1254,11 @@ def _nvls_tree(e: _Env, proto: int):
             e.multi & e.ring_ok & (g >= 2), 1.0 + np.where(e.fwd_ring, net, 0.0), net, e.sf_ring)
 
 
+# GPU generations before Hopper (compute capability < 9.0), where NCCL's tuner leaves CollNet's
+# all-reduce bandwidth unscaled
+_BEFORE_HOPPER = frozenset({"ampere"})
+
+
 def _collnet(e: _Env, proto: int):
     """CollNet / SHARP on the tier connecting the domains, same-rail groups only (CollNetDirect).
 
@@ -1277,7 +1282,9 @@ def _collnet(e: _Env, proto: int):
         hb_coef = 2.0 * (g - 1) / g
         # SHARP's offload streams as fast whatever the ring's queue pairs (net_in_network_efficiency
         # was fitted against the one-queue-pair path)
-        net_s = (1.0 / g) / (c.net_in_network_efficiency * net_bw * (c.nic_efficiency / net_efficiency(c)))
+        # (NCCL applies its 0.85 from Hopper on: tuning.cc `if (minCompCap >= 90) busBw *= .85`)
+        eff = 1.0 if system.gpu.architecture in _BEFORE_HOPPER else c.net_in_network_efficiency
+        net_s = (1.0 / g) / (eff * net_bw * (c.nic_efficiency / net_efficiency(c)))
         ok = True
     else:
         hb_coef = (g - 1) / g

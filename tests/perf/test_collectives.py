@@ -263,6 +263,24 @@ def test_sharp_used_when_the_tier_has_it(calib):
     assert with_sharp.rail_bytes == pytest.approx(n / 8)
 
 
+
+def test_sharp_all_reduce_takes_nccls_hopper_factor_from_hopper_on(ideal):
+    # tuning.cc: CollNetDirect all-reduce busBw x 0.85 `if (minCompCap >= 90)`. Eight 8-GPU domains on
+    # a SHARP rail of 10 GB/s per GPU (slow enough that the NICs, not NVLink, bind): each GPU's NIC
+    # carries n/8, at 0.85 of its rate on Hopper and at all of it on Ampere (the same links
+    # otherwise): at 1 GB the NIC-bound times stand at 0.85.
+    n, nic = 1e9, 10e9
+    shape = GroupShape(size=64, ranks_per_domain=8, domain_span=8, same_rail=True)
+    sharp = (NetworkTier(name="rail", span_domains=8, cross_rail=False, bandwidth_per_gpu_bytes_per_s=nic,
+                         in_network_reduction=True),)
+    hopper = _system(n_gpus=64, tiers=sharp, nic=nic)
+    ampere = hopper.model_copy(update={"gpu": GPU.model_copy(update={"architecture": "ampere"})})
+    cal = ideal.model_copy(update={"hb_link_efficiency": 1.0})
+    t_h = _one("all_reduce", n, shape, hopper, cal, "collnet").time_s
+    t_a = _one("all_reduce", n, shape, ampere, cal, "collnet").time_s
+    assert t_h == pytest.approx(n / 8 / (0.85 * nic), rel=1e-3)  # (+ its latency, 11 us)
+    assert t_a / t_h == pytest.approx(0.85, rel=1e-3)
+
 @pytest.mark.parametrize("op", ["all_gather", "reduce_scatter"])
 def test_sharp_all_gather_and_reduce_scatter_stream_the_whole_buffer_through_each_domains_nics(calib, ideal, op):
     """CollNet all-gather (reduce-scatter) on a SHARP tier: the switch multicasts (reduces) the whole
