@@ -173,6 +173,9 @@ class ArchitectureConstants(Record):
     tree_per_channel_bytes_per_s: tuple[float, float, float] = Field(description="1 / 2 / >= 3 domains")
     tree_ll128_per_channel_bytes_per_s: tuple[float, float, float] = Field(description="1 / 2 / >= 3 domains")
     nvls_efficiency: float = Field(default=0.85, gt=0, le=1, description="NCCL tuning.cc nvlsEfficiency[arch]")
+    collnet_scaled: bool = Field(default=True, description=(
+        "NCCL's tuner scales CollNet's all-reduce busBw by net_in_network_efficiency on this generation "
+        "(tuning.cc: `if (minCompCap >= 90) busBw *= .85`, Hopper and later)"))
 
     @property
     def nvlink_efficiency(self) -> float:
@@ -669,7 +672,7 @@ def _lg(x):
     return np.log2(np.maximum(x, 1.0))
 
 
-def _domains(p, g, extent):
+def domains_crossed(p, g, extent):
     """HB domains a group of p ranks with g per domain crosses: p / g, and no more than the domains
     its ranks run over where that extent is stated (> 1): a group spread unevenly (placement's
     floor(size / span) per domain) would otherwise count one domain too many."""
@@ -1003,7 +1006,7 @@ def _environment(op, p, g, span, rail, conc, system, calib, *, pxn: bool) -> _En
     cross-rail tier exists -- forwarded over the HB domain anyway; only the entries with
     forwarded_route are candidates then, valid only on the shapes that have cross-rail traffic and
     such a tier."""
-    n_dom = _domains(p, g, span)
+    n_dom = domains_crossed(p, g, span)
     span = np.maximum(span, n_dom)
     multi = n_dom > 1
     hb = system.hb
@@ -1254,11 +1257,6 @@ def _nvls_tree(e: _Env, proto: int):
             e.multi & e.ring_ok & (g >= 2), 1.0 + np.where(e.fwd_ring, net, 0.0), net, e.sf_ring)
 
 
-# GPU generations before Hopper (compute capability < 9.0), where NCCL's tuner leaves CollNet's
-# all-reduce bandwidth unscaled
-_BEFORE_HOPPER = frozenset({"ampere"})
-
-
 def _collnet(e: _Env, proto: int):
     """CollNet / SHARP on the tier connecting the domains, same-rail groups only (CollNetDirect).
 
@@ -1282,8 +1280,8 @@ def _collnet(e: _Env, proto: int):
         hb_coef = 2.0 * (g - 1) / g
         # SHARP's offload streams as fast whatever the ring's queue pairs (net_in_network_efficiency
         # was fitted against the one-queue-pair path)
-        # (NCCL applies its 0.85 from Hopper on: tuning.cc `if (minCompCap >= 90) busBw *= .85`)
-        eff = 1.0 if system.gpu.architecture in _BEFORE_HOPPER else c.net_in_network_efficiency
+        # (from Hopper on: ArchitectureConstants.collnet_scaled)
+        eff = c.net_in_network_efficiency if e.arch.collnet_scaled else 1.0
         net_s = (1.0 / g) / (eff * net_bw * (c.nic_efficiency / net_efficiency(c)))
         ok = True
     else:
@@ -1322,8 +1320,12 @@ def _torus(e: _Env, proto: int):
     g = e.g
     x, hops = _hb_torus_allreduce(e.system, np.ones(e.shape), g)  # seconds per byte at line rate
     k = 1.0 if e.op == "all_reduce" else 0.5
-    return (*_pipelined(0.0, k * hops * e.ai, k * x / e.eta_hb, e.phi), ~e.multi & (g >= 2) & _whole_block(e.system, g),
+    return (*_pipelined(0.0, k * hops * e.ai, k * x / e.eta_hb, e.phi), ~e.multi & (g >= 2) & e.once("block", _block),
             k * 2.0 * (g - 1) / g, 0.0, 0.0)
+
+
+def _block(e: _Env):
+    return _whole_block(e.system, e.g)
 
 
 def _bucket(e: _Env, proto: int):
@@ -1331,7 +1333,7 @@ def _bucket(e: _Env, proto: int):
     g = e.g
     x, hops = _hb_bucket_allreduce(e.system, g)
     k = 1.0 if e.op == "all_reduce" else 0.5
-    return (*_pipelined(0.0, k * hops * e.ai, k * x / e.eta_hb, e.phi), ~e.multi & (g >= 2) & _whole_block(e.system, g),
+    return (*_pipelined(0.0, k * hops * e.ai, k * x / e.eta_hb, e.phi), ~e.multi & (g >= 2) & e.once("block", _block),
             k * 2.0 * (g - 1) / g, 0.0, 0.0)
 
 
@@ -1766,7 +1768,7 @@ def moe_dispatch_estimate_vec(token_bytes, rank_copies, distinct_domains, size, 
     r = np.asarray(rank_copies, float)
     p, g, span = (np.asarray(x, float) for x in (size, ranks_per_domain, domain_span))
     shape = np.broadcast_shapes(tb.shape, r.shape, np.shape(distinct_domains), p.shape, g.shape, span.shape)
-    n_dom = _domains(p, g, span)
+    n_dom = domains_crossed(p, g, span)
     d = np.minimum(np.asarray(distinct_domains, float), n_dom)
     span = np.maximum(span, n_dom)
     conc = np.asarray(concurrency, float)
@@ -1850,7 +1852,7 @@ def moe_per_expert_dispatch_estimate_vec(copy_bytes, copies, size, ranks_per_dom
     p, g, span = (np.asarray(x, float) for x in (size, ranks_per_domain, domain_span))
     shape = np.broadcast_shapes(cb.shape, k.shape, p.shape, g.shape, span.shape)
     g = np.minimum(g, p)
-    n_dom = _domains(p, np.maximum(g, 1.0), span)
+    n_dom = domains_crossed(p, np.maximum(g, 1.0), span)
     span = np.maximum(span, n_dom)
     c = calib
     cross = _scaleout_path(system, c, n_dom, span, np.asarray(concurrency, float), cross=True, a2a=True,

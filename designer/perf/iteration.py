@@ -755,10 +755,7 @@ def _dispatch_ct(ctx: _Context, token_bytes, on) -> _Coll:
     moe = ctx.llm.moe
     tb = np.broadcast_to(np.asarray(token_bytes, float), shape).ravel()[idx]
     size, rpd = g.size.ravel()[idx], g.ranks_per_domain.ravel()[idx]
-    # the domains it crosses, no more than its ranks run over (collectives._domains)
-    ext = g.extent_domains.ravel()[idx]
-    n_dom = np.maximum(size // np.maximum(rpd, 1), 1)
-    n_dom = np.where(ext > 1, np.minimum(n_dom, ext), n_dom)
+    n_dom = coll.domains_crossed(size, np.maximum(rpd, 1), g.extent_domains.ravel()[idx]).astype(size.dtype)
     d, copies = coll.routing_reach(moe.experts, moe.top_k, n_dom, np.minimum(rpd, size), moe.max_nodes_per_token,
                                    ctx.training.moe_routing)
     e = coll.moe_dispatch_estimate_vec(tb, copies, d, size, rpd, g.extent_domains.ravel()[idx], ctx.system,

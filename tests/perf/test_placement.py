@@ -97,12 +97,12 @@ def test_a_stride_that_does_not_divide_the_rack_spans_the_racks_its_ranks_run_ov
     g = group_shape(np.array([9]), np.array([64]), sy)
     assert int(g.domain_span[0]) == len(racks) == 8 and int(g.extent_domains[0]) == 8
     # spread evenly, one member per rack (floor(9 / 8)), and the collectives count the 8 racks
-    from designer.perf.collectives import _domains
+    from designer.perf.collectives import domains_crossed
 
-    assert int(g.ranks_per_domain[0]) == 1 and float(_domains(9, 1, 8)) == 8
+    assert int(g.ranks_per_domain[0]) == 1 and float(domains_crossed(9, 1, 8)) == 8
     # 20 consecutive ranks on 8-GPU nodes: 8 + 8 + 4, three domains, 6 per domain
     h = group_shape(np.array([20]), np.array([1]), cluster("h100_sxm", 64))
-    assert (int(h.ranks_per_domain[0]), int(h.domain_span[0])) == (6, 3) and float(_domains(20, 6, 3)) == 3
+    assert (int(h.ranks_per_domain[0]), int(h.domain_span[0])) == (6, 3) and float(domains_crossed(20, 6, 3)) == 3
     # a pipeline pair 64 ranks apart sits in one rack (ranks 0 and 64): one domain, both members there
     pair = group_shape(np.array([2]), np.array([64]), sy)
     assert (int(pair.ranks_per_domain[0]), int(pair.domain_span[0])) == (2, 1)
