@@ -40,7 +40,8 @@ STRATEGY_COLUMNS: tuple[str, ...] = (
     "global_batch_sequences",
 )
 DESIGN_COLUMNS: tuple[str, ...] = (
-    "design_id", "design_source", "label", "family", "platform", "gpu", "n_gpus", "n_domains", "hb_domain_size",
+    "design_id", "design_source", "label", "family", "platform", "gpu", "n_gpus", "n_domains", "spare_domains",
+    "job_gpus", "hb_domain_size",
     "nic", "nics_per_gpu", "switch", "radix", "port_gbps", "oversubscription", "n_tiers", "scaleout_gbps_per_gpu",
     "switch_count", "transceiver_count", "dac_count", "nic_count",
     "compute_capex_usd", "network_capex_usd", "capex_usd", "compute_power_w", "network_power_w", "power_w",

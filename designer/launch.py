@@ -235,6 +235,10 @@ def _moe_args(llm: LLMSpec, s: Strategy, gpus_per_node: int, notes: list[str]) -
          # grouped GEMM: the experts of a rank in one kernel; TransformerConfig also requires it for
          # the 'moe_act' recompute module
          "--moe-grouped-gemm"]
+    if moe.top_k == 1:
+        # TransformerConfig: a softmax router with top-1 routing needs the softmax before the top-k
+        # ("Please use --moe-router-pre-softmax when topk is 1")
+        a.append("--moe-router-pre-softmax")
     if s.expert_gemm == "grouped":
         # Transformer Engine's GroupedTensor path: the experts' split sizes stay on the device
         # (transformer_config.py moe_use_grouped_tensor: "CUDA split metadata so it can be captured in
@@ -262,7 +266,7 @@ def _moe_args(llm: LLMSpec, s: Strategy, gpus_per_node: int, notes: list[str]) -
         # 'moe_router_num_groups' equal to number of nodes in EP group"). Expert ranks are laid out
         # expert-tp innermost, then ep (parallel_state.py expert mesh 'tp-ep-dp-pp'), so one EP group
         # spans ceil(ep * etp / gpus_per_node) nodes.
-        etp = s.expert_tp or s.tp
+        etp = llm.expert_tp_for(s.tp, s.expert_tp)
         span = max(1, -(-s.ep * etp // gpus_per_node))
         if span > moe.max_nodes_per_token and moe.experts % span == 0:
             a += ["--moe-router-num-groups", str(span), "--moe-router-group-topk", str(moe.max_nodes_per_token)]
@@ -344,8 +348,29 @@ def _note_fused_casts(training: TrainingSpec, framework: str, notes: list[str]) 
         notes.append(_FUSED_CASTS_NOTE.format(framework=framework))
 
 
+def _low_param_gather(s: Strategy, training: TrainingSpec, notes: list[str]) -> bool:
+    """Whether the 8-bit weight gather is written: Megatron-LM runs it only with the distributed
+    optimizer or Megatron-FSDP, and beside an offloaded optimizer only under delayed scaling (the perf
+    model prices the weights 16-bit where it is refused: iteration.low_precision_param_gather)."""
+    if not training.fp8_param_gather:
+        return False
+    if training.precision == Precision.nvfp4:
+        return True  # arguments.py checks only that --fp4-param-gather goes with --fp4-format
+    delayed = training.precision == Precision.fp8 and training.fp8_recipe == Fp8Recipe.delayed
+    if s.zero_stage < 1:
+        notes.append("8-bit weight gather not written: Megatron-LM runs it only with the distributed optimizer "
+                     "or Megatron-FSDP (ZeRO-1 and up); priced with 16-bit weights")
+        return False
+    if (s.offload_optimizer or s.offload_weights) and training.precision in (Precision.fp8, Precision.mxfp8) and not delayed:
+        notes.append("8-bit weight gather not written: beside an offloaded optimizer Megatron-LM runs it only "
+                     "under delayed scaling; priced with 16-bit weights")
+        return False
+    return True
+
+
 def _precision_args(s: Strategy, training: TrainingSpec, notes: list[str]) -> list[str]:
     p = training.precision
+    param_gather = _low_param_gather(s, training, notes) if p in (Precision.fp8, Precision.mxfp8, Precision.nvfp4) else False
     if p == Precision.fp16:
         return ["--fp16"]
     a = ["--bf16"]  # fp8 / fp4 GEMMs run inside a bf16 model (Transformer Engine recipes)
@@ -361,15 +386,15 @@ def _precision_args(s: Strategy, training: TrainingSpec, notes: list[str]) -> li
         # hybrid: E4M3 forward, E5M2 gradients; DeepSeek-style blockwise scaling uses E4M3 throughout
         fmt = "e4m3" if recipe == "blockwise" else "hybrid"
         a += ["--fp8-format", fmt, "--fp8-recipe", recipe]
-        if training.fp8_param_gather:
+        if param_gather:
             a.append("--fp8-param-gather")
     elif p == Precision.mxfp8:
         a += ["--fp8-format", "e4m3", "--fp8-recipe", "mxfp8"]
-        if training.fp8_param_gather:
+        if param_gather:
             a.append("--fp8-param-gather")
     elif p == Precision.nvfp4:
         a += ["--fp4-format", "e2m1", "--fp4-recipe", "nvfp4"]
-        if training.fp8_param_gather:
+        if param_gather:
             a.append("--fp4-param-gather")  # arguments.py: must go with --fp4-format
     _note_fused_casts(training, "Transformer Engine", notes)
     if training.fp8_attention:
@@ -432,7 +457,7 @@ def megatron_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus: i
         if not s.cp_load_balance:
             notes.append("CP without causal load balancing: Megatron-LM always balances")
     if llm.moe is not None:
-        etp = s.expert_tp or s.tp
+        etp = llm.expert_tp_for(s.tp, s.expert_tp)
         a += ["--expert-model-parallel-size", str(s.ep), "--expert-tensor-parallel-size", str(etp)]
         a += _moe_args(llm, s, gpus_per_node, notes)
         if training.moe_load_balance == "forced":
@@ -460,8 +485,12 @@ def megatron_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus: i
         if s.zero_stage >= 1:
             # arguments.py: --overlap-param-gather needs the distributed optimizer or Megatron-FSDP
             a.append("--overlap-param-gather")
-    if not s.overlap_pp_comm and s.pp > 1 and s.schedule == Schedule.interleaved:
+    if not s.overlap_pp_comm and s.pp > 2 and s.schedule == Schedule.interleaved:
         a.append("--no-overlap-p2p-communication")  # overlap_p2p_comm is on by default (interleaved only)
+    elif not s.overlap_pp_comm and s.pp == 2 and s.schedule == Schedule.interleaved:
+        # arguments.py: with the overlap off the interleaved schedule needs pp > 2
+        notes.append("pipeline sends: Megatron-LM overlaps them on an interleaved pp 2 schedule (it refuses "
+                     "--no-overlap-p2p-communication there); not written")
     if s.overlap_tp_comm and s.tp > 1:
         if s.sequence_parallel:
             a.append("--tp-comm-overlap")  # arguments.py asserts --sequence-parallel with it
@@ -485,7 +514,14 @@ def megatron_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus: i
             ep_overlap = True
             a.append("--overlap-moe-expert-parallel-comm")
     if s.cuda_graphs:
-        a += ["--cuda-graph-impl", "local"]  # arguments.py: --enable-cuda-graph is the deprecated spelling
+        # the whole forward-backward in one graph, as priced (Strategy.cuda_graphs); 'local' would
+        # capture per layer, leaving the collectives, embedding and loss to the host, and TransformerConfig
+        # refuses it with full recompute or CPU offloading. arguments.py: full_iteration needs the NaN
+        # check off (--enable-cuda-graph is the deprecated spelling)
+        a += ["--cuda-graph-impl", "full_iteration", "--no-check-for-nan-in-loss-and-grad"]
+        if llm.dropout and s.recompute == Recompute.selective:
+            notes.append("CUDA graphs: TransformerConfig refuses attention or hidden dropout with graphed "
+                         "recomputation; drop the graphs or the dropout")
     # attention kernel: TransformerConfig.attention_backend (AttnBackend flash|fused|unfused|local|auto);
     # 'fused' is TE's cuDNN fused attention, 'auto' lets TE pick the generation's best
     backend = {AttentionKernel.flash: "auto", AttentionKernel.flash2: "flash", AttentionKernel.flash3: "flash",
@@ -661,6 +697,13 @@ def torchtitan_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus:
         return TorchtitanLaunch(None, None, None, (
             f"{llm.name} has {', '.join(unsupported)}: torchtitan's dense decoder (llama3: SwiGLU, RMSNorm, "
             "no biases, untied, torchtitan/models/llama3/model/model.py) cannot express it; no TOML written"), ())
+    if s.zero_stage == 0 and ((s.dp > 1 and (s.tp > 1 or s.pp > 1)) or s.cp > 1):
+        # torchtitan/models/llama3/infra/parallelize.py: DDP (dp_replicate > 1) only as the sole
+        # parallelism ("DDP has not supported > 1D parallelism"), and FSDP over the cp ranks whenever
+        # cp > 1 (parallel_dims.py: fsdp_enabled = dp_shard_enabled or cp_enabled); TP or PP alone runs
+        return TorchtitanLaunch(None, None, None, (
+            f"ZeRO-0 (replicated weights) with tp {s.tp}, pp {s.pp}, cp {s.cp}: torchtitan applies DDP only when data "
+            "parallelism is the sole parallelism, and FSDP over the cp ranks whenever cp > 1; no TOML written"), ())
     notes: list[str] = []
     flavor = llama3_flavor(llm, flavors)
     gb = global_batch(s, training)
@@ -831,8 +874,12 @@ def torchtitan_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus:
             notes.append(f"fp8 recipe {training.fp8_recipe.value}: torchao float8 has tensorwise/rowwise; tensorwise written")
         f8: dict[str, Any] = {"recipe_name": recipe, "filter_fqns": ["output"]}
         if training.fp8_param_gather and recipe == "tensorwise":
-            f8["enable_fsdp_float8_all_gather"] = True
-            f8["precompute_float8_dynamic_scale_for_fsdp"] = True
+            if s.offload_optimizer or s.offload_weights:
+                # priced with 16-bit weights beside an offloaded optimizer (iteration.low_precision_param_gather)
+                notes.append("float8 all-gather not written beside the CPU offload: priced with 16-bit weight gathers")
+            else:
+                f8["enable_fsdp_float8_all_gather"] = True
+                f8["precompute_float8_dynamic_scale_for_fsdp"] = True
         sections.append(("quantize.linear.float8", f8, ["model.converters names this section (float8 training, torchao)"]))
     elif training.precision == Precision.mxfp8:
         sections.append(("quantize.linear.mx", {"recipe_name": "mxfp8_cublas", "filter_fqns": ["output"]},

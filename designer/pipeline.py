@@ -559,9 +559,10 @@ def design_point(c: Candidate | None, t: ScoredTable | None) -> Any:
     s = t.strategies.strategy(t.best)
     ttt = float(t.time_to_train_s[t.best])
     extra = tuple(c.economics.metrics(ttt).items()) if c.economics is not None else ()
-    return DesignPoint(c.design_id, c.design.label, c.design.family.value, c.design.platform, c.n_gpus,
+    return DesignPoint(c.design_id, c.design.label, c.design.family.value, c.design.platform, c.design.n_gpus,
                        c.capex_usd, c.power_w, ttt,
-                       f"tp{s.tp} pp{s.pp} dp{s.dp} ep{s.ep} cp{s.cp} mbs{s.microbatch_size} {s.schedule.value}", extra)
+                       f"tp{s.tp} pp{s.pp} dp{s.dp} ep{s.ep} cp{s.cp} mbs{s.microbatch_size} {s.schedule.value}", extra,
+                       job_gpus=c.n_gpus)
 
 
 def outer_scorer(spec: StudySpec, problem: Problem, evaluate: Any) -> Callable[[Any], tuple]:
@@ -900,7 +901,7 @@ def _robustness(spec: StudySpec, cands: list[Candidate], tables: list[ScoredTabl
     design the chance to stay on the (capex, time) front and to be the goal's answer. Candidates: every
     design the study priced and timed, less those another beats at every price of the ranges' box
     (candidate_mask; leaving them out changes no probability)."""
-    from designer.analysis.robustness import GOAL_METRICS, candidate_mask, price_exposure, robustness
+    from designer.analysis.robustness import GOAL_METRICS, goal_candidate_mask, price_exposure, robustness
     from designer.robustness_plot import robustness_frame
     from designer.spec.network_study import study_catalog
 
@@ -918,11 +919,12 @@ def _robustness(spec: StudySpec, cands: list[Candidate], tables: list[ScoredTabl
         powers.append(c.power_w)
         nds.append(c.design)
     ranges = (net_catalog or next(iter(catalogs.values()))).price_ranges()
-    keep = candidate_mask(exposures, times, ranges)
-    idx = [i for i in range(len(exposures)) if keep[i]]
     # the goal metrics the draws reprice (capex) or leave fixed; cost-line and failure metrics are not among them
     goal_ok = spec.goal.is_front or all(m in GOAL_METRICS
                                         for m in [spec.goal.minimize, *(lim.metric for lim in spec.goal.subject_to)])
+    # the candidate rule is about capex and time: a goal on power or energy keeps every design
+    keep = goal_candidate_mask(spec.goal, exposures, times, ranges)
+    idx = [i for i in range(len(exposures)) if keep[i]]
     res = robustness([exposures[i] for i in idx], [times[i] for i in idx], ranges, spec.robustness.samples,
                      spec.robustness.seed, goal=spec.goal if goal_ok and time_key == "time_to_train_s" else None,
                      power_w=[powers[i] for i in idx])

@@ -182,13 +182,20 @@ def defaulted_fields(record: Record, prefix: str = "") -> list[tuple[str, Any]]:
 
 def resolved_defaults(scenario: Scenario) -> list[tuple[str, Any]]:
     """defaulted_fields with the value each None default stands for in the model: expert_tp takes
-    tp, dp_bucket_bytes Megatron-Core's bucket for the data-parallel group (of the dense weights),
-    nccl_version the shipped NCCL release, moe_busiest_rank_load the calibrated load of a learned
-    router (1 under forced balance)."""
+    tp (1 for an MoE model with linear biases), dp_bucket_bytes Megatron-Core's bucket for the
+    data-parallel group (of the dense weights), nccl_version the shipped NCCL release,
+    moe_busiest_rank_load the calibrated load of a learned router (1 under forced balance), and the
+    system's HB bandwidth, GPUs per domain and HB topology the platform's."""
     calib = scenario_calibration(scenario)
     st = scenario_strategy(scenario)
+    llm = scenario.model if isinstance(scenario.model, LLMSpec) else load_model(scenario.model)
+    system = build_system(scenario.system, load_catalog(extra_files=scenario.catalog.extra_files,
+                                                        price_multipliers=scenario.catalog.price_multipliers))
     bucket_b = float(calib.dp_bucket_elements(st.dp * st.cp)) * gradient_bytes(scenario.training.grad_reduce_dtype)
-    taken = {"strategy.expert_tp": st.tp, "strategy.dp_bucket_bytes": bucket_b,
+    taken = {"strategy.expert_tp": llm.expert_tp_for(st.tp, st.expert_tp), "strategy.dp_bucket_bytes": bucket_b,
+             "system.hb_gb_per_s_per_direction": system.hb.bandwidth_per_gpu_bytes_per_s / GB_PER_S_TO_BYTES_PER_S,
+             "system.gpus_per_domain": system.hb.size,
+             "system.hb_topology": system.hb.topology.value if hasattr(system.hb.topology, "value") else system.hb.topology,
              "nccl_version": calib.collectives.nccl_version,
              "strategy.global_batch_sequences": st.global_batch_sequences,
              "training.moe_busiest_rank_load": calib.compute.busiest_rank_load(scenario.training)}

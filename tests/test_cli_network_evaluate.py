@@ -111,13 +111,15 @@ def test_network_reads_the_network_section_of_a_full_study(tmp_path):
 
 def test_evaluate_lists_every_defaulted_field():
     # the Selene scenario sets the attention kernel but not the fp8 recipe, the rank order, CP or
-    # gpus_per_domain: those are listed with the value they took
+    # gpus_per_domain: those are listed with the value they took, the HB domain's the DGX A100's
+    # (8 GPUs on NVSwitch, 300 GB/s per direction: the catalog's platform and GPU)
     out = run_cli("evaluate", str(SCENARIO), "--json")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     d = data["defaulted"]
     assert d["training.fp8_recipe"] == "delayed" and d["strategy.rank_order"] == "tp-cp-dp-pp"
-    assert d["strategy.cp"] == 1 and d["system.gpus_per_domain"] is None
+    assert d["strategy.cp"] == 1 and d["system.gpus_per_domain"] == 8
+    assert d["system.hb_gb_per_s_per_direction"] == 300 and d["system.hb_topology"] == "switched"
     assert "strategy.attention_kernel" not in d and "strategy.tp" not in d
 
 

@@ -731,3 +731,70 @@ def test_recompute_replay_is_said_where_the_framework_checkpoints_otherwise():
     assert not any("recompute_replay" in n for n in megatron_launch(llm, _train(8192, 8), attn, 8, 8).notes)
     assert not any("recompute_replay" in n for n in torchtitan_launch(
         llm, _train(8192, 8), attn.model_copy(update={"recompute_replay": "module"}), 8, 8).notes)
+
+
+# ----------------------------------------------------------------------------- what Megatron-LM refuses
+# Each case below is a strategy the perf model prices; the launch written for it must be one Megatron-LM
+# or torchtitan starts (their checks quoted per test), or say in a note what it leaves out.
+
+
+def test_cuda_graphs_capture_the_whole_iteration_as_priced():
+    # Strategy.cuda_graphs prices the iteration in one graph: Megatron's full_iteration impl, which
+    # arguments.py accepts only with the NaN check off; 'local' would capture per layer
+    c = Case("llama3-8b", _train(8192, 64), Strategy(dp=8, recompute=Recompute.full, cuda_graphs=True), 8)
+    _, _, script = split_command(megatron_launch(c.llm, c.training, c.strategy, 8, 8).command())
+    ns = MEGATRON_PARSER.parse_args(script)
+    assert ns.cuda_graph_impl == "full_iteration" and ns.check_for_nan_in_loss_and_grad is not None
+
+
+def test_a_top_1_router_takes_its_softmax_before_the_top_k():
+    # TransformerConfig: "Please use --moe-router-pre-softmax when topk is 1" (Llama 4 Scout)
+    llm = load_model("llama4-scout")
+    assert llm.moe.top_k == 1
+    launch = megatron_launch(llm, _train(8192, 256), Strategy(tp=4, pp=4, dp=4, ep=4, sequence_parallel=True,
+                                                               recompute=Recompute.full), 64, 8)
+    _, _, script = split_command(launch.command())
+    assert MEGATRON_PARSER.parse_args(script).moe_router_pre_softmax
+
+
+def test_a_biased_moe_runs_its_experts_at_expert_tp_1():
+    # transformer_config.py: "Bias in Moe is only supported when ETP==1": GPT-OSS at TP 2 runs its
+    # experts at expert TP 1 unless the strategy says otherwise (then the perf model refuses it)
+    llm = load_model("gpt-oss-20b")
+    launch = megatron_launch(llm, _train(4096, 256), Strategy(tp=2, dp=4, ep=4, sequence_parallel=True), 8, 8)
+    _, _, script = split_command(launch.command())
+    assert MEGATRON_PARSER.parse_args(script).expert_tensor_parallel_size == 1
+
+
+def test_an_8_bit_weight_gather_megatron_refuses_is_not_written_and_said():
+    # arguments.py: "--fp8-param-gather only supported with distributed optimizer, torch fsdp2, megatron
+    # fsdp", and beside an offloaded optimizer only under the delayed recipe
+    llm = load_model("llama3-8b")
+    t = _train(8192, 64, precision=Precision.fp8, fp8_recipe=Fp8Recipe.current, fp8_param_gather=True)
+    for s in (Strategy(tp=2, dp=4, zero_stage=0), Strategy(dp=8, zero_stage=1, offload_optimizer=True)):
+        launch = megatron_launch(llm, t, s, 8, 8)
+        assert "--fp8-param-gather" not in launch.command()
+        assert any("8-bit weight gather not written" in n for n in launch.notes)
+    ok = megatron_launch(llm, t, Strategy(dp=8, zero_stage=1), 8, 8)
+    assert "--fp8-param-gather" in ok.command()
+
+
+def test_an_interleaved_pp_2_schedule_keeps_its_send_overlap():
+    # arguments.py: with --no-overlap-p2p-communication the interleaved schedule needs pp > 2
+    llm = load_model("llama3-8b")
+    s = Strategy(pp=2, dp=4, schedule=Schedule.interleaved, virtual_stages=2, overlap_pp_comm=False)
+    launch = megatron_launch(llm, _train(8192, 64), s, 8, 8)
+    _, _, script = split_command(launch.command())
+    assert "--no-overlap-p2p-communication" not in script
+    assert any("interleaved pp 2" in n for n in launch.notes)
+
+
+def test_torchtitan_has_no_replicated_weights_beside_other_parallelism():
+    # torchtitan parallelize.py: "DDP has not supported > 1D parallelism", and FSDP whenever cp > 1
+    llm = load_model("llama3-8b")
+    for s in (Strategy(tp=2, dp=4, zero_stage=0), Strategy(dp=4, cp=2, zero_stage=0)):
+        got = torchtitan_launch(llm, _train(8192, 64), s, 8, 8)
+        assert got.toml is None and "torchtitan applies DDP only" in got.reason
+    # data parallelism alone is DDP; TP or PP alone (dp 1) applies neither DDP nor FSDP and runs
+    for s in (Strategy(dp=8, zero_stage=0), Strategy(tp=8, dp=1, zero_stage=0), Strategy(tp=4, pp=2, dp=1, zero_stage=0)):
+        assert torchtitan_launch(llm, _train(8192, 64), s, 8, 8).toml is not None

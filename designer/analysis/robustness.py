@@ -517,6 +517,20 @@ def robustness(exposures: Sequence[PriceExposure], time_to_train_s: Sequence[flo
                             designs=designs, p_same_front=p_same_front, p_goal_unmet=p_unmet)
 
 
+def goal_candidate_mask(goal: Any, exposures: Sequence[PriceExposure], time_to_train_s: Sequence[float] | np.ndarray,
+                        ranges: Any) -> np.ndarray:
+    """candidate_mask where leaving a design out changes none of the goal's probabilities: the front,
+    or a goal that minimizes capex or time under '<=' limits on capex and time. Any other goal (power
+    or energy minimized or limited, capex limited from below) may be answered by a design beaten on
+    capex and time at every price, so it keeps every design."""
+    capex_time = ("capex_usd", "time_to_train_s", "time_to_train_days")
+    safe = goal is None or goal.is_front or (goal.minimize in capex_time and all(
+        lim.metric in capex_time and lim.sense == "<=" for lim in goal.subject_to))
+    if safe:
+        return candidate_mask(exposures, time_to_train_s, ranges)
+    return np.ones(len(exposures), dtype=bool)
+
+
 def candidate_mask(exposures: Sequence[PriceExposure], time_to_train_s: Sequence[float] | np.ndarray,
                     ranges: Any) -> np.ndarray:
     """Mask of the designs kept by the candidate rule (module docstring): design j is left out when

@@ -71,7 +71,7 @@ def _explain_budgets(study: NetworkStudy, catalog: Catalog, hooks: Sequence[Hook
         con = getattr(built.budgets.block, r.name)
         per_gpu = r.metric == Metric.capex_per_gpu_usd
         rows.append(ElasticRow(r.name, con, r.sense, r.rhs, unit(r.metric), per_gpu, row_scale(r.metric)))
-    return explain_infeasibility(built.model, rows, study.solver, built.handles.n_gpus)
+    return explain_infeasibility(built.model, rows, study.solver, built.handles.n_gpus, n_gpus_lo=study.gpus.lo)
 
 
 def _solve_one(study: NetworkStudy, catalog: Catalog, hooks: Sequence[HookRef], level: float | None = None

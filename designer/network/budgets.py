@@ -20,7 +20,7 @@ UNITS: dict[Metric, str] = {
     Metric.capex_per_gpu_usd: "USD per GPU", Metric.power_w: "W", Metric.network_power_w: "W",
     Metric.scaleout_gbps_per_gpu: "Gb/s per GPU", Metric.n_gpus: "GPUs", Metric.n_domains: "HB domains",
     Metric.switch_count: "switches", Metric.switch_port_count: "switch ports",
-    Metric.transceiver_count: "transceivers", Metric.dac_count: "DAC cables", Metric.nic_count: "NICs",
+    Metric.transceiver_count: "transceivers", Metric.dac_count: "copper-cabled links", Metric.nic_count: "NICs",
     Metric.tiers: "tiers", Metric.job_gpus: "job GPUs", Metric.spare_domains: "spare HB domains",
     Metric.capex_total_usd: "USD", Metric.facility_power_w: "W",
 }

@@ -299,8 +299,10 @@ def _combo_prices(catalog: Catalog, switch_id: str, radix: int, nic_id: str) -> 
         nic_w=nic.power_w, source=f"designer catalog entries {switch_id}, {nic_id}; link media per layer")
 
 
-# Media kinds a study must ask for by id (LinkMediaPolicy.allow).
-OPT_IN_MEDIA_KINDS = ("lpo", "copper_active")
+# Media kinds a study must ask for by id (LinkMediaPolicy.allow): those that work only on some hosts
+# (lpo) or whose price no source gives (copper_active; aoc: prices-and-layout.md §2a "LACC / DAC / AOC
+# prices: not found"), so that an estimate never decides a default design.
+OPT_IN_MEDIA_KINDS = ("lpo", "copper_active", "aoc")
 
 
 def _media_candidates(catalog: Catalog, policy: Any, port_gbps: float, lane_gbps: float
@@ -315,7 +317,7 @@ def _media_candidates(catalog: Catalog, policy: Any, port_gbps: float, lane_gbps
     allowed = set(getattr(policy, "allow", ()))
 
     def offered(m: LinkMedia) -> bool:
-        """LPO and linear active copper on request (choices.media.allow)."""
+        """LPO, linear active copper and active optical cables on request (choices.media.allow)."""
         return m.kind.value not in OPT_IN_MEDIA_KINDS or m.id in allowed
 
     out = []
@@ -524,6 +526,20 @@ def enumerate_combos(study: NetworkStudy, catalog: Catalog) -> tuple[Combo, ...]
                             # The closed form runs every port at the NIC speed (railonly.md §2).
                             if mode.port_gbps != nic.gbps:
                                 reasons.add(f"NIC {nic.id} ({nic.gbps:g}G) matches no port speed of {sw.id} mode {mode.radix}")
+                                continue
+                            # an Ethernet switch meets the NIC's Ethernet ports (ConnectX-8: 2 x 400GbE,
+                            # 800GbE on one port not supported; prices-and-layout.md §2c)
+                            eth_ports, eth_gbps = nic.ethernet_ports
+                            if sw.fabric == "ethernet" and (eth_ports, eth_gbps) != (1, nic.gbps):
+                                reasons.add(f"NIC {nic.id} runs Ethernet as {eth_ports} x {eth_gbps:g}G ports, not one "
+                                            f"{nic.gbps:g}G port as {sw.id} mode {mode.radix} needs")
+                                continue
+                            # the two ends of a link run one lane rate: 200G-PAM4 optics cannot
+                            # downshift to 100G (prices-and-layout.md §2a)
+                            nic_lane, sw_lane = getattr(nic, "lane_gbps", None), getattr(sw, "lane_gbps", None)
+                            if nic_lane is not None and sw_lane is not None and nic_lane != sw_lane:
+                                reasons.add(f"NIC {nic.id} ({nic_lane:g}G lanes) and {sw.id} ({sw_lane:g}G lanes) "
+                                            "run different lane rates")
                                 continue
                             lane = link_lane_gbps(mode.port_gbps, getattr(nic, "lane_gbps", None),
                                                   getattr(sw, "lane_gbps", None))

@@ -24,15 +24,18 @@ def prices_from_price_set(catalog: Catalog, price_set_id: str) -> ComponentPrice
 
 
 def prices_from_components(catalog: Catalog, switch_id: str, port_gbps: float, optic_id: str | None = None,
-                           nic_id: str | None = None, dac_id: str | None = None) -> ComponentPrices:
+                           nic_id: str | None = None, dac_id: str | None = None,
+                           radix: int | None = None) -> ComponentPrices:
     """Per-port prices of a real bill of materials, exactly as the MILP prices a design: the switch's
-    price and base power over its ports at `port_gbps`, the cheapest optic (and DAC) of at least that
-    speed unless one is named, and the NIC of that speed unless one is named."""
+    price and base power over its ports in its mode of `radix` ports at `port_gbps` (the first such
+    mode when no radix is given), the cheapest optic (and DAC) of at least that speed unless one is
+    named, and the NIC of that speed unless one is named."""
     switch = catalog.switch(switch_id)
-    modes = [m for m in switch.modes if m.port_gbps == port_gbps]
+    modes = [m for m in switch.modes if m.port_gbps == port_gbps and (radix is None or m.radix == radix)]
     if not modes:
         allowed = ", ".join(f"{m.radix}x{m.port_gbps:g}G" for m in switch.modes)
-        raise SpecError(f"switch '{switch_id}' has no {port_gbps:g}G mode; allowed: {allowed}")
+        want = f"{radix}x{port_gbps:g}G" if radix is not None else f"{port_gbps:g}G"
+        raise SpecError(f"switch '{switch_id}' has no {want} mode; allowed: {allowed}")
     optic = _pick_media(catalog, MediaKind.optic, port_gbps, optic_id)
     if optic is None:
         raise SpecError(f"no optic of at least {port_gbps:g}G per port in the catalog; add one with --catalog")
@@ -62,7 +65,7 @@ def bom_from_cli(*, topology: str, n_gpus: int, hb_domain_size: int, radix: int,
     conv = _enum(Convention, convention, "--convention")
     catalog = load_catalog(extra_files=catalog_files)
     if prices.startswith("catalog:"):
-        component_prices = prices_from_components(catalog, prices.split(":", 1)[1], port_gbps)
+        component_prices = prices_from_components(catalog, prices.split(":", 1)[1], port_gbps, radix=radix)
     else:
         ids = {p.id for p in catalog.price_sets}
         if prices not in ids:

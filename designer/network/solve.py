@@ -169,7 +169,7 @@ def _fmt(x: float) -> str:
 
 
 def explain_infeasibility(model: pyo.ConcreteModel, rows: list[ElasticRow], settings: SolverSettings,
-                          n_gpus_expr, what: str = "") -> InfeasibleDesign:
+                          n_gpus_expr, what: str = "", n_gpus_lo: int = 1) -> InfeasibleDesign:
     """Relax every budget row by a violation variable, minimize the violations scaled by their rhs, and
     return (not raise) the one-line InfeasibleDesign that names the largest relative shortfall.
 
@@ -190,23 +190,28 @@ def explain_infeasibility(model: pyo.ConcreteModel, rows: list[ElasticRow], sett
             model.elastic_rows.add(body + model.elastic_viol[r.name] >= r.constraint.lower)
     for obj in model.component_data_objects(pyo.Objective, active=True):
         obj.deactivate()
-    # Relative violation: budgets in USD, W and counts share one objective without one dominating.
+    # Relative violation: budgets in USD, W and counts share one objective without one dominating. A
+    # per-GPU row's violation is a total (its rhs times the GPUs), so it is measured against the
+    # total its rhs allows, at the fewest GPUs the study admits while the count is still unknown.
+    def norm(r: ElasticRow, n: int) -> float:
+        return max(1.0, abs(r.rhs * r.scale) * (n if r.per_gpu else 1))
+
     model.elastic_obj = pyo.Objective(
-        expr=sum(model.elastic_viol[r.name] / max(1.0, abs(r.rhs * r.scale)) for r in rows), sense=pyo.minimize)
+        expr=sum(model.elastic_viol[r.name] / norm(r, max(1, n_gpus_lo)) for r in rows), sense=pyo.minimize)
     out = run_highs(model, settings)
     if out.status not in ("optimal", "incumbent"):
         return InfeasibleDesign(f"no design satisfies the choices{what} even with every budget relaxed: "
                                 "check the GPU range, bandwidth requirement and hooks")
+    n = int(round(pyo.value(n_gpus_expr)))
     short = []
     for r in rows:
         v = pyo.value(model.elastic_viol[r.name])
-        norm = max(1.0, abs(r.rhs * r.scale))
-        if v > 1e-6 * norm:
-            short.append((v / norm, r, v / r.scale))
+        r_norm = norm(r, max(1, n))
+        if v > 1e-6 * r_norm:
+            short.append((v / r_norm, r, v / r.scale))
     if not short:
         return InfeasibleDesign(f"no design satisfies the choices{what}: the budgets are met only by relaxing "
                                 "integrality (check hooks)")
-    n = int(round(pyo.value(n_gpus_expr)))
     short = [(rel, r, v / n if r.per_gpu and n else v) for rel, r, v in short]
     short.sort(key=lambda t: -t[0])
     _, r, v = short[0]

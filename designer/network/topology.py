@@ -543,9 +543,10 @@ def bill_of_materials(
 def to_network_tiers(bom: BillOfMaterials, *, latency_per_tier_s: float = 1e-6) -> tuple[NetworkTier, ...]:
     """The plain tier list the perf model consumes (designer.spec.system.NetworkTier), lowest first.
 
-    * bandwidth_per_gpu_bytes_per_s: the tier's capacity_per_gpu_bytes_per_s, i.e. nics_per_gpu *
-      port_gbps in bytes/s divided by the cumulative oversubscription of the tiers below it.
-    * oversubscription: that cumulative ratio (1.0 up to and including the oversubscribed tier).
+    * bandwidth_per_gpu_bytes_per_s: nics_per_gpu * port_gbps in bytes/s, the line rate per GPU;
+    * oversubscription: the cumulative oversubscription of the tiers below it (1.0 up to and including
+      the oversubscribed tier), by which the perf model divides the line rate once (collectives.md
+      §3.3: hosts x B / r), so the pair carries the tier's capacity_per_gpu_bytes_per_s.
     * latency_s: level * latency_per_tier_s (traffic reaching tier l climbs l tiers).
     * span_domains and cross_rail, per family:
       - rail-only: every tier stays inside one rail (cross_rail False); span = min(span_gpus, D).
@@ -574,7 +575,7 @@ def to_network_tiers(bom: BillOfMaterials, *, latency_per_tier_s: float = 1e-6) 
                 name=tier.name,
                 span_domains=max(1, span),
                 cross_rail=cross_rail,
-                bandwidth_per_gpu_bytes_per_s=tier.capacity_per_gpu_bytes_per_s,
+                bandwidth_per_gpu_bytes_per_s=tier.capacity_per_gpu_bytes_per_s * cumulative_ratio,
                 latency_s=tier.level * latency_per_tier_s,
                 oversubscription=cumulative_ratio,
             )

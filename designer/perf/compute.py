@@ -263,6 +263,9 @@ class LayerWork:
     # output (it feeds only the residual stream); 0 for an MoE block, whose expert outputs the combine
     # reads, and where dropout follows the MLP
     mlp_out_gemm_s: np.ndarray = 0.0
+    # the MLP block's GEMMs that run tensor-parallel on the gathered sequence: a dense MLP's, or an MoE
+    # block's shared experts (0 without them; the routed experts take the rank's own tokens)
+    tp_mlp_gemm_s: np.ndarray = 0.0
 
     @property
     def gemm_s(self):
@@ -451,7 +454,7 @@ def layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kernel
     use_low = 3 * low.gemm_s + low.cast_s + low.cast_bwd_s <= 3 * hi.gemm_s
     pick = {f: np.where(use_low, getattr(low, f), getattr(hi, f))
             for f in ("attn_gemm_s", "mla_up_s", "out_proj_s", "mlp_gemm_s", "cast_s", "cast_bwd_s", "alternate_mm_s",
-                      "mlp_out_gemm_s")}
+                      "mlp_out_gemm_s", "tp_mlp_gemm_s")}
     return dataclasses.replace(low, **pick)
 
 
@@ -543,10 +546,12 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
         in_elems = busiest * (h + fe / etp)
         out_elems = busiest * (gate * fe / etp + h)
         gathered_mlp = np.zeros_like(tokens)  # the routed experts take the rank's own tokens
+        t_tp_mlp = np.zeros_like(tokens)
         if moe.shared_experts:
             fs = moe.shared_experts * moe.shared_ffn_size
-            t_mlp = t_mlp + (gemm_time_s(tokens, gate * fs / tp, h, 1, gp, ge, calib)
-                             + gemm_time_s(tokens, h, fs / tp, 1, gp, ge, calib))
+            t_tp_mlp = (gemm_time_s(tokens, gate * fs / tp, h, 1, gp, ge, calib)
+                        + gemm_time_s(tokens, h, fs / tp, 1, gp, ge, calib))
+            t_mlp = t_mlp + t_tp_mlp
             f_mlp = f_mlp + 2 * tokens * (gate + 1) * fs * h / tp
             shared_act = tokens * (gate + 1) * fs / tp * ACT_BYTES
             act_bytes = act_bytes + shared_act
@@ -558,6 +563,7 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
         f = llm.ffn_size
         t_down = gemm_time_s(tokens, h, f / tp, 1, gp, ge, calib)
         t_mlp = gemm_time_s(tokens, gate * f / tp, h, 1, gp, ge, calib) + t_down
+        t_tp_mlp = t_mlp
         # dropout after the MLP draws its mask from the down projection's output: then it is read
         t_mlp_out = 0.0 * t_down if llm.dropout else t_down
         f_mlp = 2 * tokens * (gate + 1) * f * h / tp
@@ -656,7 +662,7 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
         act_fn_s=act_bytes / hbm, attn_mem_s=attn_mem_bytes / hbm, cast_s=cast_bytes / hbm,
         cast_bwd_s=cast_bwd_bytes / hbm,
         dense_flops=dense_flops, attn_flops=attn_exec, attn_flops_model=attn_model, rope_s=rope_bytes / hbm,
-        alternate_mm_s=t_alt, act_store_s=act_store_bytes / hbm, mlp_out_gemm_s=t_mlp_out,
+        alternate_mm_s=t_alt, act_store_s=act_store_bytes / hbm, mlp_out_gemm_s=t_mlp_out, tp_mlp_gemm_s=t_tp_mlp,
     )
 
 

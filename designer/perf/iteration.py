@@ -149,6 +149,8 @@ REASONS = {
     22: ("compatibility", "the GPU has no tensor cores for the run's precision"),
     23: ("divisibility", "expert_tp does not divide the expert FFN size"),
     24: ("compatibility", "activation_input_fp8 needs a gated MLP"),
+    25: ("compatibility", "activation offload runs without pipeline parallelism and without recomputation"),
+    26: ("compatibility", "an MoE model with linear biases needs expert_tp 1"),
 }
 
 
@@ -488,7 +490,7 @@ def _context(llm, training, S, system, calib) -> _Context:
     expert_load = calib.compute.busiest_rank_load(training)
     m = np.maximum(B // np.maximum(S.dp * S.mbs, 1), 1).astype(float)
     b, tp, cp, pp, v = (x.astype(float) for x in (S.mbs, S.tp, S.cp, S.pp, S.v))
-    etp = np.where(S.etp > 0, S.etp, S.tp).astype(float)
+    etp = np.asarray(llm.expert_tp_for(S.tp, S.etp), float)
     kw = dict(b=b, s=s, tp=tp, cp=cp, ep=S.ep.astype(float), etp=etp, sp=S.sp, kernel=S.kernel, prec=prec,
               hbm_bytes_per_s=system.gpu.hbm_bandwidth_bytes_per_s, calib=calib.compute, cp_balanced=S.cp_lb,
               eager=S.eager, qkv_separate=S.qkv_separate, act_input_fp8=S.act_in_fp8, expert_load=expert_load)
@@ -551,6 +553,9 @@ class LayerTimes:
     gemm_s: np.ndarray
     attn_s: np.ndarray
     gemm_fwd_s: Any = 0.0  # the forward pass's share of gemm_s
+    # the share of gemm_s (and gemm_fwd_s) in the blocks whose TP collectives fuse into them: the whole
+    # layer for a dense one; an MoE layer's attention and shared experts (LayerWork.tp_mlp_gemm_s)
+    tp_gemm_share: Any = 1.0
 
 
 @dataclass(frozen=True)
@@ -621,18 +626,35 @@ def compute_term(ctx: _Context, w: cmp.LayerWork, is_moe: bool) -> LayerTimes:
         host = ctx.calib.compute.framework_per_expert_s * ctx.llm.moe.experts / ctx.S.ep * ctx.experts_launched
         fwd = fwd + host / 3
         bwd = bwd + 2 * host / 3
+    tp_share = (w.attn_gemm_s + w.tp_mlp_gemm_s) / np.maximum(w.gemm_s, 1e-30) if is_moe else 1.0
     return LayerTimes(compute_s=fwd + bwd + rc, fwd_s=fwd, bwd_s=bwd + rc, w_s=w.gemm_s,
-                      gemm_s=3 * w.gemm_s + w.cast_s + w.cast_bwd_s + rc_gemm, gemm_fwd_s=linear, attn_s=w.attn_fwd_s + w.attn_bwd_s + ctx.full * w.attn_fwd_s)
+                      gemm_s=3 * w.gemm_s + w.cast_s + w.cast_bwd_s + rc_gemm, gemm_fwd_s=linear,
+                      attn_s=w.attn_fwd_s + w.attn_bwd_s + ctx.full * w.attn_fwd_s, tp_gemm_share=tp_share)
 
 
-def tp_term(ctx: _Context, dense: LayerTimes) -> Term:
+def tp_blocks(llm: LLMSpec, moe_layer: bool) -> float:
+    """The blocks of a layer whose input TP gathers (or all-reduces) on the sequence: the attention
+    and a dense MLP; in an MoE layer the attention, and the shared experts where the model has them.
+    The routed experts take the rank's own tokens through the dispatcher, which gathers over the
+    expert tensor-parallel group instead (ep_term; Megatron-Core token_dispatcher.py
+    MoEAlltoAllTokenDispatcher: all_to_all over the EP group, then gather_from_sequence_parallel_region
+    over expt_tp only)."""
+    if not moe_layer or llm.moe is None:
+        return 2.0
+    return 1.0 + (1.0 if llm.moe.shared_experts else 0.0)
+
+
+def tp_term(ctx: _Context, layer: LayerTimes, blocks=2.0) -> Term:
     """Per layer per microbatch; hidden behind the layer's GEMMs when overlap_tp_comm. Batch-first
     activations under sequence parallelism (Strategy.activation_layout) add a copy of the whole
     tensor to each reduce-scatter, and to each all-gather of more than one sequence, on the GPU's
-    stream (not hidden)."""
+    stream (not hidden). `blocks`: the TP blocks of the layer (tp_blocks), each gathering its input
+    and reducing its output forward, and the mirrors backward."""
     S, pl = ctx.S, ctx.pl
     ccol = ctx.calib.collectives
-    n = 4.0 + 2.0 * ctx.full  # forward (+ recomputed forward) and backward
+    k = blocks / 2.0  # of a dense layer's collectives
+    dense = layer
+    n = k * (4.0 + 2.0 * ctx.full)  # forward (+ recomputed forward) and backward
     ar = _ct("all_reduce", ctx.act_bytes, pl.tp, ctx.system, ccol, ~S.sp, graphs=ctx.S.graphs)
     rs = _ct("reduce_scatter", ctx.act_bytes, pl.tp, ctx.system, ccol, S.sp, graphs=ctx.S.graphs)
     # the sequence-parallel all-gathers carry GEMM inputs: the layer-norm output forward, the output
@@ -644,18 +666,23 @@ def tp_term(ctx: _Context, dense: LayerTimes) -> Term:
     # torchtitan's per-op checkpointing saves reduce-scatter outputs only, so its recomputation
     # gathers the two sequence-parallel inputs again, or repeats the all-reduce after the attention
     # output projection whose sum the second norm reads (RecomputeModule.alternate_matmuls)
+    # (one all-reduce, after the attention's output projection, which every layer has; one gather per
+    # TP block)
     alt = ((ctx.rc_modules & mem.RC_ALT_MM) > 0) * (1.0 - ctx.full)
-    n_ar, n_ag = n + alt, n + 2 * alt
+    n_ar, n_ag = n + alt, n + 2 * k * alt
     total = n * rs.time_s + n_ar * ar.time_s + n_ag * ag.time_s
-    # each pass hides its collectives behind its own GEMMs: 2 collectives behind the forward's, the
-    # rest (backward, recomputed forward) behind the backward's; under a recipe whose all-gathers the
-    # overlap cannot fuse into their matmuls (Precisions.tp_overlap_hides_gathers) those stay exposed
+    # each pass hides its collectives behind its own GEMMs (those of the TP blocks): 2 collectives
+    # per block behind the forward's, the rest (backward, recomputed forward) behind the backward's;
+    # under a recipe whose all-gathers the overlap cannot fuse into their matmuls
+    # (Precisions.tp_overlap_hides_gathers) those stay exposed
     ag_unfused = 0.0 if ctx.prec.tp_overlap_hides_gathers else 1.0
-    ag_f = 2 * ag.time_s * ag_unfused
-    ag_b = (n_ag - 2) * ag.time_s * ag_unfused
-    e_f = np.where(S.overlap_tp, hidden_cost(2 * one - ag_f, dense.gemm_fwd_s, ctx) + ag_f, 2 * one)
-    rest = total - 2 * one
-    e_b = np.where(S.overlap_tp, hidden_cost(rest - ag_b, dense.gemm_s - dense.gemm_fwd_s, ctx) + ag_b, rest)
+    ag_f = 2 * k * ag.time_s * ag_unfused
+    ag_b = (n_ag - 2 * k) * ag.time_s * ag_unfused
+    gemm_f = dense.tp_gemm_share * dense.gemm_fwd_s
+    gemm_b = dense.tp_gemm_share * (dense.gemm_s - dense.gemm_fwd_s)
+    e_f = np.where(S.overlap_tp, hidden_cost(2 * k * one - ag_f, gemm_f, ctx) + ag_f, 2 * k * one)
+    rest = total - 2 * k * one
+    e_b = np.where(S.overlap_tp, hidden_cost(rest - ag_b, gemm_b, ctx) + ag_b, rest)
     if np.any(S.batch_first):
         # PyTorch's functional collectives gather and reduce-scatter along dim 0; a batch-first
         # tensor sharded along the sequence (dim 1) is re-laid out around each (_functional_collectives
@@ -670,8 +697,8 @@ def tp_term(ctx: _Context, dense: LayerTimes) -> Term:
                 * (S.batch_first & S.sp & (ctx.tp > 1)))
         grad_copy = copy * (ctx.b > 1)
         input_copy = grad_copy * (ctx.prec.tp_gather_bytes_per_element / cmp.ACT_BYTES)
-        e_f = e_f + 2 * (copy + input_copy)
-        e_b = e_b + (n - 2) * copy + (n_ag - 4) * input_copy + 2 * grad_copy
+        e_f = e_f + 2 * k * (copy + input_copy)
+        e_b = e_b + (n - 2 * k) * copy + (n_ag - 4 * k) * input_copy + 2 * k * grad_copy
     return Term(total, e_f + e_b, rows=((ar, n_ar, "tp"), (rs, n, "tp"), (ag, n_ag, "tp")), exposed_fwd_s=e_f)
 
 
@@ -800,9 +827,23 @@ def ep_term(ctx: _Context, moe: LayerTimes | None) -> Term:
     redo = np.maximum(ctx.full, ((ctx.rc_modules & mem.RC_MOE) > 0).astype(float))
     n = 4.0 + 2.0 * redo
     n_fwd = 1.0 + redo  # forward dispatches (FP8 under a low-precision recipe)
-    total = n * a2a.time_s + n_fwd * d8.time_s + (n - n_fwd) * d16.time_s + n / 2 * (ag.time_s + rs.time_s)
+    # expert tensor parallelism: the tokens a rank received are gathered over its expert-TP group
+    # after the dispatch and the experts' partial outputs reduce-scattered before the combine
+    # (Megatron-Core token_dispatcher.py MoEAlltoAllTokenDispatcher: gather_from_sequence_parallel_region
+    # / reduce_scatter_to_sequence_parallel_region over expt_tp), the backward the mirrors; the
+    # allgather and flex dispatchers reach the same ranks over the TP×EP group, priced alike
+    # (the rank's share of the tokens, tokens / tp, as the expert GEMMs take them, with or without SP)
+    share = np.where(S.sp, 1.0, 1.0 / ctx.tp)
+    received = np.where(S.ag_dispatch, token_bytes * ep_n, busiest_bytes * llm.moe.top_k) * share
+    etp_on = ctx.etp > 1
+    etp_ag = _ct("all_gather", received * ctx.etp, ctx.pl.expert_tp, ctx.system, ctx.calib.collectives, etp_on,
+                 graphs=ctx.S.graphs)
+    etp_rs = _ct("reduce_scatter", received * ctx.etp, ctx.pl.expert_tp, ctx.system, ctx.calib.collectives, etp_on,
+                 graphs=ctx.S.graphs)
+    total = (n * a2a.time_s + n_fwd * d8.time_s + (n - n_fwd) * d16.time_s
+             + n / 2 * (ag.time_s + rs.time_s + etp_ag.time_s + etp_rs.time_s))
     budget = np.where(S.overlap_ep | (S.schedule == mem.SCHEDULE_DUALPIPE), moe.compute_s, 0.0)
-    rows = ((a2a, n, "ep"), (ag, n / 2, "ep"), (rs, n / 2, "ep"))
+    rows = ((a2a, n, "ep"), (ag, n / 2, "ep"), (rs, n / 2, "ep"), (etp_ag, n / 2, "ep"), (etp_rs, n / 2, "ep"))
     rows += ((d8, n_fwd, "ep"), (d16, n - n_fwd, "ep")) if low else ((d16, n, "ep"),)
     return Term(z, z, rows=rows, moe_total_s=total, moe_exposed_s=hidden_cost(total, budget, ctx))
 
@@ -1043,17 +1084,34 @@ def stage_params(ctx: _Context, stt: StageTimes) -> StageParams:
                        rank_dense=rank_d, rank_expert=rank_e)
 
 
-def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, layer_exposed_fwd_s=0.0, layer_exposed_bwd_s=0.0) -> Term:
+def low_precision_param_gather(ctx: _Context) -> np.ndarray:
+    """Per strategy, whether the weights are kept and gathered in low precision (TrainingSpec.fp8_param_gather
+    under a low-precision recipe): FP8 and MXFP8 only with sharded optimizer states or weights (Megatron-LM
+    arguments.py: "--fp8-param-gather only supported with distributed optimizer, torch fsdp2, megatron
+    fsdp"), and beside an offloaded optimizer only under delayed scaling ("the optimizer cpu offload
+    must be used in conjunction with --fp8-recipe delayed"). Elsewhere the weights stay 16-bit."""
+    tr, S = ctx.training, ctx.S
+    if not (tr.fp8_param_gather and tr.precision.value in cmp.LOW_PRECISIONS):
+        return np.zeros(ctx.shape, bool)
+    if tr.precision.value not in ("fp8", "mxfp8"):
+        # --fp4-param-gather: arguments.py checks only that it goes with --fp4-format
+        return np.ones(ctx.shape, bool)
+    delayed = tr.precision.value == "fp8" and tr.fp8_recipe is not None and tr.fp8_recipe.value == "delayed"
+    fp8_family = tr.precision.value in ("fp8", "mxfp8")
+    offload_refused = (S.offload_opt | S.offload_w) & (fp8_family and not delayed)
+    return np.broadcast_to((S.zero >= 1) & ~offload_refused, ctx.shape)
+
+
+def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, stage_exposed_fwd_s=0.0, stage_exposed_bwd_s=0.0) -> Term:
     """Per iteration: gradient reduction and weight gathers of the pace stage (module docstring).
     DP traffic (on the NICs, or its own NVLink phase) hides behind the wall time of the passes:
-    compute plus the exposed TP/CP traffic of each layer (per layer per microbatch, forward and
+    compute plus the exposed TP/CP traffic of the stage's layers (per microbatch, forward and
     backward)."""
     S, system, ccol = ctx.S, ctx.system, ctx.calib.collectives
     shape, m = ctx.shape, ctx.m
     zero = S.zero
     ov = S.overlap_dp
-    low = ctx.training.fp8_param_gather and ctx.training.precision.value in cmp.LOW_PRECISIONS
-    gather_bytes = 1.0 if low else mem.WEIGHT_BYTES
+    gather_bytes = np.where(low_precision_param_gather(ctx), 1.0, mem.WEIGHT_BYTES)
     grad_b = mem.gradient_bytes(ctx.training.grad_reduce_dtype)
     n_layers = stt.dense_layers + stt.moe_layers
     # a DualPipe rank holds two stages' parameters (stage_params) and runs each microbatch through
@@ -1061,8 +1119,8 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, layer_exposed_fwd_
     pair = np.where(ctx.dualpipe, 2.0, 1.0) if np.any(ctx.dualpipe) else 1.0
     # wall time of the passes (a host-bound stage lasts its launches: a third forward, two backward)
     host = n_layers * ctx.calib.compute.framework_per_layer_s * ctx.host_launched
-    gpu_f = stt.fwd_s + n_layers * layer_exposed_fwd_s
-    gpu_b = stt.bwd_s + n_layers * layer_exposed_bwd_s
+    gpu_f = stt.fwd_s + stage_exposed_fwd_s
+    gpu_b = stt.bwd_s + stage_exposed_bwd_s
     t_f = np.maximum(gpu_f, host / 3)
     t_b = np.maximum(gpu_b, 2 * host / 3)
     # the two passes together last as long as the stage does (stage_times takes the launch floor
@@ -1340,7 +1398,8 @@ def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams, acts) -> dict[
     edp = np.maximum(ctx.pl.expert_dp.size.astype(float), 1.0)
     low = tr.precision.value in cmp.LOW_PRECISIONS
     fp8_copy = 2.0 if low else 0.0  # the cached fp8 weight and its transpose (Transformer Engine)
-    weight_bytes = 1.0 + 1.0 if (low and tr.fp8_param_gather) else mem.WEIGHT_BYTES
+    low_gather = low_precision_param_gather(ctx)
+    weight_bytes = np.where(low_gather, 1.0 + 1.0, mem.WEIGHT_BYTES)
     # PyTorch FSDP / FSDP2 mixed precision keeps the sharded parameters in fp32 and they are the
     # optimizer's master weights: no 16-bit copy at rest (the gathered 16-bit layers are z3_extra)
     weight_bytes = np.where((S.zero >= 3) & tr.fp32_sharded_params, 0.0, weight_bytes)
@@ -1349,7 +1408,7 @@ def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams, acts) -> dict[
         sp_.rank_dense, sp_.rank_expert, dp_shard=sg, expert_dp_shard=edp, zero_stage=S.zero,
         hpz=S.hpz, ranks_per_node_dp=rpn_dp, grad_bytes=mem.gradient_bytes(tr.grad_accumulation_dtype),
         optimizer_bytes=4.0 + (8.0 if tr.optimizer_state_dtype == "fp32" else 4.0),
-        extra_weight_bytes=0.0 if (low and tr.fp8_param_gather) else fp8_copy, weight_bytes=weight_bytes)
+        extra_weight_bytes=np.where(low_gather, 0.0, fp8_copy), weight_bytes=weight_bytes)
     # ZeRO-3: the gathered 16-bit weights of the layer in use and of the prefetched ones; without
     # resharding the whole stage stays gathered
     gathered_layer = (sp_.layer_dense + sp_.layer_expert) * (mem.WEIGHT_BYTES + fp8_copy)
@@ -1390,7 +1449,7 @@ def feasibility_codes(llm: LLMSpec, training: TrainingSpec, S: StrategyArrays, s
     # Transformer Engine and Megatron-Core refuse a precision the GPU has no tensor cores for
     # (FP8 before Hopper, MXFP8 and NVFP4 before Blackwell): no strategy of the run exists there
     flag(np.full(S.tp.shape, training.precision.value not in system.gpu.peak_flops), 22)
-    etp = np.where(S.etp > 0, S.etp, S.tp)
+    etp = llm.expert_tp_for(S.tp, S.etp)
     # a dense FFN splits over tp; a MoE model's experts over expert_tp (code 23)
     ffn_bad = (llm.ffn_size % S.tp != 0) if llm.moe is None else (llm.moe.expert_ffn_size % etp != 0)
     flag((llm.heads % S.tp != 0) | (llm.hidden_size % S.tp != 0) | ((llm.moe is None) & ffn_bad), 3)
@@ -1418,6 +1477,13 @@ def feasibility_codes(llm: LLMSpec, training: TrainingSpec, S: StrategyArrays, s
     flag((S.offload_opt | S.offload_w | (S.offload_act > 0)) & no_host, 16)
     flag((S.cp_comm == CP_A2A) & (S.cp > 1) & (llm.heads % (S.tp * S.cp) != 0), 18)
     flag(S.offload_w & (S.zero < 3), 19)
+    # Megatron-Core's activation offload (--cpu-offloading-num-layers; transformer_config.py: "no support
+    # for Pipeline parallelism with CPU offloading", "CPU offloading does not work when activation
+    # recomputation is enabled"), as the recipes that use it run (pp 1, no recompute)
+    flag((S.offload_act > 0) & ((S.pp > 1) | (S.recompute != 0)), 25)
+    # transformer_config.py: "Bias in Moe is only supported when ETP==1"
+    if llm.moe is not None and llm.linear_bias:
+        flag(etp != 1, 26)
     flag((S.schedule == mem.SCHEDULE_INTERLEAVED) & ((S.pp < 2) | (S.v < 2)), 11)
     flag((S.qwz | S.qgz | S.hpz) & (S.zero < 3), 12)
     flag((S.shard_group > 0) & (((S.dp * S.cp) % np.maximum(S.shard_group, 1)) != 0), 14)
@@ -1484,10 +1550,12 @@ def _iteration_arrays(llm, training, S, system, calib, summary=False):
     dense = compute_term(ctx, ctx.dense, False)
     moe = compute_term(ctx, ctx.moe, True) if ctx.moe is not None else None
     tp, cp, pp, ep = tp_term(ctx, dense), cp_term(ctx, dense), pp_term(ctx, dense, moe), ep_term(ctx, moe)
+    tp_moe = tp_term(ctx, moe, tp_blocks(llm, True)) if moe is not None else tp
     layer_exposed = tp.exposed_s + cp.exposed_s
+    moe_layer_exposed = tp_moe.exposed_s + cp.exposed_s + ep.moe_exposed_s
     acts = layer_activation_bytes(ctx)
     offload_act_s = activation_offload_term(ctx, dense, moe, acts)
-    stt = stage_times(ctx, dense, moe, layer_exposed, layer_exposed + ep.moe_exposed_s, pp.exposed_s + offload_act_s)
+    stt = stage_times(ctx, dense, moe, layer_exposed, moe_layer_exposed, pp.exposed_s + offload_act_s)
     # every pipeline schedule of the iteration fills and drains the pipeline
     flushes = S.flushes.astype(float)
     bubble = flushes * bubble_s(ctx, stt)
@@ -1496,8 +1564,11 @@ def _iteration_arrays(llm, training, S, system, calib, summary=False):
     even = dataclasses.replace(stt, pace_s=stt.mean_s)
     even_pipe = m * stt.mean_s + flushes * bubble_s(ctx, even)
     sp_ = stage_params(ctx, stt)
-    exp_f = tp.exposed_fwd_s + cp.exposed_fwd_s
-    dp = dp_term(ctx, stt, sp_, layer_exposed_fwd_s=exp_f, layer_exposed_bwd_s=tp.exposed_s + cp.exposed_s - exp_f)
+    # the pace stage's exposed TP/CP traffic, forward and backward
+    n_d, n_e = stt.dense_layers, stt.moe_layers
+    exp_f = n_d * tp.exposed_fwd_s + n_e * tp_moe.exposed_fwd_s + (n_d + n_e) * cp.exposed_fwd_s
+    exp_all = n_d * tp.exposed_s + n_e * tp_moe.exposed_s + (n_d + n_e) * cp.exposed_s
+    dp = dp_term(ctx, stt, sp_, stage_exposed_fwd_s=exp_f, stage_exposed_bwd_s=exp_all - exp_f)
     t_opt = optimizer_term(ctx, sp_)
     t_iter = t_pipe + dp.exposed_s + t_opt + calib.compute.framework_per_iteration_s
 
@@ -1519,11 +1590,12 @@ def _iteration_arrays(llm, training, S, system, calib, summary=False):
     ledger = _Ledger(shape)
     n_dense_pace, n_moe_pace = stt.dense_layers, stt.moe_layers
     n_layers_pace = n_dense_pace + n_moe_pace
-    for term, per in ((tp, n_layers_pace * m), (cp, n_layers_pace * m), (ep, n_moe_pace * m), (pp, m), (dp, 1.0)):
+    tp_terms = ((tp, n_dense_pace * m), (tp_moe, n_moe_pace * m)) if moe is not None else ((tp, n_layers_pace * m),)
+    for term, per in tp_terms + ((cp, n_layers_pace * m), (ep, n_moe_pace * m), (pp, m), (dp, 1.0)):
         for c, count, kind in term.rows:
             ledger.add(c, count * per, kind)
     compute_s = m * stt.compute_s + t_opt
-    tp_s = m * n_layers_pace * tp.total_s
+    tp_s = m * (n_dense_pace * tp.total_s + n_moe_pace * tp_moe.total_s)
     cp_s = m * n_layers_pace * cp.total_s
     ep_s = m * n_moe_pace * ep.moe_total_s
     pp_s = m * pp.total_s

@@ -177,7 +177,7 @@ def _reason(code: int, llm: LLMSpec, training: TrainingSpec, st: Strategy, syste
         5: f"cp {st.cp} does not divide the sequence length {s}",
         6: f"pp {st.pp} x virtual stages {st.virtual_stages} exceeds the {llm.layers} layers",
         7: (f"ep {st.ep} must divide the experts ({llm.moe.experts if llm.moe else 0}) and ep x expert_tp "
-            f"{st.ep * (st.expert_tp or st.tp)} must divide tp x cp x dp {st.tp * st.cp * st.dp}"),
+            f"{st.ep * (llm.expert_tp_for(st.tp, st.expert_tp))} must divide tp x cp x dp {st.tp * st.cp * st.dp}"),
         8: f"attention_kernel {st.attention_kernel.value} does not exist on {system.gpu.architecture} GPUs ({system.gpu.name})",
         9: _needs_gib(mem_bytes, system.gpu.hbm_bytes),
         10: f"ep {st.ep} needs a MoE model; {llm.name} is dense",
@@ -199,9 +199,13 @@ def _reason(code: int, llm: LLMSpec, training: TrainingSpec, st: Strategy, syste
              f"microbatches {B // (st.dp * st.microbatch_size) // st.pipeline_flushes})"),
         22: (f"precision {training.precision.value} does not run on {system.gpu.name} ({system.gpu.architecture}): "
              f"its tensor cores take {', '.join(sorted(system.gpu.peak_flops))}"),
-        23: (f"expert_tp {st.expert_tp or st.tp} does not divide the expert FFN size "
+        23: (f"expert_tp {llm.expert_tp_for(st.tp, st.expert_tp)} does not divide the expert FFN size "
              f"{llm.moe.expert_ffn_size if llm.moe else 0}"),
         24: f"activation_input_fp8 needs a gated MLP (SwiGLU); model {llm.name} has none",
+        25: (f"offload_activation_layers {st.offload_activation_layers} runs only at pp 1 and without recompute "
+             f"(Megatron-Core --cpu-offloading); the strategy has pp {st.pp}, recompute {st.recompute.value}"),
+        26: (f"expert_tp {st.expert_tp} on {llm.name}, an MoE model with linear biases: Megatron-Core runs its "
+             "experts only at expert_tp 1"),
         21: (f"pipeline_flushes {st.pipeline_flushes} must divide the {B // (st.dp * st.microbatch_size)} "
              f"microbatches of an iteration (global batch {B} / dp {st.dp} / microbatch {st.microbatch_size})"),
     }

@@ -9,6 +9,10 @@ an HB domain of K GPUs; local rank = rank mod K is the rail (railonly.md §1). A
   - g = K/stride members per domain, repeated on the same local ranks in size/g domains, when K is a
     multiple of stride (a hierarchical collective: in-domain phase, then a same-rail phase);
   - otherwise irregular: members of different domains sit on different rails.
+Groups of one kind run at once, so the worst one paces them: blocks that neither fill nor divide a
+domain straddle its boundaries and are priced at the block with the fewest members in one domain
+(_group_shape), and a pipeline with a pair of stages on either side of a boundary at that pair
+(pipeline_pair).
 EP is formed inside a pipeline stage with stride etp (Megatron-Core's expert rank generator), the
 expert-data-parallel group takes the remaining stride etp·ep; the gradient group of dense weights is DP×CP (Megatron averages
 gradients over CP ranks too).
@@ -95,11 +99,26 @@ def _group_shape(size: np.ndarray, stride: np.ndarray, system: ClusterSystem) ->
     span = np.where(one_per_domain | nested, span, np.minimum(span, np.maximum(-(-extent_ranks // k), 1)))
     # nested groups repeat the same local ranks in each domain; one-per-domain groups keep theirs
     same_rail = one_per_domain | (nested & (size % rpd == 0))
-    # a group over several domains that does not fill them evenly (12 ranks on 8-GPU nodes: 8 + 4)
-    # is priced as its members spread evenly over the domains it spans (6 + 6): floor(size / span)
+    # a group over several domains that does not fill them evenly (a stride that does not divide the
+    # domain) is priced as its members spread evenly over the domains it spans: floor(size / span)
     # per domain, from which the collectives derive at least the domains it spans (they cap the
     # count at its extent); a group in one domain has all its members there
     rpd = np.where(span > 1, np.maximum(size // span, 1), size)
+    # Blocks of `size` lane slots (a nested stride's ranks of one local-rank class, k/stride to a
+    # domain) start at multiples of `size`; where neither the block nor the domain divides the other,
+    # some blocks straddle a domain boundary (64 consecutive ranks on 72-GPU domains: ranks 64-127 sit
+    # 8 in one domain and 56 in the next). Their start offsets run over the multiples of
+    # gcd(size, k/stride), so the worst block keeps only that many members in its first domain, and
+    # its collectives wait on those members' links (an all-to-all sends (size - gcd)/size of their
+    # data off the domain); every group of the kind runs at once, so the worst one paces them.
+    lane = np.maximum(k // np.maximum(stride, 1), 1)
+    piece = np.gcd(size, lane)
+    straddle = nested & (size > 1) & (lane % np.maximum(size, 1) != 0) & (size % lane != 0)
+    if np.any(straddle):
+        s_span = 1 + -(-(size - piece) // lane)
+        rpd = np.where(straddle, piece, rpd)
+        span = np.where(straddle, s_span, span)
+        same_rail = same_rail & ~straddle
     extent = np.maximum(-(-extent_ranks // k), span)
     tier = tier_for(extent, same_rail, system)
     tier = np.where(span <= 1, TIER_HB, tier)
@@ -132,6 +151,7 @@ class Placement:
     pp: GroupArrays  # pipeline neighbours (a pair of consecutive stages)
     ep: GroupArrays
     expert_dp: GroupArrays
+    expert_tp: GroupArrays  # the expert tensor-parallel group (innermost, consecutive ranks)
 
 
 def strides(tp, cp, dp, pp, order=DEFAULT_ORDER) -> dict[str, np.ndarray]:
@@ -167,6 +187,37 @@ def ring_neighbours(g: GroupArrays) -> GroupArrays:
     return GroupArrays(size=size, ranks_per_domain=np.where(multi, 1, size), domain_span=np.where(multi, 2, 1),
                        same_rail=g.same_rail, extent_domains=np.where(multi, g.extent_domains, 1),
                        tier=np.where(multi, g.tier, TIER_HB))
+
+
+def pipeline_pair(pp, stride, repeated, system: ClusterSystem) -> GroupArrays:
+    """The pair of consecutive stages whose sends pace the pipeline: the worst such pair. Stages
+    `stride` ranks apart sit k/stride to a domain where the stride divides the domain k; a pipeline of
+    more stages than that (or, where pipelines repeat inside a domain, `repeated`, one whose stages
+    do not tile the domain) has a pair on either side of a domain boundary, and every microbatch
+    crosses it, so that pair's send over the scale-out network paces the pipeline's hops."""
+    pp = np.asarray(pp, np.int64)
+    stride = np.asarray(stride, np.int64)
+    g = group_shape(np.minimum(pp, 2), stride, system)
+    k = system.hb.size
+    nested = (k % np.maximum(stride, 1) == 0) & (stride % k != 0)
+    lane = np.maximum(k // np.maximum(stride, 1), 1)
+    crossing = nested & (pp > 1) & ((pp > lane) | (np.asarray(repeated, bool) & (lane % np.maximum(pp, 1) != 0)))
+    # a stride below the domain that does not divide it puts some stage's ranks within a stride of a
+    # boundary as soon as the job spans more than one domain
+    irregular = ~nested & (stride % k != 0) & (stride < k) & (pp > 1)
+    crossing = crossing | (irregular & (system.n_gpus > k))
+    ones, twos = np.ones_like(pp), 2 * np.ones_like(pp)
+    # otherwise every pair sits inside a domain (the pairs are consecutive stages, not blocks, so the
+    # block rule of _group_shape does not apply to them)
+    pair = np.minimum(pp, 2)
+    inside = GroupArrays(size=pair, ranks_per_domain=pair, domain_span=ones, same_rail=np.ones(pp.shape, bool),
+                         extent_domains=ones, tier=np.full(pp.shape, TIER_HB))
+    g = merge_groups(g, inside, (nested | (irregular & (system.n_gpus <= k))) & ~crossing)
+    if not np.any(crossing):
+        return g
+    crossed = GroupArrays(size=twos, ranks_per_domain=ones, domain_span=twos, same_rail=np.zeros(pp.shape, bool),
+                          extent_domains=twos, tier=tier_for(twos, np.zeros(pp.shape, bool), system))
+    return merge_groups(g, crossed, crossing)
 
 
 def gradient_group(cp, dp, cp_stride, dp_stride, cp_group: GroupArrays, dp_group: GroupArrays,
@@ -232,11 +283,12 @@ def place(tp, cp, dp, pp, ep, system: ClusterSystem, order=DEFAULT_ORDER, etp=1,
         cp_ring=ring_neighbours(cp_group),
         dp=dp_group,
         grad=gradient_group(cp, dp, st["cp"], st["dp"], cp_group, dp_group, system),
-        pp=group_shape(np.minimum(pp, 2), st["pp"], system),
+        pp=pipeline_pair(pp, st["pp"], (tuple(order).index("pp") < tuple(order).index("dp")) & (dp > 1), system),
         ep=group_shape(ep, etp, system),
         # Megatron-Core's expert generator keeps the dense order's place for pp: under tp-cp-pp-dp
         # (--use-tp-pp-dp-mapping, order tp-cp-ep-pp-dp) the expert data-parallel ranks sit outside
         # the pipeline, etp·ep·pp apart (parallel_state.py initialize_model_parallel, expert_order)
         expert_dp=group_shape(np.maximum(stage_ranks // np.maximum(ep * etp, 1), 1),
                               etp * ep * (pp if tuple(order).index("pp") < tuple(order).index("dp") else 1), system),
+        expert_tp=group_shape(etp, np.ones_like(etp), system),
     )

@@ -25,13 +25,15 @@ class DesignPoint:
     label: str
     family: str
     platform: str
-    n_gpus: int
+    n_gpus: int  # built, spares included: what capex_usd and power_w pay for
     capex_usd: float
     power_w: float
     time_to_train_s: float
     strategy: str = ""
     # the study's cost and reliability metrics at this point (designer.search.economics), if any
     extra: tuple[tuple[str, float], ...] = ()
+    # GPUs the job runs on (n_gpus less the spare domains' GPUs); 0: all of them
+    job_gpus: int = 0
 
     def metric(self, name: str) -> float:
         t = self.time_to_train_s
@@ -101,7 +103,9 @@ def _fmt(name: str, v: float) -> str:
 
 
 def _describe(p: DesignPoint) -> str:
-    return f"{p.n_gpus:,} x {p.platform} ({p.family}, {p.label})"
+    spare = p.n_gpus - p.job_gpus if 0 < p.job_gpus < p.n_gpus else 0
+    built = f"{p.n_gpus:,} ({p.job_gpus:,} in the job, {spare:,} spare)" if spare else f"{p.n_gpus:,}"
+    return f"{built} x {p.platform} ({p.family}, {p.label})"
 
 
 def answer_goal(goal: Goal, points: Sequence[DesignPoint]) -> GoalAnswer | None:

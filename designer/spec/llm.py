@@ -7,6 +7,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
+
 from pydantic import Field, field_validator, model_validator
 
 from designer.spec.base import Record
@@ -96,6 +98,16 @@ class LLMSpec(Record):
     @property
     def kv_heads_effective(self) -> int:
         return self.kv_heads or self.heads
+
+    def expert_tp_for(self, tp, expert_tp):
+        """The expert tensor parallelism a strategy runs (arrays or ints; expert_tp 0 or None: unset):
+        its own, else Megatron's default, tp, except for an MoE model with linear biases, which
+        Megatron-Core runs only at 1 (transformer_config.py: "Bias in Moe is only supported when
+        ETP==1"; Megatron-Bridge's gpt-oss recipes set 1)."""
+        default = 1 if (self.moe is not None and self.linear_bias) else tp
+        if isinstance(expert_tp, np.ndarray) or isinstance(tp, np.ndarray):
+            return np.where(np.asarray(expert_tp) > 0, expert_tp, default)
+        return expert_tp or default
 
     @property
     def head_dim_effective(self) -> int:

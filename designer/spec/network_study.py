@@ -218,9 +218,10 @@ class LinkMediaPolicy(Record):
     optic: str | None = None
     dac: str | None = None
     # Media offered only on request (the catalog's options, prices-and-layout.md §2a): linear pluggable
-    # optics (kind lpo: they work only where the host's SerDes can drive them) and linear active
-    # copper (kind copper_active: no NVIDIA part or price found). List their ids to let the layout
-    # choose them; a medium named as `optic` or `dac` is allowed too.
+    # optics (kind lpo: they work only where the host's SerDes can drive them), linear active
+    # copper (kind copper_active: no NVIDIA part or price found) and active optical cables (kind aoc:
+    # no sourced price). List their ids to let the layout choose them; a medium named as `optic` or
+    # `dac` is allowed too.
     allow: tuple[str, ...] = ()
 
 

@@ -28,6 +28,7 @@ from designer.analysis.robustness import (
     draw_prices,
     exposure_matrix,
     front_mask,
+    goal_candidate_mask,
     goal_optimum,
     price_exposure,
     robustness,
@@ -574,3 +575,28 @@ def test_frame_and_plot(pool, tmp_path):
     assert sorted(ticks) == sorted(f"{d} *" if on else d for d, on in zip(f["design_id"], f["on_point_front"]))
     out = plot_robustness(f, tmp_path / "robustness.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and not list(tmp_path.glob(".*partial*"))
+
+
+@pytest.mark.parametrize("goal, kept", [
+    ({"minimize": "time_to_train_s", "subject_to": {"power_w": "<= 2.5e7"}}, [True, True]),
+    ({"minimize": "power_w"}, [True, True]),
+    ({"minimize": "capex_usd", "subject_to": {"time_to_train_s": "<= 20"}}, [True, False]),
+    ("front", [True, False]),
+])
+def test_a_goal_on_power_keeps_the_designs_beaten_on_capex_and_time(goal, kept):
+    # i is cheaper and faster than j at every price of the box but draws 30 MW to j's 20 MW: under a
+    # 25 MW limit j is the answer in every draw. A goal on capex and time may leave j out (dominated in
+    # every draw); a goal on power must keep it, or the study would read "unmet".
+    def exposure(did, q):
+        return PriceExposure(design_id=did, label=did, family="rail-optimized", platform="p", n_gpus=1024,
+                             capex_usd=q * 100.0, terms=(PriceTerm(entry_id="plat", section="platforms", quantity=q,
+                                                                   price_usd=100.0),))
+    exps, t, power = [exposure("i", 10), exposure("j", 11)], [10.0, 11.0], [30e6, 20e6]
+    ranges = {"plat": PriceRange(low_usd=90.0, mode_usd=100.0, high_usd=110.0, distribution="triangular")}
+    g = Goal.model_validate(goal)
+    keep = goal_candidate_mask(g, exps, t, ranges)
+    assert keep.tolist() == kept
+    if kept == [True, True] and g.subject_to:
+        idx = [k for k in range(2) if keep[k]]
+        r = robustness([exps[k] for k in idx], [t[k] for k in idx], ranges, 200, 0, goal=g, power_w=[power[k] for k in idx])
+        assert r.p_goal_unmet == 0.0 and {d.design_id: d.p_optimum for d in r.designs} == {"i": 0.0, "j": 1.0}

@@ -161,3 +161,17 @@ def test_infeasible_lower_budget_message(cat):
     # The most the range allows is 10 domains = 80 GPUs: missed by 20 GPUs.
     with pytest.raises(InfeasibleDesign, match=r"^big budget >= 100 is missed by 20 GPUs for 80 GPUs$"):
         solve_network(st)
+
+
+def test_the_message_names_the_budget_short_by_the_larger_share_with_a_per_gpu_budget(cat):
+    # 300 domains fixed: the total capex budget is 2.7 % short of what they cost, the per-GPU one
+    # 0.27 %. A per-GPU row's shortfall is a total (100 USD x 2400 GPUs), measured against the
+    # total it allows, so the total budget, the one short by the larger share, is named first.
+    cap = oracle("capex_usd", 300)
+    per = oracle("capex_per_gpu_usd", 300)
+    st = study(cat, kind="min_cost", lo=300, hi=300,
+               declared=[{"name": "total", "metric": "capex_usd", "sense": "<=", "rhs": cap * 0.973},
+                         {"name": "unit", "metric": "capex_per_gpu_usd", "sense": "<=", "rhs": per * 0.9973}])
+    with pytest.raises(InfeasibleDesign) as err:
+        solve_network(st)
+    assert str(err.value).startswith("total budget <= ") and "also short: unit by" in str(err.value)

@@ -74,7 +74,8 @@ def study(cat, *, platform="t_nvl72", switch="t_sw128", family="rail-only", gpus
     return NetworkStudy.model_validate({
         "catalog": {"extra_files": [cat]},
         "choices": {"platforms": [platform], "nics": [{"id": "t_nic"}], "switches": [{"id": switch}],
-                    "families": [family], "media": media or {}, "layout": layout or {}},
+                    # the test AOC is offered on request, as every AOC (milp.OPT_IN_MEDIA_KINDS)
+                    "families": [family], "media": {"allow": ["t_aoc"], **(media or {})}, "layout": layout or {}},
         "gpus": gpus, "objective": objective or {"kind": "min_cost"}, "budgets": budgets or {}})
 
 
@@ -451,3 +452,15 @@ def test_lpo_is_offered_only_when_the_study_allows_it():
     assert "lpo_800g_2xdr4" in with_lpo.link_media and with_lpo.capex_usd < plain.capex_usd
     with pytest.raises(SpecError, match=r"field 'choices.media.allow.0' = 'no_such_optic': not a medium"):
         solve(["no_such_optic"])
+
+
+def test_an_active_optical_cable_is_chosen_only_on_request(cat):
+    # no source prices an AOC (prices-and-layout.md §2a), so an estimate never decides a default
+    # design: the 5.6 m end-of-row links of one NVL72 rack take the cheapest optic (t_sr, 50 m) unless
+    # the study lists the AOC, which is cheaper and long enough (20 m)
+    def media(allow):
+        st = study(cat, gpus={"count": 72}, layout={"leaf_placement": "end_of_row"}, media={"allow": allow})
+        return solve_network(st).design.link_media
+
+    assert media([]) == (cheapest_by_hand(5.6, ("t_dac", "t_sr", "t_dr")),) == ("t_sr",)
+    assert media(["t_aoc"]) == ("t_aoc",)

@@ -480,3 +480,29 @@ def test_multiple_of_must_fit_every_domain(paper_catalog):
         solve_network(bad)
     assert str(err.value) == ("field 'gpus.multiple_of' = 100: not a multiple of every chosen HB domain size [8, 72]; "
                               "allowed: multiples of 72")
+
+
+def test_a_connectx8_does_not_meet_an_800gbe_switch_port():
+    # ConnectX-8 runs Ethernet as 2 x 400GbE: 800GbE on one port is not supported
+    # (prices-and-layout.md §2c), so it cannot fill the SN5600's 64 x 800G ports
+    st = NetworkStudy.model_validate({
+        "choices": {"platforms": ["hgx_b300_8"], "nics": [{"id": "cx8_800g"}], "switches": [{"id": "sn5600", "radix": [64]}],
+                    "families": ["rail-optimized"]},
+        "gpus": {"count": 1024}})
+    with pytest.raises(SpecError, match=r"NIC cx8_800g runs Ethernet as 2 x 400G ports, not one 800G port as sn5600"):
+        solve_network(st)
+
+
+def test_the_two_ends_of_a_link_run_one_lane_rate(tmp_path):
+    # an 800G NIC on 200G-PAM4 lanes and an 800G InfiniBand switch on 100G-PAM4 lanes: 200G-PAM4
+    # optics cannot downshift to 100G (prices-and-layout.md §2a), so no link joins them
+    cat = tmp_path / "lanes.yaml"
+    cat.write_text("switches:\n  - {id: ib_800_l100, modes: [{radix: 64, port_gbps: 800}], fabric: infiniband, lane_gbps: 100,"
+                   " price_usd: 1, power_w: 1, source: t}\n")
+    st = NetworkStudy.model_validate({
+        "catalog": {"extra_files": [str(cat)]},
+        "choices": {"platforms": ["hgx_b300_8"], "nics": [{"id": "cx8_800g"}], "switches": [{"id": "ib_800_l100"}],
+                    "families": ["rail-optimized"]},
+        "gpus": {"count": 1024}})
+    with pytest.raises(SpecError, match=r"NIC cx8_800g \(200G lanes\) and ib_800_l100 \(100G lanes\) run different lane rates"):
+        solve_network(st)

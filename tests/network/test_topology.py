@@ -351,8 +351,12 @@ def test_network_tiers_for_oversubscribed_rail_fabric():
     assert (leaf.span_domains, leaf.cross_rail) == (32, False)
     assert (spine.span_domains, spine.cross_rail) == (512, False)
     assert (core.span_domains, core.cross_rail) == (512, True)
-    assert [t.bandwidth_per_gpu_bytes_per_s for t in (leaf, spine, core)] == [50e9, 50e9, 12.5e9]
+    # the line rate and the ratio below the tier, which the perf model divides once: the core
+    # carries 50 / 4 = 12.5 GB/s per GPU, the tier's capacity
+    assert [t.bandwidth_per_gpu_bytes_per_s for t in (leaf, spine, core)] == [50e9, 50e9, 50e9]
     assert [t.oversubscription for t in (leaf, spine, core)] == [1.0, 1.0, 4.0]
+    assert [t.bandwidth_per_gpu_bytes_per_s / t.oversubscription for t in (leaf, spine, core)] == \
+        [x.capacity_per_gpu_bytes_per_s for x in bom.tiers]
     assert [t.latency_s for t in (leaf, spine, core)] == pytest.approx([1e-6, 2e-6, 3e-6])
 
 

@@ -332,6 +332,20 @@ def test_oversubscribed_alltoall_slowed_by_the_ratio(ideal, ratio):
     assert over.spine_bytes == pytest.approx(remote * (n_dom - leaf) / (n_dom - 1))
 
 
+def test_a_designed_oversubscribed_fabric_slows_the_alltoall_by_its_ratio_once(ideal):
+    """The tiers the network layer hands the perf model (to_network_tiers): 128 domains of 8 on
+    radix-64 switches at 4:1, one GPU per domain. Leaves join 32 domains; of each rank's (p-1)/p
+    bytes to the others, (128 - 32)/127 go over the 4:1 uplinks: 1 GB x 96/128 x 4 / 50 GB/s."""
+    from designer.network.topology import RAILONLY_V5_PRICES, bill_of_materials, to_network_tiers
+
+    n_dom, n, r = 128, 1e9, 4.0
+    bom = bill_of_materials("oversubscribed", 8 * n_dom, 8, 64, prices=RAILONLY_V5_PRICES, oversubscription=r)
+    tiers = tuple(t.model_copy(update={"latency_s": 0.0}) for t in to_network_tiers(bom))
+    shape = GroupShape(size=n_dom, ranks_per_domain=1, domain_span=n_dom, same_rail=True)
+    e = _one("all_to_all", n, shape, _system(n_gpus=8 * n_dom, tiers=tiers), ideal, "pairwise")
+    assert e.time_s == pytest.approx(ALPHA_HB + n * 96 / 128 * r / B_NET, rel=1e-9)
+
+
 def test_ring_allreduce_barely_notices_oversubscription(calib):
     n_dom, n = 16, 1e9
     shape = GroupShape(size=8 * n_dom, ranks_per_domain=8, domain_span=n_dom, same_rail=True)

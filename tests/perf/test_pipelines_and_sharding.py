@@ -690,3 +690,41 @@ def test_a_middle_rank_holds_the_parameters_of_its_heaviest_middle_stage():
     _, moe_e = cmp.moe_layer_params(llm)
     assert (int(c.stages.mid_first_moe[0]), int(c.stages.mid_moe[0])) == (3, 4)
     assert float(sp_.rank_expert[1][0]) == pytest.approx(4 * moe_e / 8, rel=1e-12)
+
+
+@pytest.mark.parametrize("shared_experts, blocks", [(0, 1), (1, 2)])
+def test_an_moe_layer_gathers_over_tp_for_its_attention_and_shared_experts_only(shared_experts, blocks):
+    # Mixtral 8x7B at TP 4 with SP, expert TP 1: the routed experts take the rank's own s/4 tokens
+    # through the dispatcher, so only the attention's input is gathered and its output reduce-
+    # scattered over TP (Megatron-Core token_dispatcher.py gathers over expt_tp alone). A layer's TP
+    # bytes are then half a dense layer's of the same width; with a shared expert, itself a TP MLP on
+    # the gathered sequence, the same as a dense layer's.
+    base = load_model("mixtral-8x7b")
+    moe = base.moe.model_copy(update={"shared_experts": shared_experts})
+    llm = base.model_copy(update={"moe": moe})
+    dense = base.model_copy(update={"moe": None})
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=64, total_tokens=1e9)
+    sy = cluster("h100_sxm", 8)
+    s = [Strategy(tp=4, dp=2, ep=4, expert_tp=1, sequence_parallel=True, microbatch_size=1, recompute="full")]
+    tp_bytes = [float(_arrays(m, tr, s, sy)["type_tp_hb_bytes"][0]) for m in (llm, dense)]
+    assert tp_bytes[0] / tp_bytes[1] == pytest.approx(blocks / 2, rel=1e-12)
+
+
+def test_expert_tp_gathers_the_received_tokens_over_its_group():
+    # Mixtral 8x7B on one 8-GPU node at TP 4 with SP, EP 4: expert TP 2 adds, per MoE layer and
+    # microbatch, an all-gather of the tokens each rank received over its expert-TP pair after the
+    # dispatch and a reduce-scatter before the combine, and their mirrors backward; full recompute
+    # repeats the forward's: 3 + 3. Each moves, per rank, (etp - 1)/etp of the gathered total
+    # etp x received, i.e. the received bytes: b·(s/tp)·load·top_k·h·2 with the default load
+    # imbalance (the busiest rank's share). The all-to-all over EP 4 is the same in both.
+    llm = load_model("mixtral-8x7b")
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=64, total_tokens=1e9)
+    sy = cluster("h100_sxm", 8)
+    base = dict(tp=4, dp=2, ep=4, sequence_parallel=True, microbatch_size=1, recompute="full")
+    r = _arrays(llm, tr, [Strategy(**base, expert_tp=1), Strategy(**base, expert_tp=2)], sy)
+    from designer.perf import iteration as it
+    load = float(it._context(llm, tr, StrategyArrays.from_strategies([Strategy(**base)]), sy, CAL).expert_load)
+    received = 1 * (4096 / 4) * load * 2 * 4096 * 2
+    per_layer = 6 * received
+    want = per_layer * 32 * r["microbatches"][1]
+    assert float(r["type_ep_hb_bytes"][1] - r["type_ep_hb_bytes"][0]) == pytest.approx(want, rel=1e-9)

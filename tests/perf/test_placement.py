@@ -58,18 +58,37 @@ def test_pipeline_outside_data_parallel_sends_the_gradients_over_the_nics():
     assert (int(g.ranks_per_domain[0]), int(g.domain_span[0])) == (1, 128)
 
 
-def test_a_group_that_fills_its_domains_unevenly_is_spread_over_them():
-    # 12 consecutive ranks on 8-GPU domains hold 8 + 4: two domains, priced as 6 + 6 (the
-    # collectives then see two domains and price the network, where 12 // 8 = 1 would see one);
-    # 128 on 72-GPU racks: two racks, 64 + 64
-    from designer.perf.collectives import collective_estimate
+def _worst_block(size, n_ranks, k):
+    """By enumeration: over the blocks of `size` consecutive ranks (ranks j·size .. j·size + size - 1)
+    on domains of k, the block with the fewest members in one domain: (that count, its domains)."""
+    worst = None
+    for start in range(0, n_ranks - size + 1, size):
+        pieces = {}
+        for r in range(start, start + size):
+            pieces[r // k] = pieces.get(r // k, 0) + 1
+        key = (min(pieces.values()), len(pieces))
+        worst = key if worst is None or key[0] < worst[0] else worst
+    return worst
+
+
+@pytest.mark.parametrize("size, n_ranks, k", [(12, 64, 8), (20, 64, 8), (8, 64, 8), (64, 576, 72), (32, 576, 72),
+                                              (128, 576, 72), (144, 576, 72), (24, 576, 72)])
+def test_a_group_that_straddles_domains_is_priced_at_its_worst_block(size, n_ranks, k):
+    # blocks of consecutive ranks that neither fill nor divide a domain straddle its boundaries (64 on
+    # 72-GPU racks: ranks 64-127 sit 8 + 56); the worst block's members per domain and domains touched,
+    # listed rank by rank, are the group's shape
     from designer.perf.placement import group_shape
 
+    sy = cluster("gb200" if k == 72 else "h100_sxm", n_ranks, hb_size=k)
+    g = group_shape(np.array([size]), np.array([1]), sy)
+    assert (int(g.ranks_per_domain[0]), int(g.domain_span[0])) == _worst_block(size, n_ranks, k)
+
+
+def test_a_group_that_fills_its_domains_unevenly_crosses_the_network():
+    # 12 consecutive ranks over two 8-GPU domains
+    from designer.perf.collectives import collective_estimate
+
     sy = cluster("h100_sxm", 64)
-    g = group_shape(np.array([12, 8]), np.array([1, 1]), sy)
-    assert list(g.ranks_per_domain) == [6, 8] and list(g.domain_span) == [2, 1]
-    rack = group_shape(np.array([128]), np.array([1]), cluster("gb200", 576, hb_size=72))
-    assert (int(rack.ranks_per_domain[0]), int(rack.domain_span[0])) == (64, 2)
     # the 12-rank all-to-all crosses the network: slower than the 8 ranks of one domain
     from designer.perf.collectives import GroupShape, load_collective_calibration
 
@@ -100,9 +119,9 @@ def test_a_stride_that_does_not_divide_the_rack_spans_the_racks_its_ranks_run_ov
     from designer.perf.collectives import domains_crossed
 
     assert int(g.ranks_per_domain[0]) == 1 and float(domains_crossed(9, 1, 8)) == 8
-    # 20 consecutive ranks on 8-GPU nodes: 8 + 8 + 4, three domains, 6 per domain
+    # 20 consecutive ranks on 8-GPU nodes: the worst block holds 4 + 8 + 8, three domains
     h = group_shape(np.array([20]), np.array([1]), cluster("h100_sxm", 64))
-    assert (int(h.ranks_per_domain[0]), int(h.domain_span[0])) == (6, 3) and float(domains_crossed(20, 6, 3)) == 3
+    assert (int(h.ranks_per_domain[0]), int(h.domain_span[0])) == (4, 3) and float(domains_crossed(20, 4, 3)) == 3
     # a pipeline pair 64 ranks apart sits in one rack (ranks 0 and 64): one domain, both members there
     pair = group_shape(np.array([2]), np.array([64]), sy)
     assert (int(pair.ranks_per_domain[0]), int(pair.domain_span[0])) == (2, 1)
@@ -128,3 +147,33 @@ def test_expert_data_parallel_ranks_sit_outside_the_pipeline_under_tp_cp_pp_dp()
             per_domain.setdefault(r // HB, []).append(r)
         assert (int(g.size[0]), int(g.ranks_per_domain[0]), int(g.domain_span[0])) == (
             len(ranks), max(len(v) for v in per_domain.values()), len(per_domain))
+
+
+@pytest.mark.parametrize("tp, dp, pp, order, k", [
+    (4, 1, 4, 0, 8), (4, 1, 2, 0, 8), (2, 2, 4, 0, 8), (2, 4, 3, 1, 8), (2, 2, 4, 1, 8), (1, 2, 2, 1, 8), (8, 2, 2, 0, 8),
+    (2, 1, 8, 0, 8),
+    # 72-GPU racks: one rack (stride 8, 9 stages; stride 24, 3 stages), two racks, a stride that does not
+    # divide the rack (16), and pipelines repeated inside a rack
+    (8, 1, 9, 0, 72), (4, 6, 3, 0, 72), (8, 1, 18, 0, 72), (4, 3, 3, 1, 72), (4, 6, 3, 1, 72), (16, 1, 9, 0, 72),
+    (16, 4, 2, 1, 72), (8, 3, 6, 1, 72)])
+def test_the_pipeline_is_paced_by_a_pair_of_stages_across_a_domain_boundary(tp, dp, pp, order, k):
+    # stage i's rank r sends to stage i + 1's rank at the pipeline's stride; listed rank by rank on
+    # 8- and 72-GPU domains (on 8, a pipeline of 4 stages of 4 ranks has its middle pair in two
+    # domains: ranks 4-7 send to 8-11). Where any pair crosses, the pipeline's pair is that one: one
+    # member in each of two domains; where none does, both members share a domain.
+    n = tp * dp * pp
+    names = ORDERS[order]
+    sizes = {"tp": tp, "cp": 1, "dp": dp, "pp": pp}
+
+    def rank(ix):
+        r, acc = 0, 1
+        for name in names:
+            r, acc = r + ix[name] * acc, acc * sizes[name]
+        return r
+
+    crossing = any(rank(dict(tp=t, cp=0, dp=d, pp=i)) // k != rank(dict(tp=t, cp=0, dp=d, pp=i + 1)) // k
+                   for t in range(tp) for d in range(dp) for i in range(pp - 1))
+    one = np.ones(1, np.int64)
+    sy = cluster("h100_sxm", max(n, 8)) if k == 8 else cluster("gb200", -(-n // k) * k, hb_size=k)
+    g = place(tp * one, one, dp * one, pp * one, one, sy, names).pp
+    assert (int(g.ranks_per_domain[0]), int(g.domain_span[0])) == ((1, 2) if crossing else (2, 1))

@@ -161,6 +161,14 @@ def test_goal_not_met_exits_3_and_keeps_the_front(exhaustive_run, tmp_path):
     assert (out / "pareto.csv").is_file() and (out / "meta.json").is_file()
 
 
+def test_a_goal_answer_with_spares_names_the_built_and_the_job_gpus():
+    # 97 nodes bought (776 GPUs), 64 of them (512 GPUs) in the job: the capex pays for all 776
+    p = DesignPoint("s", "s", "rail-optimized", "hgx_h100_8", 776, 29.2e6, 1.0e6, 22 * 86400.0, job_gpus=512)
+    a = answer_goal(Goal.model_validate({"minimize": "capex_usd"}), [p])
+    assert "776 (512 in the job, 264 spare) x hgx_h100_8" in a.message
+    assert a.as_dict()["answer"]["n_gpus"] == 776 and a.as_dict()["answer"]["job_gpus"] == 512
+
+
 def test_goal_by_hand():
     pts = [DesignPoint("a", "a", "rail-only", "h100", 1024, 100e6, 5e6, 40 * 86400.0),
            DesignPoint("b", "b", "rail-optimized", "h100", 2048, 180e6, 9e6, 22 * 86400.0),
