@@ -273,7 +273,7 @@ def _moe_args(llm: LLMSpec, s: Strategy, gpus_per_node: int, notes: list[str]) -
     return a
 
 
-def _zero_args(s: Strategy, notes: list[str]) -> list[str]:
+def _zero_args(s: Strategy, training: TrainingSpec, notes: list[str]) -> list[str]:
     a: list[str] = []
     dp_ranks = s.dp * s.cp  # Megatron's distributed optimizer and FSDP shard over the dp x cp group
     if s.zero_stage == 1:
@@ -287,6 +287,12 @@ def _zero_args(s: Strategy, notes: list[str]) -> list[str]:
         # the distributed optimizer on itself.
         strategy = "optim_grads" if s.zero_stage == 2 else "optim_grads_params"
         a += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy", strategy, "--ckpt-format", "fsdp_dtensor"]
+        # Megatron-FSDP keeps and reduces gradients in the model's dtype unless told (arguments.py
+        # --megatron-fsdp-main-grads-dtype / --megatron-fsdp-grad-comm-dtype, default 'auto'): write
+        # the accumulation and reduction widths designer priced (TrainingSpec.grad_accumulation_dtype,
+        # grad_reduce_dtype)
+        a += ["--megatron-fsdp-main-grads-dtype", training.grad_accumulation_dtype,
+              "--megatron-fsdp-grad-comm-dtype", training.grad_reduce_dtype]
         if s.zero_stage == 3 and not s.fsdp_reshard_after_forward:
             notes.append("ZeRO-3 without resharding after forward: Megatron-FSDP has no such switch "
                          "(--torch-fsdp2-no-reshard-after-forward is Torch-FSDP2's)")
@@ -478,7 +484,7 @@ def megatron_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus: i
     notes.append("optimizer hyperparameters are not in the designer records: add --lr, --min-lr, "
                  "--lr-decay-style, --lr-warmup-iters, --weight-decay, --clip-grad")
     a += _recompute_args(s, training, notes)
-    a += _zero_args(s, notes)
+    a += _zero_args(s, training, notes)
     fsdp = s.zero_stage in (2, 3)
     if s.overlap_dp_comm and s.dp * s.cp > 1:
         a.append("--overlap-grad-reduce")
@@ -567,7 +573,8 @@ def megatron_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus: i
         # arguments.py: --cpu-offloading-num-layers > 0 sets cpu_offloading itself
         a += ["--cpu-offloading-num-layers", str(s.offload_activation_layers)]
     a += _precision_args(s, training, notes)
-    _gradient_wire_note(training, notes)
+    if s.zero_stage <= 1:
+        _gradient_wire_note(training, notes)  # Megatron-FSDP (ZeRO-2/3) is told both widths above
     env: list[tuple[str, str]] = []
     if (s.tp > 1 or s.cp > 1) and not fsdp and not ep_overlap:
         # arguments.py asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with tp or cp > 1 before Blackwell (one

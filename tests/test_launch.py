@@ -798,3 +798,15 @@ def test_torchtitan_has_no_replicated_weights_beside_other_parallelism():
     # data parallelism alone is DDP; TP or PP alone (dp 1) applies neither DDP nor FSDP and runs
     for s in (Strategy(dp=8, zero_stage=0), Strategy(tp=8, dp=1, zero_stage=0), Strategy(tp=4, pp=2, dp=1, zero_stage=0)):
         assert torchtitan_launch(llm, _train(8192, 64), s, 8, 8).toml is not None
+
+
+def test_megatron_fsdp_is_told_the_gradient_widths_designer_priced():
+    # Megatron-FSDP keeps and reduces gradients in the model's dtype unless told (arguments.py
+    # --megatron-fsdp-main-grads-dtype / --megatron-fsdp-grad-comm-dtype, default 'auto'): fp32
+    # accumulation and bf16 reduction as priced; the Megatron-DDP note on fp32 reduction is not said
+    llm = load_model("llama3-8b")
+    launch = megatron_launch(llm, _train(8192, 64), Strategy(dp=8, zero_stage=3), 8, 8)
+    _, _, script = split_command(launch.command())
+    ns = MEGATRON_PARSER.parse_args(script)
+    assert (ns.megatron_fsdp_main_grads_dtype, ns.megatron_fsdp_grad_comm_dtype) == ("fp32", "bf16")
+    assert not any("gradient reduction" in n for n in launch.notes)
