@@ -929,13 +929,23 @@ def _robustness(spec: StudySpec, cands: list[Candidate], tables: list[ScoredTabl
                      spec.robustness.seed, goal=spec.goal if goal_ok and time_key == "time_to_train_s" else None,
                      power_w=[powers[i] for i in idx])
     frame = robustness_frame(res, [nds[i] for i in idx])
+    # the draws reprice the IT capex only: the front they test is (capex_usd, time) whatever the
+    # study's cost objective (its cost lines are not redrawn)
     summary = {"samples": res.samples, "seed": res.seed, "goal": res.goal, "time": time_key,
+               "front": f"capex_usd vs {time_key}",
                "n_candidates": len(idx), "n_left_out_dominated_everywhere": len(exposures) - len(idx),
                "p_same_front": res.p_same_front, "p_goal_unmet": res.p_goal_unmet,
                "price_ids": list(res.price_ids), "fixed_price_ids": list(res.fixed_price_ids)}
+    notes = []
+    cost_objective = next((o for o in spec.objectives if o != time_key), "capex_usd")
+    if cost_objective != "capex_usd":
+        notes.append(f"p_on_front is for the (capex_usd, {time_key}) front, not the study's ({cost_objective}, "
+                     f"{time_key}) one: the price draws reprice the IT capex, not the cost lines")
     if not goal_ok or time_key != "time_to_train_s":
-        summary["note"] = ("p_optimum is for the front goal: the study's goal names metrics the price draws do not "
-                           "reprice (cost lines, failures)")
+        notes.append("p_optimum is for the front goal: the study's goal names metrics the price draws do not "
+                     "reprice (cost lines, failures)")
+    if notes:
+        summary["note"] = "; ".join(notes)
     return frame, summary
 
 

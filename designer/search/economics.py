@@ -122,7 +122,8 @@ def design_economics(design, platform, *, costs: CostLines | None, reliability: 
     comps = components_from_design(design, gpus_per_host=gpus_per_host, unit_gpus=unit)
     write_gb_per_s = reliability.checkpoint_write_gb_per_s
     if write_gb_per_s is None:
-        write_gb_per_s = lines.storage.write_bandwidth_gb_per_s(design.job_gpus)  # checked by the spec
+        # the storage the design buys, sized for its built GPUs, spares included (as it is priced)
+        write_gb_per_s = lines.storage.write_bandwidth_gb_per_s(design.n_gpus)  # checked by the spec
     read = reliability.checkpoint_read_gb_per_s
     ckpt = CheckpointSpec(state_bytes=n_params * reliability.checkpoint_bytes_per_param,
                           write_bytes_per_s=write_gb_per_s * 1e9, read_bytes_per_s=None if read is None else read * 1e9)

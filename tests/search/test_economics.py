@@ -139,6 +139,21 @@ def test_robustness_section_writes_each_candidates_chances(tmp_path):
     cheapest = rb.loc[rb["capex_usd"].idxmin()]
     assert cheapest["platform"] == "hgx_h100_8" and cheapest["p_on_front"] == 1.0
     assert (tmp_path / "robustness.png").exists() is False  # plots are off in these studies
+    # the draws reprice the IT capex: the front they test is named, and no note is needed for it here
+    assert meta["front"] == "capex_usd vs time_to_train_s" and "note" not in meta
+
+
+def test_robustness_says_which_front_it_tests_under_a_tco_objective(tmp_path):
+    net = {"choices": {"platforms": ["hgx_h100_8", "hgx_b200_8"], "nics": [{"id": "cx7_400g", "nics_per_gpu": [1]}],
+                       "switches": [{"id": "qm9790"}], "families": ["rail-optimized"]},
+           "gpus": {"min": 64, "max": 128, "multiple_of": 64}}
+    spec = _spec(network=net, reliability=None, robustness={"samples": 200, "seed": 3},
+                 objectives=["tco_usd", "time_to_train_s"])
+    run_study(spec, out_dir=tmp_path)
+    import json
+    meta = json.loads((tmp_path / "meta.json").read_text())["robustness"]
+    assert meta["front"] == "capex_usd vs time_to_train_s"
+    assert "not the study's (tco_usd, time_to_train_s) one" in meta["note"]
 
 
 def test_spares_are_a_design_knob_that_trades_capex_for_goodput(tmp_path):
@@ -240,3 +255,23 @@ def test_pue_follows_the_floors_cooling(tmp_path, cooling, pue):
     run_study(spec, out_dir=tmp_path)
     for _, r in pd.read_csv(tmp_path / "designs.csv").iterrows():
         assert r["facility_power_w"] == pytest.approx(pue * r["power_w"], rel=1e-9)
+
+
+def test_a_checkpoint_writes_at_the_bandwidth_of_the_storage_the_design_buys(tmp_path):
+    # storage sized per GPU built (spares included) writes at 2 GB/s per PB of it: 14 bytes per
+    # parameter over (4 PB per 1,000 GPUs x built GPUs x 2 GB/s per PB)
+    costs = {**COSTS, "storage": {"pb_per_1000_gpus": 4.0, "write_gb_per_s_per_pb": 2.0}}
+    spec = _spec(costs=costs, reliability={"detect_s": 60, "restart_s": 240, "try_spares": [True]},
+                 objectives=["capex_usd", "time_to_train_with_failures_s"])
+    run_study(spec, out_dir=tmp_path)
+    trials = pd.read_parquet(tmp_path / "trials.parquet")
+    ok = trials[trials["feasible"] & (trials["spare_domains"] > 0)]
+    assert len(ok) > 0
+    from designer.perf.compute import total_params
+    from designer.spec.llm import LLMSpec
+
+    n_params = total_params(LLMSpec.model_validate(TINY))
+    for _, r in ok.iterrows():
+        assert r["n_gpus"] > r["job_gpus"]
+        bw = 2.0 * 4.0 * r["n_gpus"] / 1000.0 * 1e9
+        assert r["checkpoint_write_s"] == pytest.approx(14 * n_params / bw, rel=1e-9)
