@@ -132,14 +132,14 @@ def with_cost_terms(spec: StudySpec, net: Any, prefix: str = "network.") -> Any:
     if spec.costs is None or net is None:
         return net
     from designer.analysis.tco import linear_terms
-    from designer.search.economics import liquid_cooled
+    from designer.search.economics import liquid_cooled, provisioned_extra_w_per_gpu
     from designer.spec.network_study import study_catalog
 
     catalog = study_catalog(net, prefix)
     terms = []
     for pid in net.choices.platforms:
-        liquid = liquid_cooled(catalog.platform(pid), net.choices.layout)
-        t = linear_terms(spec.costs, liquid)
+        plat = catalog.platform(pid)
+        t = linear_terms(spec.costs, liquid_cooled(plat, net.choices.layout), provisioned_extra_w_per_gpu(plat))
         terms.append({"platform": pid, "capex_total_per_capex_usd": t.capex_total_usd.per_capex_it_usd,
                       "capex_total_per_it_w": t.capex_total_usd.per_it_power_w,
                       "capex_total_per_gpu": t.capex_total_usd.per_gpu, "pue": t.facility_power_w.per_it_power_w})

@@ -7,14 +7,14 @@ IT power P and GPU count N, so a MILP budget can bind them; `linear_terms` gives
 
     storage      = s C + s_gpu N      (share of IT capex, or $ per GPU, or PB per GPU x $ per PB)
     front-end    = f C + f_gpu N      (share of IT capex, or $ per GPU)
-    facility     = P / 1e6 x usd_per_mw_it x (1 + liquid_cooling_premium if liquid-cooled)
+    facility     = P_prov / 1e6 x usd_per_mw_it x (1 + liquid_cooling_premium if liquid-cooled)
     capex_total  = C + storage + front-end + facility
     facility_power_w = PUE x P
 
 For a run of wall time T seconds (a year is 365.25 days, a month a twelfth of it):
 
     energy_cost  = PUE x P / 1000 [kW] x T / 3600 [h] x usd_per_kwh
-    colocation   = P / 1000 [kW of IT capacity] x usd_per_kw_month x T / month
+    colocation   = P_prov / 1000 [kW of IT capacity] x usd_per_kw_month x T / month
     amortized    = (capex_total - facility) x T / (depreciation_years x year)
                    + facility x T / (facility.depreciation_years x year)
     tco          = amortized + energy_cost + colocation
@@ -22,7 +22,11 @@ For a run of wall time T seconds (a year is 365.25 days, a month a twelfth of it
 
 Amortization is straight line with no residual value and no cost of capital; the cluster is charged for
 the run's wall time only, as if the rest of its life went to other work. Energy is charged at the
-design's IT power (its nameplate maximum, as the catalog gives it) for the whole run.
+design's IT power P (the catalog's power_w of each platform) for the whole run. The facility is built,
+and colocation billed, for the provisioned IT power P_prov = P + e N: a platform whose catalog power_w
+is its typical draw beside a higher power_w_max is provisioned for the maximum, e = (power_w_max -
+power_w) / GPUs per domain (prices-and-layout.md §1a: the GB200 NVL72's 120 kW typical, 132 kW power
+budget), as the other platforms' power_w already is.
 """
 
 from __future__ import annotations
@@ -157,13 +161,16 @@ class CostTerms:
     tco_usd_per_s: LinearForm
 
 
-def linear_terms(lines: CostLines, liquid_cooled: bool) -> CostTerms:
+def linear_terms(lines: CostLines, liquid_cooled: bool, provisioned_extra_w_per_gpu: float = 0.0) -> CostTerms:
     """The cost lines as linear forms for designs of one cooling kind (the facility premium and the
-    default PUE depend on it)."""
+    default PUE depend on it) and one provisioning margin: `provisioned_extra_w_per_gpu` (e in the
+    module docstring) the IT power per GPU the facility and colocation are sized for beyond P."""
+    e = float(provisioned_extra_w_per_gpu)
     storage = ZERO if lines.storage is None else LinearForm(lines.storage.share, 0.0, lines.storage.per_gpu_usd)
     frontend = (ZERO if lines.frontend_network is None
                 else LinearForm(lines.frontend_network.share, 0.0, lines.frontend_network.per_gpu_usd))
-    facility = ZERO if lines.facility is None else LinearForm(0.0, lines.facility.usd_per_w_it(liquid_cooled), 0.0)
+    facility = (ZERO if lines.facility is None
+                else LinearForm(0.0, lines.facility.usd_per_w_it(liquid_cooled), lines.facility.usd_per_w_it(liquid_cooled) * e))
     it_side = LinearForm(1.0, 0.0, 0.0) + storage + frontend  # depreciated over the server years
     pue = lines.pue_for(liquid_cooled)
 
@@ -172,8 +179,8 @@ def linear_terms(lines: CostLines, liquid_cooled: bool) -> CostTerms:
         amortized = amortized + facility.scaled(1.0 / (lines.facility.depreciation_years * SECONDS_PER_YEAR))
     energy = (ZERO if lines.electricity is None
               else LinearForm(0.0, pue / W_PER_KW / SECONDS_PER_HOUR * lines.electricity.usd_per_kwh, 0.0))
-    colocation = (ZERO if lines.colocation is None
-                  else LinearForm(0.0, lines.colocation.usd_per_kw_month / W_PER_KW / SECONDS_PER_MONTH, 0.0))
+    colo_rate = 0.0 if lines.colocation is None else lines.colocation.usd_per_kw_month / W_PER_KW / SECONDS_PER_MONTH
+    colocation = ZERO if lines.colocation is None else LinearForm(0.0, colo_rate, colo_rate * e)
     return CostTerms(storage_capex_usd=storage, frontend_capex_usd=frontend, facility_capex_usd=facility,
                      capex_total_usd=it_side + facility, facility_power_w=LinearForm(0.0, pue, 0.0),
                      amortized_usd_per_s=amortized, energy_usd_per_s=energy, colocation_usd_per_s=colocation,

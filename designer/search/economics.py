@@ -94,6 +94,16 @@ class DesignEconomics:
         return out
 
 
+def provisioned_extra_w_per_gpu(platform) -> float:  # noqa: ANN001 - a catalog Platform
+    """IT power per GPU a facility is provisioned for beyond the platform's power_w: where the catalog
+    gives power_w as the typical draw beside a maximum (power_w_max), the difference over the domain's
+    GPUs (designer.analysis.tco module docstring)."""
+    p_max = getattr(platform, "power_w_max", None)
+    if p_max is None or platform.power_w is None:
+        return 0.0
+    return max(0.0, p_max - platform.power_w) / platform.hb_domain_size
+
+
 def design_economics(design, platform, *, costs: CostLines | None, reliability: ReliabilitySettings | None,  # noqa: ANN001
                      n_params: float, tokens: float, gpus_per_host: int, default_rates=None,  # noqa: ANN001
                      default_unit_gpus: int = 8) -> DesignEconomics | None:
@@ -104,7 +114,7 @@ def design_economics(design, platform, *, costs: CostLines | None, reliability: 
         return None
     liquid = design.layout.cooling == "liquid" if design.layout is not None else liquid_cooled(platform)
     lines = costs if costs is not None else CostLines()
-    terms = linear_terms(lines, liquid)
+    terms = linear_terms(lines, liquid, provisioned_extra_w_per_gpu(platform))
     args = (design.capex_usd, design.power_w, design.n_gpus)
     econ = DesignEconomics(
         costs_declared=costs is not None, reliability_declared=reliability is not None, liquid_cooled=liquid,
@@ -136,4 +146,4 @@ def design_economics(design, platform, *, costs: CostLines | None, reliability: 
                    recovery_policy=policy.value)
 
 
-__all__ = ["DesignEconomics", "design_economics", "liquid_cooled"]
+__all__ = ["DesignEconomics", "design_economics", "liquid_cooled", "provisioned_extra_w_per_gpu"]

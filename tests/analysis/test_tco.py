@@ -272,6 +272,28 @@ def test_linear_coefficients_by_hand():
     assert (t.facility_power_w.per_capex_it_usd, t.facility_power_w.per_it_power_w, t.facility_power_w.per_gpu) == (0, 1.15, 0)
 
 
+def test_a_platform_listed_at_its_typical_draw_is_provisioned_for_its_maximum():
+    # GB200 NVL72: 120 kW typical, 132 kW power budget (prices-and-layout.md §1a): the facility is
+    # built, and colocation billed, for 12 kW more per rack, 12,000 / 72 W per GPU; energy is drawn at
+    # the typical power. An HGX node's power_w is its maximum already: no margin.
+    from designer.search.economics import provisioned_extra_w_per_gpu
+
+    cat = load_catalog()
+    gb = cat.platform("gb200_nvl72")
+    e = provisioned_extra_w_per_gpu(gb)
+    assert e == pytest.approx((gb.power_w_max - gb.power_w) / 72) and gb.power_w_max - gb.power_w == 12_000
+    assert provisioned_extra_w_per_gpu(cat.platform("hgx_h100_8")) == 0.0
+    lines = CostLines.shipped().model_copy(update={"colocation": Colocation(usd_per_kw_month=190.0)})
+    plain, prov = linear_terms(lines, True), linear_terms(lines, True, e)
+    C, P, N = 200e6, 4.0e6, 2304
+    usd_per_w = 11.7 * 1.085  # $11.7M per MW, the liquid premium 8.5 %
+    assert prov.facility_capex_usd(C, P, N) == pytest.approx(usd_per_w * (P + e * N), rel=1e-12)
+    assert prov.capex_total_usd(C, P, N) - plain.capex_total_usd(C, P, N) == pytest.approx(usd_per_w * e * N, rel=1e-12)
+    assert prov.colocation_usd_per_s(C, P, N) / plain.colocation_usd_per_s(C, P, N) == pytest.approx((P + e * N) / P)
+    assert prov.energy_usd_per_s(C, P, N) == plain.energy_usd_per_s(C, P, N)
+    assert prov.facility_power_w(C, P, N) == plain.facility_power_w(C, P, N)
+
+
 # ---------------------------------------------------------------------------------------------------
 # Sanity checks against published all-in figures (catalog prices read at test time)
 
