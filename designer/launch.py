@@ -355,23 +355,15 @@ def _note_fused_casts(training: TrainingSpec, framework: str, notes: list[str]) 
 
 
 def _low_param_gather(s: Strategy, training: TrainingSpec, notes: list[str]) -> bool:
-    """Whether the 8-bit weight gather is written: Megatron-LM runs it only with the distributed
-    optimizer or Megatron-FSDP, and beside an offloaded optimizer only under delayed scaling (the perf
-    model prices the weights 16-bit where it is refused: iteration.low_precision_param_gather)."""
-    if not training.fp8_param_gather:
-        return False
-    if training.precision == Precision.nvfp4:
-        return True  # arguments.py checks only that --fp4-param-gather goes with --fp4-format
-    delayed = training.precision == Precision.fp8 and training.fp8_recipe == Fp8Recipe.delayed
-    if s.zero_stage < 1:
-        notes.append("8-bit weight gather not written: Megatron-LM runs it only with the distributed optimizer "
-                     "or Megatron-FSDP (ZeRO-1 and up); priced with 16-bit weights")
-        return False
-    if (s.offload_optimizer or s.offload_weights) and training.precision in (Precision.fp8, Precision.mxfp8) and not delayed:
-        notes.append("8-bit weight gather not written: beside an offloaded optimizer Megatron-LM runs it only "
-                     "under delayed scaling; priced with 16-bit weights")
-        return False
-    return True
+    """Whether the low-precision weight gather is written: where the perf model prices it
+    (TrainingSpec.low_precision_param_gather, Megatron-LM's own conditions), else a note says why not."""
+    offloaded = s.offload_optimizer or s.offload_weights
+    if not training.fp8_param_gather or bool(training.low_precision_param_gather(s.zero_stage, offloaded)):
+        return training.fp8_param_gather
+    why = ("runs it only with the distributed optimizer or Megatron-FSDP (ZeRO-1 and up)" if s.zero_stage < 1 else
+           "runs it beside an offloaded optimizer only under delayed scaling")
+    notes.append(f"8-bit weight gather not written: Megatron-LM {why}; priced with 16-bit weights")
+    return False
 
 
 def _precision_args(s: Strategy, training: TrainingSpec, notes: list[str]) -> list[str]:
@@ -881,9 +873,9 @@ def torchtitan_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus:
             notes.append(f"fp8 recipe {training.fp8_recipe.value}: torchao float8 has tensorwise/rowwise; tensorwise written")
         f8: dict[str, Any] = {"recipe_name": recipe, "filter_fqns": ["output"]}
         if training.fp8_param_gather and recipe == "tensorwise":
-            if s.offload_optimizer or s.offload_weights:
-                # priced with 16-bit weights beside an offloaded optimizer (iteration.low_precision_param_gather)
-                notes.append("float8 all-gather not written beside the CPU offload: priced with 16-bit weight gathers")
+            if not training.low_precision_param_gather(s.zero_stage, s.offload_optimizer or s.offload_weights):
+                # priced with 16-bit weights (TrainingSpec.low_precision_param_gather)
+                notes.append("float8 all-gather not written: priced with 16-bit weight gathers (ZeRO-0, or beside a non-delayed CPU offload)")
             else:
                 f8["enable_fsdp_float8_all_gather"] = True
                 f8["precompute_float8_dynamic_scale_for_fsdp"] = True

@@ -1085,21 +1085,10 @@ def stage_params(ctx: _Context, stt: StageTimes) -> StageParams:
 
 
 def low_precision_param_gather(ctx: _Context) -> np.ndarray:
-    """Per strategy, whether the weights are kept and gathered in low precision (TrainingSpec.fp8_param_gather
-    under a low-precision recipe): FP8 and MXFP8 only with sharded optimizer states or weights (Megatron-LM
-    arguments.py: "--fp8-param-gather only supported with distributed optimizer, torch fsdp2, megatron
-    fsdp"), and beside an offloaded optimizer only under delayed scaling ("the optimizer cpu offload
-    must be used in conjunction with --fp8-recipe delayed"). Elsewhere the weights stay 16-bit."""
-    tr, S = ctx.training, ctx.S
-    if not (tr.fp8_param_gather and tr.precision.value in cmp.LOW_PRECISIONS):
-        return np.zeros(ctx.shape, bool)
-    if tr.precision.value not in ("fp8", "mxfp8"):
-        # --fp4-param-gather: arguments.py checks only that it goes with --fp4-format
-        return np.ones(ctx.shape, bool)
-    delayed = tr.precision.value == "fp8" and tr.fp8_recipe is not None and tr.fp8_recipe.value == "delayed"
-    fp8_family = tr.precision.value in ("fp8", "mxfp8")
-    offload_refused = (S.offload_opt | S.offload_w) & (fp8_family and not delayed)
-    return np.broadcast_to((S.zero >= 1) & ~offload_refused, ctx.shape)
+    """Per strategy, whether the weights are kept and gathered in low precision
+    (TrainingSpec.low_precision_param_gather)."""
+    S = ctx.S
+    return np.broadcast_to(ctx.training.low_precision_param_gather(S.zero, S.offload_opt | S.offload_w), ctx.shape)
 
 
 def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, stage_exposed_fwd_s=0.0, stage_exposed_bwd_s=0.0) -> Term:

@@ -303,6 +303,22 @@ class TrainingSpec(Record):
         return self.model_copy(update={"global_batch_sequences": int(batch), "global_batch_tolerance": 0.0,
                                        "global_batch_choices": ()})
 
+    def low_precision_param_gather(self, zero_stage, offloaded):
+        """Whether the weights are kept and gathered in low precision (fp8_param_gather under a
+        low-precision recipe), per strategy (ints and bools, or numpy arrays of them): FP8 and MXFP8
+        only with sharded optimizer states or weights (Megatron-LM arguments.py: "--fp8-param-gather
+        only supported with distributed optimizer, torch fsdp2, megatron fsdp"), and beside an offloaded
+        optimizer only under delayed scaling ("the optimizer cpu offload must be used in conjunction
+        with --fp8-recipe delayed"); NVFP4's --fp4-param-gather with no such condition. Elsewhere the
+        weights stay 16-bit."""
+        zero_stage, offloaded = np.asarray(zero_stage), np.asarray(offloaded, bool)
+        if not self.fp8_param_gather or self.precision not in (Precision.fp8, Precision.mxfp8, Precision.nvfp4):
+            return np.zeros(zero_stage.shape, bool)
+        if self.precision == Precision.nvfp4:
+            return np.ones(zero_stage.shape, bool)
+        delayed = self.precision == Precision.fp8 and self.fp8_recipe == Fp8Recipe.delayed
+        return (zero_stage >= 1) & ~(offloaded & (not delayed))
+
     @property
     def tokens_per_iteration(self) -> int:
         return self.sequence_length * self.global_batch_sequences

@@ -728,3 +728,23 @@ def test_expert_tp_gathers_the_received_tokens_over_its_group():
     per_layer = 6 * received
     want = per_layer * 32 * r["microbatches"][1]
     assert float(r["type_ep_hb_bytes"][1] - r["type_ep_hb_bytes"][0]) == pytest.approx(want, rel=1e-9)
+
+
+def test_8_bit_weights_are_kept_only_where_megatron_gathers_them():
+    # Llama 3 8B, FP8 current scaling with the 8-bit weight gather: with the distributed optimizer
+    # (ZeRO-1) the weights are 1 byte + the 1-byte transpose; at ZeRO-0 Megatron-LM refuses the gather
+    # ("--fp8-param-gather only supported with distributed optimizer ..."), and beside an offloaded
+    # optimizer it needs delayed scaling: there the weights stay 16-bit with the 2-byte fp8 copies,
+    # as without the gather
+    llm = load_model("llama3-8b")
+    sy = cluster("h100_sxm", 8)
+    for zero, offload, same_as_without in ((1, False, False), (0, False, True), (1, True, True)):
+        got = []
+        for gather in (True, False):
+            tr = TrainingSpec(sequence_length=4096, global_batch_sequences=64, total_tokens=1e9, precision="fp8",
+                              fp8_recipe="current", fp8_param_gather=gather)
+            s = Strategy(tp=1, dp=8, zero_stage=zero, offload_optimizer=offload, microbatch_size=1, recompute="full")
+            got.append(float(_arrays(llm, tr, [s], sy)["weights_bytes"][0]))
+        assert (got[0] == got[1]) == same_as_without, (zero, offload, got)
+        if not same_as_without:
+            assert got[0] == pytest.approx(got[1] * (1 + 1) / (2 + 2), rel=1e-12)
