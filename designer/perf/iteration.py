@@ -151,6 +151,7 @@ REASONS = {
     24: ("compatibility", "activation_input_fp8 needs a gated MLP"),
     25: ("compatibility", "activation offload runs without pipeline parallelism and without recomputation"),
     26: ("compatibility", "an MoE model with linear biases needs expert_tp 1"),
+    27: ("compatibility", "an MoE model with tp > 1 needs sequence parallelism"),
 }
 
 
@@ -1473,6 +1474,12 @@ def feasibility_codes(llm: LLMSpec, training: TrainingSpec, S: StrategyArrays, s
     # transformer_config.py: "Bias in Moe is only supported when ETP==1"
     if llm.moe is not None and llm.linear_bias:
         flag(etp != 1, 26)
+    # Megatron-Core's MoE layer refuses to train with tensor parallelism but without sequence
+    # parallelism (moe_layer.py: "performance may degrade if MoE and tensor parallelism are enabled
+    # without also enabling sequence parallelism", a ValueError), and torchtitan's TP plan always
+    # shards the norms on the sequence; the dispatcher's per-rank tokens assume the split
+    if llm.moe is not None:
+        flag((S.tp > 1) & ~S.sp, 27)
     flag((S.schedule == mem.SCHEDULE_INTERLEAVED) & ((S.pp < 2) | (S.v < 2)), 11)
     flag((S.qwz | S.qgz | S.hpz) & (S.zero < 3), 12)
     flag((S.shard_group > 0) & (((S.dp * S.cp) % np.maximum(S.shard_group, 1)) != 0), 14)

@@ -206,6 +206,8 @@ def _reason(code: int, llm: LLMSpec, training: TrainingSpec, st: Strategy, syste
              f"(Megatron-Core --cpu-offloading); the strategy has pp {st.pp}, recompute {st.recompute.value}"),
         26: (f"expert_tp {st.expert_tp} on {llm.name}, an MoE model with linear biases: Megatron-Core runs its "
              "experts only at expert_tp 1"),
+        27: (f"tp {st.tp} without sequence_parallel on {llm.name}, an MoE model: Megatron-Core's MoE layer "
+             "trains with tensor parallelism only under sequence parallelism (set sequence_parallel: true)"),
         21: (f"pipeline_flushes {st.pipeline_flushes} must divide the {B // (st.dp * st.microbatch_size)} "
              f"microbatches of an iteration (global batch {B} / dp {st.dp} / microbatch {st.microbatch_size})"),
     }

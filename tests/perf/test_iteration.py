@@ -179,6 +179,23 @@ def test_the_triton_attention_kernel_runs_where_it_was_measured_and_is_refused_e
     assert isinstance(r, Infeasible) and r.reason == "attention_kernel triton does not exist on blackwell GPUs (b200)"
 
 
+def test_an_moe_model_with_tensor_parallelism_needs_sequence_parallelism():
+    # Megatron-Core's MoE layer raises in training at TP > 1 without sequence parallelism
+    # (moe_layer.py: "performance may degrade if MoE and tensor parallelism are enabled without also
+    # enabling sequence parallelism"); a dense model, or the same MoE at TP 1 or with SP, runs
+    llm = load_model("mixtral-8x7b")
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=64, total_tokens=1e9)
+    sy = cluster("h100_sxm", 64)
+    r = evaluate_system(llm, tr, Strategy(tp=2, dp=32, ep=8, recompute="full"), sy, calib=CAL)
+    assert isinstance(r, Infeasible) and r.kind == "compatibility"
+    assert r.reason.startswith("tp 2 without sequence_parallel on mixtral-8x7b, an MoE model")
+    for st in (Strategy(tp=2, dp=32, ep=8, recompute="full", sequence_parallel=True),
+               Strategy(dp=64, ep=8, recompute="full")):
+        assert isinstance(evaluate_system(llm, tr, st, sy, calib=CAL), Metrics)
+    dense = llm.model_copy(update={"moe": None})
+    assert isinstance(evaluate_system(dense, tr, Strategy(tp=2, dp=32, recompute="full"), sy, calib=CAL), Metrics)
+
+
 def test_moe_host_time_per_local_expert_by_hand():
     # Mixtral 8x7B: 32 MoE layers of 8 experts. At EP 2 each GPU holds 4 local experts; with
     # framework_per_expert_s = 1 ms every MoE layer and microbatch computes 4 x 1 ms longer
