@@ -56,7 +56,8 @@ from typing import Any, Iterable, Sequence
 from designer.errors import SpecError
 from designer.network.topology import RAIL_PURE_LEAF_FAMILIES, Family, link_name
 from designer.spec.base import Record
-from designer.spec.network_study import AIR_RACK_POWER_W, COPPER_MEDIA_KINDS, LIQUID_RACK_POWER_W, FloorLayout
+from designer.spec.network_study import (AIR_RACK_POWER_W, COPPER_MEDIA_KINDS, DEFAULT_RACKS_PER_ROW, LIQUID_RACK_POWER_W,
+                                         FloorLayout)
 
 # Media kinds (designer.spec.catalog.MediaKind values) that are copper cables: no transceiver.
 COPPER_KINDS = COPPER_MEDIA_KINDS
@@ -174,25 +175,44 @@ class _Floor:
             raise SpecError(f"n_racks={n_racks}: a floor needs at least one rack")
         # the default floor: about square for this many racks (a combination's floor is planned once,
         # for the largest cluster the study may build, so lengths stay monotone in its domain count)
+        stated = layout.racks_per_row is not None
         layout = layout.for_racks(n_racks)
         self.lay = layout
         self.n = n_racks
         self.span = max(1, min(span, n_racks))
         rpr = layout.racks_per_row
+        # A default floor wider than one block stands its blocks of DEFAULT_RACKS_PER_ROW side by side;
+        # leaves at the end or the middle of the row close (or split) each block's own row, as a
+        # scalable unit keeps its leaves beside its racks, wherever a leaf group fits in one block. A
+        # stated row, central or in-rack leaves, or a group longer than a block keep the whole row.
+        self.block = rpr
+        if (not stated and rpr > DEFAULT_RACKS_PER_ROW and self.span <= DEFAULT_RACKS_PER_ROW
+                and layout.leaf_placement in ("end_of_row", "middle_of_row")):
+            self.block = DEFAULT_RACKS_PER_ROW
         self.n_groups = -(-n_racks // self.span)
         if self.span <= rpr:
-            self.groups_per_row = rpr // self.span
+            self.groups_per_block = self.block // self.span
+            self.groups_per_row = (rpr // self.block) * self.groups_per_block
             self.rows_per_group = 1
             self.n_rows = -(-self.n_groups // self.groups_per_row)
             self.row_len = n_racks if self.n_rows == 1 else self.groups_per_row * self.span
         else:
+            self.groups_per_block = 0
             self.groups_per_row = 0
             self.rows_per_group = -(-self.span // rpr)
             last = n_racks - (self.n_groups - 1) * self.span
             self.n_rows = (self.n_groups - 1) * self.rows_per_group + -(-last // rpr)
             self.row_len = rpr
+        self.blocked = self.block < rpr
         self.gap = layout.leaf_placement in ("middle_of_row", "central")
-        self.mid = self.row_len // 2  # x of a mid-row network rack
+        if self.blocked:
+            # each block of a row is followed by (end of row) or split by (middle of row) its network rack
+            self.block_pitch = self.block + 1
+            widest = self.row_slot(n_racks - 1)[1] if self.n_rows == 1 else self.groups_per_row * self.span - 1
+            n_blocks = widest // self.block + 1
+            self.mid = n_blocks * self.block_pitch // 2  # the floor's centre line
+        else:
+            self.mid = self.row_len // 2  # x of a mid-row network rack
 
     # rack j -> (group, row, slot)
     def group_of(self, j: int) -> int:
@@ -201,12 +221,28 @@ class _Floor:
     def row_slot(self, j: int) -> tuple[int, int]:
         g, i = divmod(j, self.span)
         if self.groups_per_row:
-            return g // self.groups_per_row, (g % self.groups_per_row) * self.span + i
+            b, k = divmod(g % self.groups_per_row, self.groups_per_block)
+            return g // self.groups_per_row, b * self.block + k * self.span + i
         rpr = self.lay.racks_per_row
         return g * self.rows_per_group + i // rpr, i % rpr
 
     def x_of_slot(self, slot: int) -> int:
+        if self.blocked:
+            b, s = divmod(slot, self.block)
+            split = self.lay.leaf_placement == "middle_of_row" and s >= self.block // 2
+            return b * self.block_pitch + s + (1 if split else 0)
         return slot + (1 if self.gap and slot >= self.mid else 0)
+
+    def block_site_x(self, slot: int, row: int) -> float:
+        """x of the network rack of the block holding `slot` in `row` (a blocked floor): after its last
+        rack (end of row), or between its halves (middle of row)."""
+        b = slot // self.block
+        if self.lay.leaf_placement == "middle_of_row":
+            return b * self.block_pitch + self.block // 2
+        in_row = [self.row_slot(j)[1] for j in (self.row_racks(row)[0], self.row_racks(row)[-1])]
+        last_block = in_row[1] // self.block
+        filled = self.block if b < last_block else in_row[1] - b * self.block + 1
+        return b * self.block_pitch + filled
 
     def group_racks(self, g: int) -> range:
         return range(g * self.span, min((g + 1) * self.span, self.n))
@@ -235,6 +271,8 @@ class _Floor:
             return self.x_of_slot(s), r, jm
         first, last = self.row_slot(racks[0])[0], self.row_slot(racks[-1])[0]
         row = (first + last) // 2
+        if self.blocked:
+            return self.block_site_x(self.row_slot(racks[0])[1], row), row, None
         return (self.mid if p == "middle_of_row" else self.row_len), row, None
 
     def nic_link_m(self, j: int) -> float:
@@ -276,7 +314,11 @@ class _Floor:
         if self.groups_per_row and self.lay.leaf_placement == "in_rack":
             g0 = r * self.groups_per_row
             return [self.group_racks(g) for g in range(g0, min(g0 + self.groups_per_row, self.n_groups))]
-        return [self.row_racks(r)]
+        row = self.row_racks(r)
+        if self.blocked:  # one leaf site per block
+            per = self.groups_per_block * self.span
+            return [range(lo, min(lo + per, row.stop)) for lo in range(row.start, row.stop, per)]
+        return [row]
 
     def extreme_racks(self) -> set[int]:
         """Racks among which the longest NIC-leaf link lies (see layer_worst_m): the ends of every

@@ -424,6 +424,49 @@ def test_the_default_floor_grows_about_square(racks, per_row):
     assert FloorLayout(racks_per_row=16).for_racks(racks).racks_per_row == 16  # a stated row is kept
 
 
+@pytest.mark.parametrize("placement,worst", [
+    # 1,024 racks: rows of 80 (5 blocks of 16, sqrt(1024 x 4.27 / 0.6) = 85.4 racks a side); leaf groups
+    # of 8 racks, two per block, their leaves closing their own block's row: a block's first rack is
+    # 16 pitches from them (the merged row's end would be 80 pitches, 53 m)
+    ("end_of_row", SLACK + WIDTH * 16),
+    # a leaf rack splitting each block: 8 pitches either side
+    ("middle_of_row", SLACK + WIDTH * 8),
+])
+def test_a_wide_default_floor_keeps_its_leaves_beside_each_block(placement, worst):
+    lay = FloorLayout(leaf_placement=placement)
+    assert lay.for_racks(1024).racks_per_row == 80
+    (nic,) = layer_lengths(lay, rack_links=[4] * 1024, leaf_span_racks=8)
+    assert max(L for L, _ in nic) == pytest.approx(worst)
+    assert layer_worst_m(lay, n_racks=1024, leaf_span_racks=8, n_layers=1) == (pytest.approx(worst),)
+    # a networkx grid of one row of the floor, network racks included (x: 0..84 for end of row, a
+    # network rack after each block at x = 17b + 16; middle of row: at x = 17b + 8, racks after it
+    # one pitch on); every rack's link to its own block's network rack is its path on the grid
+    g = nx.grid_2d_graph(85, 1)
+    for a, b in g.edges:
+        g.edges[a, b]["m"] = WIDTH
+    site = 16 if placement == "end_of_row" else 8
+    want = []
+    for blk in range(5):
+        dist = nx.single_source_dijkstra_path_length(g, (17 * blk + site, 0), weight="m")
+        xs = [17 * blk + s + (1 if placement == "middle_of_row" and s >= 8 else 0) for s in range(16)]
+        want += [round(SLACK + dist[(x, 0)], 3) for x in xs]
+    row0 = sorted(x for L, n in layer_lengths(lay, rack_links=[1] * 1024, leaf_span_racks=8)[0]
+                  for x in [L] * n)
+    # each of the floor's 13 rows (12 full, the last of 64 racks) repeats row 0's lengths by block
+    per_row = sorted(want) * 12 + sorted(want[:64])
+    assert row0 == pytest.approx(sorted(per_row))
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 2500), span=st.integers(1, 20), leaf=st.sampled_from(["middle_of_row", "end_of_row"]),
+       spine=st.sampled_from(["central", "end_of_hall"]), upper=st.integers(0, 300))
+def test_the_fast_worst_is_the_longest_link_on_a_default_floor(n, span, leaf, spine, upper):
+    lay = FloorLayout(leaf_placement=leaf, spine_placement=spine)
+    dists = layer_lengths(lay, rack_links=[1] * n, leaf_span_racks=span, upper_links=[n, n], upper_switches=upper)
+    fast = layer_worst_m(lay, n_racks=n, leaf_span_racks=span, n_layers=3, upper_switches=upper)
+    assert fast == tuple(max(L for L, _ in d) for d in dists)
+
+
 def test_default_floor_of_128_nvl72_racks_by_hand(cat):
     st = study(cat, gpus={"count": 72 * 128}, layout={"leaf_placement": "end_of_row"},
                media={"optic": "t_sr", "dac": "t_dac"})
