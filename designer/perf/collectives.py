@@ -1290,8 +1290,12 @@ def _collnet(e: _Env, proto: int):
         net_s = (1.0 / g) / (c.collnet_gather_efficiency / net_efficiency(c) * net_bw)
         ok = _at_least(c, "2.20")
     k = np.maximum(hb_coef / e.bw_hb_ring, net_s)
-    lat = (2.0 * (np.minimum(1.0, g - 1) * e.a_hb("collnet", _SIMPLE) + (g - 1) * c.collnet_per_rank_latency_s)
-           + e.a_net("collnet", _SIMPLE, e.lat_net_ring, e.fwd_ring))
+    # with one GPU per domain NCCL takes the Tree NET latency for every algorithm's inter-node hop,
+    # CollNet's too (tuning.cc from v2.23.4: interLat = ppn == 1 ? hwLat[NET][TREE] : hwLat[NET][a])
+    inter = e.a_net("collnet", _SIMPLE, e.lat_net_ring, e.fwd_ring)
+    if _at_least(c, "2.23"):
+        inter = np.where(g == 1, e.a_net("tree", _SIMPLE, e.lat_net_ring, e.fwd_ring), inter)
+    lat = 2.0 * (np.minimum(1.0, g - 1) * e.a_hb("collnet", _SIMPLE) + (g - 1) * c.collnet_per_rank_latency_s) + inter
     # NCCL skips CollNetDirect on nodes of more than NCCL_MAX_DIRECT_ARITY + 1 local ranks (enqueue.cc
     # from 2.23: `a == NCCL_ALGO_COLLNET_DIRECT && comm->maxLocalRanks > NCCL_MAX_DIRECT_ARITY+1`;
     # collnet_max_local_ranks, unbounded for older releases by version_overrides)

@@ -281,6 +281,35 @@ def test_sharp_all_reduce_takes_nccls_hopper_factor_from_hopper_on(ideal):
     assert t_h == pytest.approx(n / 8 / (0.85 * nic), rel=1e-3)  # (+ its latency, 11 us)
     assert t_a / t_h == pytest.approx(0.85, rel=1e-3)
 
+def test_sharp_at_one_gpu_per_domain_pays_the_tree_network_latency(calib):
+    # tuning.cc (v2.23.4 on): "With ppn=1 latencies are fully exposed, use the Tree network latency":
+    # interLat = hwLat[NET][TREE] for every algorithm; CollNetDirect's own NET row (31 us Simple)
+    # holds from two GPUs per domain. At 8 bytes (bandwidth and fill negligible) a CollNet all-reduce
+    # over 64 one-GPU domains is then 31 - 14 = 17 us faster than with the CollNet row, and the same
+    # with 8 GPUs per domain; NCCL 2.22 keeps the CollNet row everywhere. (No host floor, which would
+    # hide the difference under its own.)
+    calib = calib.model_copy(update={"host_floor_s": {}})
+    rows = calib.hop_latency_s
+    assert (rows["collnet"].net[2], rows["tree"].net[2]) == (31.0e-6, 14.0e-6)
+    as_tree = calib.model_copy(update={"hop_latency_s": {**rows, "collnet": rows["collnet"].model_copy(
+        update={"net": rows["tree"].net})}})
+
+    def t(g, cal):
+        shape = GroupShape(size=64, ranks_per_domain=g, domain_span=64 // g, same_rail=True)
+        # a path of no latency of its own, so that each hop is NCCL's row (net_hop_s)
+        tier = (NetworkTier(name="rail", span_domains=64 // g, cross_rail=False, bandwidth_per_gpu_bytes_per_s=B_NET,
+                            in_network_reduction=True, latency_s=0.0),)
+        return _one("all_reduce", 8.0, shape, _system(k=g, n_gpus=64, tiers=tier), cal, "collnet").time_s
+
+    assert t(1, calib) == pytest.approx(t(1, as_tree), rel=1e-9)
+    assert t(8, calib) - t(8, as_tree) == pytest.approx(17e-6, rel=1e-3)
+    old = for_nccl_version(calib, "2.22").model_copy(update={"host_floor_s": {}})
+    old_as_tree = old.model_copy(update={"hop_latency_s": {**old.hop_latency_s, "collnet": old.hop_latency_s[
+        "collnet"].model_copy(update={"net": old.hop_latency_s["tree"].net})}})
+    assert t(1, old) - t(1, old_as_tree) == pytest.approx(
+        old.hop_latency_s["collnet"].net[2] - old.hop_latency_s["tree"].net[2], rel=1e-3)
+
+
 @pytest.mark.parametrize("op", ["all_gather", "reduce_scatter"])
 def test_sharp_all_gather_and_reduce_scatter_stream_the_whole_buffer_through_each_domains_nics(calib, ideal, op):
     """CollNet all-gather (reduce-scatter) on a SHARP tier: the switch multicasts (reduces) the whole
