@@ -64,7 +64,7 @@ from designer.perf import collectives as coll
 from designer.perf import compute as cmp
 from designer.perf import memory as mem
 from designer.perf.placement import (TIER_HB, TIER_NAMES, TIER_RAIL, TIER_SPINE, GroupArrays, group_shape,
-                                     merge_groups, place)
+                                     hsdp_groups, merge_groups, place)
 from designer.perf.records import StrategyArrays
 from designer.spec.llm import LLMSpec, TrainingSpec
 from designer.spec.system import ClusterSystem
@@ -1145,11 +1145,11 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, stage_exposed_fwd_
             # per-layer gathers carry the stage's embedding / output layer too (FSDP wraps them as units)
             params, g_full, n_l = sp_.pace_dense, pl.grad, n_layers
             layer_p = params / np.maximum(n_l * pair, 1)
-            # HSDP: shards over the first shard_group_size ranks of the (contiguous, stride tp) group
+            # HSDP: shards over the first shard_group_size members of the DP×CP group, in its rank order
             shard_n = sg
             if np.any(S.shard_group > 0):
-                g_shard = merge_groups(group_shape(shard_n, S.tp, system), g_full, shard_n >= g_full.size)
-                g_rep = group_shape(np.maximum(g_full.size // np.maximum(shard_n, 1), 1), S.tp * shard_n, system)
+                g_hsdp, g_rep = hsdp_groups(shard_n, S.tp, S.cp, S.dp, S.pp, system, order_code=S.order)
+                g_shard = merge_groups(g_hsdp, g_full, shard_n >= g_full.size)
             else:  # no HSDP: one shard group, no replicas
                 g_shard, g_rep = g_full, _single(shape)
         else:

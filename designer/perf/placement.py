@@ -248,6 +248,38 @@ def gradient_group(cp, dp, cp_stride, dp_stride, cp_group: GroupArrays, dp_group
     return merge_groups(out, dp_group, use_dp)
 
 
+def hsdp_groups(shard, tp, cp, dp, pp, system: ClusterSystem, order_code=None) -> tuple[GroupArrays, GroupArrays]:
+    """HSDP's shard group (the first `shard` members of the DP×CP gradient group, in its rank order,
+    CP innermost) and its replica group (one member of each shard group), per strategy.
+
+    In the default order (tp-cp-dp-pp) the DP×CP group is contiguous at stride tp: a shard group is
+    `shard` consecutive members at stride tp, its replicas tp·shard apart. Under tp-cp-pp-dp the DP
+    members sit tp·cp·pp apart and each holds a block of cp ranks: a shard group of cp·k members is k
+    DP members' blocks (gradient_group of cp and k), its replicas k DP members apart; a shard group
+    inside one CP block is `shard` ranks at stride tp, its replicas the rest of the block's slices
+    and every DP member."""
+    shard = np.asarray(shard, np.int64)
+    tp, cp, dp, pp = (np.asarray(x, np.int64) for x in (tp, cp, dp, pp))
+    n_rep = np.maximum((cp * dp) // np.maximum(shard, 1), 1)
+    default = (group_shape(shard, tp, system), group_shape(n_rep, tp * shard, system))
+    if order_code is None or not np.any(np.asarray(order_code) == 1):
+        return default
+    st = strides(tp, cp, dp, pp, ORDERS[1])
+    cp_group = group_shape(cp, st["cp"], system)
+    k = np.maximum(shard // np.maximum(cp, 1), 1)
+    across = gradient_group(cp, k, st["cp"], st["dp"], cp_group, group_shape(k, st["dp"], system), system)
+    across_rep = group_shape(np.maximum(dp // k, 1), st["dp"] * k, system)
+    slices = np.maximum(cp // np.maximum(shard, 1), 1)
+    inside = group_shape(shard, st["cp"], system)
+    slice_group = group_shape(slices, st["cp"] * shard, system)
+    inside_rep = gradient_group(slices, dp, st["cp"] * shard, st["dp"], slice_group, group_shape(dp, st["dp"], system),
+                                system)
+    in_block = shard < cp
+    other = (merge_groups(across, inside, in_block), merge_groups(across_rep, inside_rep, in_block))
+    use = np.asarray(order_code) == 1
+    return merge_groups(default[0], other[0], use), merge_groups(default[1], other[1], use)
+
+
 def merge_groups(a: GroupArrays, b: GroupArrays, use_b) -> GroupArrays:
     """Per strategy, b's shape where use_b, else a's."""
     return GroupArrays(**{f: np.where(use_b, getattr(b, f), getattr(a, f)) for f in GroupArrays.__dataclass_fields__})

@@ -11,7 +11,7 @@ import itertools
 import numpy as np
 import pytest
 
-from designer.perf.placement import ORDERS, place
+from designer.perf.placement import ORDERS, hsdp_groups, place
 from tests.perf.systems import cluster
 
 HB = 8
@@ -47,6 +47,36 @@ def test_gradient_group_shape_matches_its_ranks(tp, cp, dp, pp, order_code):
                 order_code=np.array([order_code])).grad
     want = shape_of(ranks_of_gradient_group(tp, cp, dp, pp, ORDERS[order_code]))
     assert {k: int(getattr(got, k)[0]) if k != "same_rail" else bool(got.same_rail[0]) for k in want} == want
+
+
+def ranks_of_hsdp_groups(tp, cp, dp, pp, order, shard):
+    """HSDP's first shard group and the replica group of rank 0: the DP×CP group in its rank order
+    (CP innermost, as the DP×CP mesh flattens), cut into consecutive runs of `shard` members."""
+    sizes = {"tp": tp, "cp": cp, "dp": dp, "pp": pp}
+    stride, acc = {}, 1
+    for name in order:
+        stride[name] = acc
+        acc *= sizes[name]
+    members = [c * stride["cp"] + d * stride["dp"] for d in range(dp) for c in range(cp)]
+    return sorted(members[:shard]), sorted(members[::shard])
+
+
+HSDP_CASES = [(1, 1, 16, 2, 4), (2, 1, 8, 4, 2), (1, 2, 8, 2, 4), (2, 2, 4, 2, 2), (1, 4, 4, 2, 2), (1, 4, 4, 2, 8),
+              (4, 2, 4, 2, 4), (1, 1, 32, 4, 8), (2, 4, 2, 2, 4)]
+
+
+@pytest.mark.parametrize("order_code", [0, 1])
+@pytest.mark.parametrize("tp,cp,dp,pp,shard", HSDP_CASES)
+def test_hsdp_shard_and_replica_groups_match_their_ranks(tp, cp, dp, pp, shard, order_code):
+    # the shard group is the first `shard` members of the DP×CP group in rank order, the replica group
+    # one member of each; under tp-cp-pp-dp the DP members are tp·cp·pp apart, so a shard group of
+    # DP members spreads over more domains than the tp-strided run the default order gives
+    system = cluster("h100_sxm", tp * cp * dp * pp, hb_size=HB)
+    got = hsdp_groups(np.array([shard]), np.array([tp]), np.array([cp]), np.array([dp]), np.array([pp]), system,
+                      order_code=np.array([order_code]))
+    for g, ranks in zip(got, ranks_of_hsdp_groups(tp, cp, dp, pp, ORDERS[order_code], shard)):
+        want = shape_of(ranks)
+        assert {k: int(getattr(g, k)[0]) if k != "same_rail" else bool(g.same_rail[0]) for k in want} == want
 
 
 def test_pipeline_outside_data_parallel_sends_the_gradients_over_the_nics():
