@@ -56,8 +56,7 @@ from typing import Any, Iterable, Sequence
 from designer.errors import SpecError
 from designer.network.topology import RAIL_PURE_LEAF_FAMILIES, Family, link_name
 from designer.spec.base import Record
-from designer.spec.network_study import (AIR_RACK_POWER_W, COPPER_MEDIA_KINDS, DEFAULT_RACKS_PER_ROW, LIQUID_RACK_POWER_W,
-                                         FloorLayout)
+from designer.spec.network_study import AIR_RACK_POWER_W, COPPER_MEDIA_KINDS, LIQUID_RACK_POWER_W, FloorLayout
 
 # Media kinds (designer.spec.catalog.MediaKind values) that are copper cables: no transceiver.
 COPPER_KINDS = COPPER_MEDIA_KINDS
@@ -175,20 +174,19 @@ class _Floor:
             raise SpecError(f"n_racks={n_racks}: a floor needs at least one rack")
         # the default floor: about square for this many racks (a combination's floor is planned once,
         # for the largest cluster the study may build, so lengths stay monotone in its domain count)
-        stated = layout.racks_per_row is not None
         layout = layout.for_racks(n_racks)
         self.lay = layout
         self.n = n_racks
         self.span = max(1, min(span, n_racks))
         rpr = layout.racks_per_row
-        # A default floor wider than one block stands its blocks of DEFAULT_RACKS_PER_ROW side by side;
-        # leaves at the end or the middle of the row close (or split) each block's own row, as a
-        # scalable unit keeps its leaves beside its racks, wherever a leaf group fits in one block. A
-        # stated row, central or in-rack leaves, or a group longer than a block keep the whole row.
+        # A row of blocks (racks_per_block; the default floor's blocks of DEFAULT_RACKS_PER_ROW side by
+        # side): leaves at the end or the middle of the row close (or split) each block's own row, as a
+        # scalable unit keeps its leaves beside its racks, wherever a leaf group fits in one block.
+        # Central or in-rack leaves, or a group longer than a block, keep the whole row.
         self.block = rpr
-        if (not stated and rpr > DEFAULT_RACKS_PER_ROW and self.span <= DEFAULT_RACKS_PER_ROW
-                and layout.leaf_placement in ("end_of_row", "middle_of_row")):
-            self.block = DEFAULT_RACKS_PER_ROW
+        block = layout.racks_per_block or rpr
+        if block < rpr and self.span <= block and layout.leaf_placement in ("end_of_row", "middle_of_row"):
+            self.block = block
         self.n_groups = -(-n_racks // self.span)
         if self.span <= rpr:
             self.groups_per_block = self.block // self.span
@@ -206,11 +204,16 @@ class _Floor:
         self.blocked = self.block < rpr
         self.gap = layout.leaf_placement in ("middle_of_row", "central")
         if self.blocked:
-            # each block of a row is followed by (end of row) or split by (middle of row) its network rack
+            # each block of a row is followed by (end of row) or split by (middle of row) its network
+            # rack; the floor's centre line is the middle of its widest row, network racks included
+            # (of the racks there are on a floor of one row, so that it moves on as the row fills)
             self.block_pitch = self.block + 1
-            widest = self.row_slot(n_racks - 1)[1] if self.n_rows == 1 else self.groups_per_row * self.span - 1
-            n_blocks = widest // self.block + 1
-            self.mid = n_blocks * self.block_pitch // 2  # the floor's centre line
+            if self.n_rows == 1:
+                last = self.row_slot(n_racks - 1)[1]
+                extent = max(self.x_of_slot(last), int(self.block_site_x(last))) + 1
+            else:
+                extent = -(-self.groups_per_row * self.span // self.block) * self.block_pitch
+            self.mid = extent // 2
         else:
             self.mid = self.row_len // 2  # x of a mid-row network rack
 
@@ -233,15 +236,17 @@ class _Floor:
             return b * self.block_pitch + s + (1 if split else 0)
         return slot + (1 if self.gap and slot >= self.mid else 0)
 
-    def block_site_x(self, slot: int, row: int) -> float:
-        """x of the network rack of the block holding `slot` in `row` (a blocked floor): after its last
-        rack (end of row), or between its halves (middle of row)."""
+    def block_site_x(self, slot: int) -> float:
+        """x of the network rack of the block holding `slot` (a blocked floor): after its last slot
+        (end of row), or between its halves (middle of row)."""
         b = slot // self.block
         if self.lay.leaf_placement == "middle_of_row":
             return b * self.block_pitch + self.block // 2
-        in_row = [self.row_slot(j)[1] for j in (self.row_racks(row)[0], self.row_racks(row)[-1])]
-        last_block = in_row[1] // self.block
-        filled = self.block if b < last_block else in_row[1] - b * self.block + 1
+        if self.n_rows > 1:  # the floor's rows are laid out whole: each block's rack closes its slots
+            return b * self.block_pitch + self.block
+        # a floor of one row grows rack by rack: the last block's rack follows its last compute rack
+        last = self.row_slot(self.n - 1)[1]
+        filled = self.block if b < last // self.block else last - b * self.block + 1
         return b * self.block_pitch + filled
 
     def group_racks(self, g: int) -> range:
@@ -272,7 +277,7 @@ class _Floor:
         first, last = self.row_slot(racks[0])[0], self.row_slot(racks[-1])[0]
         row = (first + last) // 2
         if self.blocked:
-            return self.block_site_x(self.row_slot(racks[0])[1], row), row, None
+            return self.block_site_x(self.row_slot(racks[0])[1]), row, None
         return (self.mid if p == "middle_of_row" else self.row_len), row, None
 
     def nic_link_m(self, j: int) -> float:

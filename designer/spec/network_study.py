@@ -156,6 +156,10 @@ class FloorLayout(Record):
 
     # None: rows of 16 in side-by-side blocks, about square (for_racks); a number: one hall of such rows
     racks_per_row: int | None = Field(default=None, ge=1, le=10_000)
+    # leaves at the end or the middle of a row stand once per block of this many racks along it, as
+    # each scalable unit keeps its leaves beside its racks (None: the whole row is one block; the
+    # default floor's blocks are DEFAULT_RACKS_PER_ROW)
+    racks_per_block: int | None = Field(default=None, ge=1, le=10_000)
     rack_width_m: float = Field(default=DEFAULT_RACK_WIDTH_M, gt=0, le=5)
     rack_depth_m: float = Field(default=DEFAULT_RACK_DEPTH_M, gt=0, le=5)
     row_pitch_m: float = Field(default=DEFAULT_ROW_PITCH_M, gt=0, le=100)
@@ -175,14 +179,17 @@ class FloorLayout(Record):
         lengths only grow with the domain count). Unless the study sets racks_per_row, rows
         of DEFAULT_RACKS_PER_ROW racks stand side by side in c blocks, with c chosen so the floor is
         about square (c = round(sqrt(n_racks x row_pitch / rack_width) / 16), at least 1): a cable
-        runs along the rows across the blocks as along one longer row. One hall of 16-rack rows would
+        runs along the rows across the blocks as along one longer row, and end- or middle-of-row
+        leaves stand once per block (racks_per_block). One hall of 16-rack rows would
         be 868 rows (3.7 km) deep at 13,888 NVL72 racks, past every optic's reach; a square floor of
         the same area is 190 m a side. Fabrics up to about 36 racks keep rows of 16."""
         if self.racks_per_row is not None:
             return self
         side = math.sqrt(n_racks * self.row_pitch_m / self.rack_width_m)
         blocks = max(1, round(side / DEFAULT_RACKS_PER_ROW))
-        return self.model_copy(update={"racks_per_row": blocks * DEFAULT_RACKS_PER_ROW})
+        block = self.racks_per_block or DEFAULT_RACKS_PER_ROW
+        return self.model_copy(update={"racks_per_row": blocks * DEFAULT_RACKS_PER_ROW,
+                                       "racks_per_block": block if blocks > 1 or self.racks_per_block else None})
 
     @property
     def min_racks_per_row(self) -> int:
@@ -191,6 +198,9 @@ class FloorLayout(Record):
 
     @model_validator(mode="after")
     def _sensible(self) -> "FloorLayout":
+        if self.racks_per_block is not None and self.racks_per_row is not None and self.racks_per_block > self.racks_per_row:
+            raise ValueError(f"racks_per_block {self.racks_per_block} is more than racks_per_row {self.racks_per_row}; "
+                             "allowed: racks_per_block <= racks_per_row")
         if self.rack_depth_m >= self.row_pitch_m:
             raise ValueError(f"rack_depth_m {self.rack_depth_m:g} is not less than row_pitch_m {self.row_pitch_m:g}: "
                              "a rack as deep as the row pitch leaves no aisle; allowed: rack_depth_m < row_pitch_m")

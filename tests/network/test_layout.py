@@ -434,7 +434,13 @@ def test_the_default_floor_grows_about_square(racks, per_row):
 ])
 def test_a_wide_default_floor_keeps_its_leaves_beside_each_block(placement, worst):
     lay = FloorLayout(leaf_placement=placement)
-    assert lay.for_racks(1024).racks_per_row == 80
+    planned = lay.for_racks(1024)  # the floor the MILP plans once for its largest cluster
+    assert (planned.racks_per_row, planned.racks_per_block) == (80, 16)
+    assert layer_worst_m(planned, n_racks=1024, leaf_span_racks=8, n_layers=1) == (pytest.approx(worst),)
+    # a stated row of 80 without blocks keeps one leaf site per row: 80 pitches
+    whole = FloorLayout(leaf_placement="end_of_row", racks_per_row=80)
+    if placement == "end_of_row":
+        assert layer_worst_m(whole, n_racks=1024, leaf_span_racks=8, n_layers=1) == (pytest.approx(SLACK + WIDTH * 80),)
     (nic,) = layer_lengths(lay, rack_links=[4] * 1024, leaf_span_racks=8)
     assert max(L for L, _ in nic) == pytest.approx(worst)
     assert layer_worst_m(lay, n_racks=1024, leaf_span_racks=8, n_layers=1) == (pytest.approx(worst),)
@@ -461,7 +467,7 @@ def test_a_wide_default_floor_keeps_its_leaves_beside_each_block(placement, wors
 @given(n=st.integers(1, 2500), span=st.integers(1, 20), leaf=st.sampled_from(["middle_of_row", "end_of_row"]),
        spine=st.sampled_from(["central", "end_of_hall"]), upper=st.integers(0, 300))
 def test_the_fast_worst_is_the_longest_link_on_a_default_floor(n, span, leaf, spine, upper):
-    lay = FloorLayout(leaf_placement=leaf, spine_placement=spine)
+    lay = FloorLayout(leaf_placement=leaf, spine_placement=spine).for_racks(n)
     dists = layer_lengths(lay, rack_links=[1] * n, leaf_span_racks=span, upper_links=[n, n], upper_switches=upper)
     fast = layer_worst_m(lay, n_racks=n, leaf_span_racks=span, n_layers=3, upper_switches=upper)
     assert fast == tuple(max(L for L, _ in d) for d in dists)
@@ -507,3 +513,11 @@ def test_an_active_optical_cable_is_chosen_only_on_request(cat):
 
     assert media([]) == (cheapest_by_hand(5.6, ("t_dac", "t_sr", "t_dr")),) == ("t_sr",)
     assert media(["t_aoc"]) == ("t_aoc",)
+
+
+def test_a_block_longer_than_its_row_is_refused():
+    with pytest.raises(ValueError, match="racks_per_block 32 is more than racks_per_row 16; allowed: racks_per_block <= racks_per_row"):
+        FloorLayout(racks_per_row=16, racks_per_block=32)
+    # a stated block on a default floor splits its rows; one block per row where the floor is one block wide
+    assert FloorLayout(racks_per_block=8).for_racks(1024).racks_per_block == 8
+    assert FloorLayout().for_racks(36).racks_per_block is None
