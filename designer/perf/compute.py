@@ -742,6 +742,22 @@ def moe_layer_params(llm: LLMSpec) -> tuple[float, float]:
     return float(attention_params(llm) + 2 * _norm_params(llm) + h * moe.experts + shared), float(moe.experts * per_expert)
 
 
+def tp_replicated_layer_params(llm: LLMSpec, moe_layer: bool) -> float:
+    """Parameters of one layer every TP rank holds whole: MLA's down-projections and latent norms
+    (Megatron-Core multi_latent_attention.py builds linear_q_down_proj and linear_kv_down_proj with
+    parallel_mode 'duplicated'), and an MoE layer's router (theoretical_memory_usage.py counts the
+    router among the replicated parameters). Norm weights are left with the rest (a few h each)."""
+    h = llm.hidden_size
+    out = 0.0
+    if llm.mla is not None:
+        m = llm.mla
+        q = (h * m.q_lora_rank + m.q_lora_rank) if m.q_lora_rank else 0
+        out += q + h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank
+    if moe_layer and llm.moe is not None:
+        out += h * llm.moe.experts
+    return float(out)
+
+
 def layer_kinds(llm: LLMSpec) -> tuple[int, int]:
     """(dense layers, MoE layers)."""
     if llm.moe is None:

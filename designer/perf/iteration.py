@@ -1021,6 +1021,8 @@ class StageParams:
     # worst rank's total); under DualPipe [first and last pair, middle pair, first and last pair]
     rank_dense: np.ndarray
     rank_expert: np.ndarray
+    # of rank_dense, the embedding, the output layer and the final norm (no low-precision copies)
+    rank_plain: np.ndarray = 0.0
 
 
 def stage_params(ctx: _Context, stt: StageTimes) -> StageParams:
@@ -1039,8 +1041,13 @@ def stage_params(ctx: _Context, stt: StageTimes) -> StageParams:
     mtp = cmp.mtp_params(llm)
     mtp_e = llm.mtp_layers * moe_e if llm.moe is not None else 0.0
 
+    # what every TP rank holds whole (MLA's down-projections, the router), of each kind of layer
+    rep_d = cmp.tp_replicated_layer_params(llm, False)
+    rep_m = cmp.tp_replicated_layer_params(llm, True)
+
     def dense_side(n, n_moe, extra):
-        return ((n - n_moe) * dense_p + n_moe * moe_ne + extra) / tp
+        rep = (n - n_moe) * rep_d + n_moe * rep_m
+        return ((n - n_moe) * dense_p + n_moe * moe_ne + extra - rep) / tp + rep
 
     def expert_side(n_moe, extra=0.0):
         return (n_moe * moe_e + extra) / (etp * ep)
@@ -1061,6 +1068,9 @@ def stage_params(ctx: _Context, stt: StageTimes) -> StageParams:
     mid_rank_e = np.where(pace_more, mid_e, mid_first_e)
     rank_d = np.stack(np.broadcast_arrays(first_d, mid_rank_d, last_d))
     rank_e = np.stack(np.broadcast_arrays(first_e, mid_rank_e, last_e))
+    plain_first = emb_first / tp
+    plain_last = np.where(pp == 1, plain_first, emb_last / tp)
+    rank_plain = np.stack(np.broadcast_arrays(plain_first, 0.0 * plain_first, plain_last))
     # the stage that paces (stage_times): the first when it is the slowest, the last when it is (its
     # output layer), else a middle one; with one stage, the first
     pace_i = np.where(pp == 1, 0, stt.pace_stage)
@@ -1076,13 +1086,16 @@ def stage_params(ctx: _Context, stt: StageTimes) -> StageParams:
         pace_e = np.where(ctx.dualpipe, np.where(stt.logits_on_pace, first_e + last_e, mid_pair_e), pace_e)
         rank_d = np.where(ctx.dualpipe, np.stack(np.broadcast_arrays(first_d + last_d, mid_pair_d, first_d + last_d)), rank_d)
         rank_e = np.where(ctx.dualpipe, np.stack(np.broadcast_arrays(first_e + last_e, mid_pair_e, first_e + last_e)), rank_e)
+        ends = plain_first + plain_last
+        rank_plain = np.where(ctx.dualpipe, np.stack(np.broadcast_arrays(ends, 0.0 * ends, ends)), rank_plain)
     peak_i = np.argmax(rank_d + rank_e, axis=0)
     peak_d = np.take_along_axis(rank_d, peak_i[None], axis=0)[0]
     peak_e = np.take_along_axis(rank_e, peak_i[None], axis=0)[0]
     return StageParams(pace_dense=pace_d, pace_expert=pace_e, peak_dense=peak_d, peak_expert=peak_e,
-                       layer_dense=np.maximum(dense_p, moe_ne if llm.moe is not None else 0.0) / tp,
+                       layer_dense=np.maximum((dense_p - rep_d) / tp + rep_d,
+                                              (moe_ne - rep_m) / tp + rep_m if llm.moe is not None else 0.0),
                        layer_expert=moe_e / (etp * ep) + np.zeros(ctx.shape),
-                       rank_dense=rank_d, rank_expert=rank_e)
+                       rank_dense=rank_d, rank_expert=rank_e, rank_plain=np.broadcast_to(rank_plain, rank_d.shape))
 
 
 def low_precision_param_gather(ctx: _Context) -> np.ndarray:
@@ -1364,19 +1377,26 @@ def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams, acts) -> dict[
     # earlier model chunks, without the output layer)
     logits_held = logits_act + (np.where(S.schedule == mem.SCHEDULE_GPIPE, ctx.m_flush, 1.0) - 1.0) * (
         tokens * llm.vocab_size / ctx.tp * mem.LOGIT_BYTES_SAVED)
+    # the MTP modules run on the last stage's last chunk (Megatron-Core multi_token_prediction.py:
+    # mtp_on_this_rank = is_pipeline_last_stage), each a layer with its own output logits and loss,
+    # held like the main logits: from its forward to its backward, one microbatch but under GPipe
+    mtp_act = llm.mtp_layers * ((act_m if llm.moe is not None else act_d)
+                                + tokens * llm.vocab_size / ctx.tp * mem.LOGIT_BYTES_SAVED)
+    held = np.where(S.schedule == mem.SCHEDULE_GPIPE, ctx.m_flush, 1.0)
     last_act = (mem.last_stage_in_flight(S.schedule, ctx.pp, ctx.m_flush, ctx.v) * stage_act(st.last, st.last_moe)
-                + work + logits_held)
+                + work + logits_held + held * mtp_act)
+    first_act = first_act + np.where(ctx.pp < 2, held * mtp_act, 0.0)
     # the first middle stage holds the most microbatches, the pace one (the last long one, rank
     # mid_long) may hold more MoE layers: the larger of the two
     mid_act = np.where(ctx.pp > 2, np.maximum(
-        mem.in_flight_factor(S.schedule, ctx.pp - 1, ctx.m_flush, ctx.v) * stage_act(st.mid_max, st.mid_first_moe),
-        mem.in_flight_factor(S.schedule, ctx.pp - np.maximum(st.mid_long, 1), ctx.m_flush, ctx.v)
+        mem.in_flight_factor(S.schedule, ctx.pp, ctx.m_flush, ctx.v, rank=1) * stage_act(st.mid_max, st.mid_first_moe),
+        mem.in_flight_factor(S.schedule, ctx.pp, ctx.m_flush, ctx.v, rank=np.maximum(st.mid_long, 1))
         * stage_act(st.mid_max, st.mid_moe)) + work, 0.0)
     if np.any(ctx.dualpipe):
         # DualPipe: every rank holds PP + 1 microbatches' worth of a stage's activations (DeepSeek-V3
         # Table 2) over its two stages, the first and the last (with the logits) or two middle ones
         pair_ends = (inflight * np.maximum(stage_act(st.first, st.first_moe), stage_act(st.last, st.last_moe))
-                     + work + logits_act)
+                     + work + logits_act + mtp_act)
         pair_mid = np.where(ctx.pp > 2, inflight * stage_act(st.mid_max, st.mid_moe) + work, 0.0)
         first_act = np.where(ctx.dualpipe, pair_ends, first_act)
         last_act = np.where(ctx.dualpipe, pair_ends, last_act)
@@ -1387,24 +1407,42 @@ def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams, acts) -> dict[
     sg = np.where(S.shard_group > 0, np.minimum(S.shard_group, dpcp), dpcp)
     edp = np.maximum(ctx.pl.expert_dp.size.astype(float), 1.0)
     low = tr.precision.value in cmp.LOW_PRECISIONS
-    fp8_copy = 2.0 if low else 0.0  # the cached fp8 weight and its transpose (Transformer Engine)
+    # the cached low-precision weight and its transpose (Transformer Engine keeps a row-wise and a
+    # column-wise copy), each at the recipe's bytes per element with its scales
+    fp8_copy = 2.0 * ctx.prec.saved_input_bytes_per_element if low else 0.0
     low_gather = low_precision_param_gather(ctx)
-    weight_bytes = np.where(low_gather, 1.0 + 1.0, mem.WEIGHT_BYTES)
+    # weights kept in low precision only (--fp8-param-gather): that pair instead of the 16-bit weight
+    weight_bytes = np.where(low_gather, fp8_copy, mem.WEIGHT_BYTES)
     # PyTorch FSDP / FSDP2 mixed precision keeps the sharded parameters in fp32 and they are the
     # optimizer's master weights: no 16-bit copy at rest (the gathered 16-bit layers are z3_extra)
     weight_bytes = np.where((S.zero >= 3) & tr.fp32_sharded_params, 0.0, weight_bytes)
+    plain_weight_bytes = np.where((S.zero >= 3) & tr.fp32_sharded_params, 0.0, mem.WEIGHT_BYTES)
     rpn_dp = np.minimum(ctx.pl.grad.ranks_per_domain, ctx.pl.grad.size).astype(float)
-    w_b, g_b, o_b = mem.model_state_bytes(
-        sp_.rank_dense, sp_.rank_expert, dp_shard=sg, expert_dp_shard=edp, zero_stage=S.zero,
-        hpz=S.hpz, ranks_per_node_dp=rpn_dp, grad_bytes=mem.gradient_bytes(tr.grad_accumulation_dtype),
-        optimizer_bytes=4.0 + (8.0 if tr.optimizer_state_dtype == "fp32" else 4.0),
-        extra_weight_bytes=np.where(low_gather, 0.0, fp8_copy), weight_bytes=weight_bytes)
-    # ZeRO-3: the gathered 16-bit weights of the layer in use and of the prefetched ones; without
+    states = dict(dp_shard=sg, expert_dp_shard=edp, zero_stage=S.zero, hpz=S.hpz, ranks_per_node_dp=rpn_dp,
+                  grad_bytes=mem.gradient_bytes(tr.grad_accumulation_dtype),
+                  optimizer_bytes=4.0 + (8.0 if tr.optimizer_state_dtype == "fp32" else 4.0))
+    # the embedding (a lookup) and the output layer (not a Transformer Engine module in Megatron;
+    # torchao's float8 filter skips it too) keep no low-precision copy
+    w_q, g_q, o_q = mem.model_state_bytes(sp_.rank_dense - sp_.rank_plain, sp_.rank_expert,
+                                          extra_weight_bytes=np.where(low_gather, 0.0, fp8_copy),
+                                          weight_bytes=weight_bytes, **states)
+    w_p, g_p, o_p = mem.model_state_bytes(sp_.rank_plain, 0.0, weight_bytes=plain_weight_bytes, **states)
+    w_b, g_b, o_b = w_q + w_p, g_q + g_p, o_q + o_p
+    # ZeRO-3: the gathered weights of the layer in use and of the prefetched ones (16-bit with their
+    # low-precision copies, or the low-precision pair alone where that is what is gathered); without
     # resharding the whole stage stays gathered
-    gathered_layer = (sp_.layer_dense + sp_.layer_expert) * (mem.WEIGHT_BYTES + fp8_copy)
+    gathered_bytes = np.where(low_gather, fp8_copy, mem.WEIGHT_BYTES + fp8_copy)
+    gathered_layer = (sp_.layer_dense + sp_.layer_expert) * gathered_bytes
     z3_extra = np.where(S.reshard, (S.prefetch + 1) * gathered_layer,
-                        (sp_.rank_dense + sp_.rank_expert) * (mem.WEIGHT_BYTES + fp8_copy))
-    other = mcal.framework_reserved_bytes + np.where(S.zero == 3, z3_extra, 0.0)
+                        (sp_.rank_dense - sp_.rank_plain + sp_.rank_expert) * gathered_bytes
+                        + sp_.rank_plain * mem.WEIGHT_BYTES)
+    # sharded gradients under a pipeline (ZeRO-2/3): the schedule defers the reduce-scatter to its last
+    # microbatch (dp_term), so the stage's unsharded gradients accumulate until then beside their
+    # shards (torch.distributed.pipelining stage.backward_maybe_with_nosync: FSDP2's
+    # set_requires_gradient_sync(False) before the last backward)
+    unsharded_grads = np.where((S.zero >= 2) & (ctx.pp > 1),
+                               (sp_.rank_dense + sp_.rank_expert) * mem.gradient_bytes(tr.grad_accumulation_dtype), 0.0)
+    other = mcal.framework_reserved_bytes + np.where(S.zero == 3, z3_extra, 0.0) + unsharded_grads
     # offload: master weights and moments live in host memory (with the weights and gradients too
     # under weight offload), and the offloaded activations of the first stage's microbatches in flight
     opt_off = S.offload_opt | S.offload_w

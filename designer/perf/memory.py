@@ -190,15 +190,18 @@ def _alternate_matmuls_kept(llm: LLMSpec, moe_layer: bool, tokens, tp, etp, sp, 
     return tokens * kept * ACT_BYTES + extra
 
 
-def in_flight_factor(schedule, pp, m, v):
-    """Microbatches' worth of a stage's activations held by the first stage (the peak)."""
+def in_flight_factor(schedule, pp, m, v, rank=0):
+    """Microbatches' worth of a stage's activations pipeline rank `rank` holds at its peak (rank 0,
+    the first stage, holds the most). 1F1B and ZB-H1 (Qi et al. §3): pp − rank. Interleaved
+    (Megatron-Core schedules.py forward_backward_pipelining_with_interleaving: (pp − rank − 1)·2 +
+    (v − 1)·pp warm-up chunks and the one in flight, each a v-th of the stage; at rank 0 Korthikanti
+    §4.2.3's (1 + (p−1)/(p·v)) × p). GPipe: every microbatch. DualPipe: PP + 1 (DeepSeek-V3 Table 2)."""
     pp = np.asarray(pp, float)
     m = np.asarray(m, float)
     v = np.asarray(v, float)
-    one_f = np.minimum(m, pp)
-    # Interleaved: Korthikanti §4.2.3: (1 + (p−1)/(p·v)) × the 1F1B amount.
-    inter = one_f * (1.0 + (pp - 1.0) / (pp * v))
-    # DualPipe: PP + 1 microbatches (DeepSeek-V3 Table 2); ZB-H1 keeps 1F1B's p (Qi et al. §3).
+    r = np.asarray(rank, float)
+    one_f = np.minimum(m, pp - r)
+    inter = np.minimum(2.0 * (pp - r - 1.0) + (v - 1.0) * pp + 1.0, m * v) / np.maximum(v, 1.0)
     dual = np.minimum(m, pp + 1.0)
     return np.select([schedule == SCHEDULE_GPIPE, schedule == SCHEDULE_INTERLEAVED, schedule == SCHEDULE_DUALPIPE],
                      [m, inter, dual], one_f)

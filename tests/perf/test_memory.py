@@ -284,3 +284,132 @@ def test_fp8_fused_attention_keeps_its_16_bit_output_beside_the_projections_fp8_
     per_token = 16384 + 8192 + 24576 + 128 + 71680
     assert act() == pytest.approx(4096 * per_token, rel=1e-12)
     assert act(fp8_attention=True) == pytest.approx(4096 * (per_token - 32 * 128 * 2), rel=1e-12)
+
+
+@pytest.mark.parametrize("v", [2, 4, 8])
+def test_every_interleaved_rank_holds_megatrons_warm_up_chunks(v):
+    # Megatron-Core schedules.py (forward_backward_pipelining_with_interleaving): rank r runs
+    # (pp - r - 1)·2 + (v - 1)·pp warm-up chunks before its first backward and holds one more, each
+    # chunk a v-th of its layers: (2(pp-r-1) + (v-1)pp + 1)/v stages' worth. pp 16, 128 microbatches:
+    # v 4, rank 1: (28 + 48 + 1)/4 = 19.25; rank 14: (2 + 48 + 1)/4 = 12.75. 1F1B: pp - r.
+    pp, m = 16, 128
+    for r in (0, 1, 7, 14, 15):
+        got = float(mem.in_flight_factor(np.array([mem.SCHEDULE_INTERLEAVED]), pp, m, v, rank=r)[0])
+        assert got == pytest.approx((2 * (pp - r - 1) + (v - 1) * pp + 1) / v, rel=1e-12)
+        assert float(mem.in_flight_factor(np.array([mem.SCHEDULE_1F1B]), pp, m, v, rank=r)[0]) == pp - r
+    # the last rank's own formula agrees with the general one
+    last = float(mem.last_stage_in_flight(np.array([mem.SCHEDULE_INTERLEAVED]), pp, m, v)[0])
+    assert last == pytest.approx(float(mem.in_flight_factor(np.array([mem.SCHEDULE_INTERLEAVED]), pp, m, v,
+                                                            rank=pp - 1)[0]))
+
+
+@pytest.mark.parametrize("precision,copy_bytes", [
+    # a row-wise and a column-wise copy of each linear weight (Transformer Engine), at the format's
+    # bytes per element with its scales: FP8 1; MXFP8 1 + 1/32 (an 8-bit scale per 32); NVFP4 1/2 + 1/16
+    # (an 8-bit scale per 16)
+    ("fp8", 2 * 1.0), ("mxfp8", 2 * (1 + 1 / 32)), ("nvfp4", 2 * (0.5 + 1 / 16))])
+def test_low_precision_weight_copies_take_the_recipes_bytes_and_skip_the_embeddings(precision, copy_bytes):
+    # Llama 3 8B, tp 1, pp 1, ZeRO-1 on 8 B200s: the low-precision run keeps, beside the 16-bit weights,
+    # the two copies of every transformer linear, and none of the embedding, the output layer (a
+    # 16-bit GEMM in Megatron) or the final norm: (copy bytes) x (all params - V·h·2 - h)
+    from designer.perf import compute as cmp
+    llm = load_model("llama3-8b")
+    st = Strategy(dp=8, zero_stage=1, recompute=Recompute.full)
+    sy = cluster("b200", 8)
+
+    def weights(prec):
+        tr = TrainingSpec(sequence_length=8192, global_batch_sequences=16, total_tokens=1e9, precision=prec)
+        m = evaluate_system(llm, tr, st, sy, calib=CAL)
+        assert isinstance(m, Metrics)
+        return m.memory.weights_bytes
+    linear = cmp.total_params(llm) - cmp.embedding_params(llm) - cmp.final_norm_params(llm)
+    assert weights(precision) - weights("bf16") == pytest.approx(copy_bytes * linear, rel=1e-9)
+
+
+def test_the_mtp_module_adds_its_layer_and_logits_to_the_last_stage():
+    # DeepSeek-V3's MTP module runs on the last pipeline stage (Megatron-Core multi_token_prediction.py:
+    # mtp_on_this_rank = is_pipeline_last_stage): one more layer's saved activations and its own fp32
+    # logits per microbatch in flight. One stage (pp 1), full recompute, s 4096, b 1, tp 1: the layer
+    # keeps its input, 2·s·h bytes (Korthikanti §5), and the logits s·V·4 bytes: the same model
+    # without MTP holds that much less.
+    from designer.perf import iteration as it
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=64, total_tokens=1e9)
+    st = Strategy(dp=32, ep=32, zero_stage=1, recompute=Recompute.full)
+    sy = cluster("h100_sxm", 32)
+    act = {}
+    for name in ("deepseek-v3", "deepseek-v3-no-mtp"):
+        r = it.iteration_arrays(load_model(name), tr, StrategyArrays.from_strategies([st]), sy, CAL)
+        act[name] = float(r["activations_bytes"][0])
+    llm = load_model("deepseek-v3")
+    assert llm.mtp_layers == 1 and load_model("deepseek-v3-no-mtp").mtp_layers == 0
+    assert mem.LOGIT_BYTES_SAVED == 4
+    s, h, V = 4096, llm.hidden_size, llm.vocab_size
+    assert act["deepseek-v3"] - act["deepseek-v3-no-mtp"] == pytest.approx(2 * s * h + s * V * 4, rel=1e-9)
+
+
+def test_tp_keeps_mlas_down_projections_and_the_router_whole():
+    # Megatron-Core builds MLA's linear_q_down_proj and linear_kv_down_proj with parallel_mode
+    # 'duplicated' (multi_latent_attention.py), and theoretical_memory_usage.py counts the router among
+    # the replicated parameters: at tp 8 each GPU holds them whole. DeepSeek-V3, one stage, ZeRO-1:
+    # per MoE layer h·(q_lora + kv_lora + rope) + q_lora + kv_lora (latent norms) + h·E more than 1/8.
+    from designer.perf import iteration as it
+    llm = load_model("deepseek-v3")
+    m, h, E = llm.mla, llm.hidden_size, llm.moe.experts
+    rep = h * (m.q_lora_rank + m.kv_lora_rank + m.qk_rope_head_dim) + m.q_lora_rank + m.kv_lora_rank
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=64, total_tokens=1e9)
+    sy = cluster("h100_sxm", 64)
+    w = {}
+    for tp in (1, 8):
+        st = Strategy(tp=tp, dp=64 // tp, ep=8, sequence_parallel=tp > 1, zero_stage=3, recompute=Recompute.full)
+        r = it.iteration_arrays(llm, tr, StrategyArrays.from_strategies([st]), sy, CAL)
+        # ZeRO-3 shards the 16-bit weights: undo it, to the parameters one TP rank holds. Dense side:
+        # over dp (64/tp); expert side: over the expert data-parallel group (64/ep = 8 either way), so
+        # scaled by 64/tp the expert side comes out E_all at tp 1 and E_all/8 at tp 8, and cancels in
+        # w[8] - w[1]/8 below
+        w[tp] = float(r["weights_bytes"][0]) * (64 // tp) / 2
+    from designer.perf import compute as cmp
+    n_dense, n_moe = cmp.layer_kinds(llm)
+    replicated = n_dense * rep + n_moe * (rep + h * E)
+    # the non-expert side per TP rank is (all - replicated)/tp + replicated: at tp 8 it exceeds 1/8 of
+    # tp 1's by 7/8 of the replicated parameters (the MTP layer's own, 1 of 62, left within 2e-3)
+    assert w[8] - w[1] / 8 == pytest.approx(replicated * (1 - 1 / 8), rel=2e-3)
+
+
+def test_zero3_gathers_low_precision_weights_without_their_16_bit_copy():
+    # ZeRO-3 holds the layer in use and the prefetched ones gathered. In BF16 that is 2 bytes per
+    # parameter; under FP8 with 16-bit weights, the 16-bit weight and its FP8 pair (2 + 2); with the
+    # weights kept and gathered in FP8 (fp8_param_gather), the FP8 pair alone (2). Llama 3 8B, one
+    # dense layer 4096·(4096 + 2·1024) + 4096·4096 + 3·4096·14336 + 2·4096 parameters, prefetch 1.
+    llm = load_model("llama3-8b")
+    layer = 4096 * (4096 + 2 * 1024) + 4096 * 4096 + 3 * 4096 * 14336 + 2 * 4096
+    st = Strategy(dp=8, zero_stage=3, recompute=Recompute.full, prefetch_layers=1)
+    sy = cluster("h100_sxm", 8)
+
+    def gathered(prec, param_gather=False):
+        tr = TrainingSpec(sequence_length=8192, global_batch_sequences=16, total_tokens=1e9, precision=prec,
+                          fp8_param_gather=param_gather)
+        m = evaluate_system(llm, tr, st, sy, calib=CAL)
+        return m.memory.other_bytes - CAL.memory.framework_reserved_bytes
+    assert gathered("bf16") == pytest.approx(2 * layer * 2, rel=1e-12)
+    assert gathered("fp8") == pytest.approx(2 * layer * 4, rel=1e-12)
+    assert gathered("fp8", param_gather=True) == pytest.approx(2 * layer * 2, rel=1e-12)
+
+
+@pytest.mark.parametrize("zero,pp,held", [(2, 2, True), (3, 2, True), (2, 1, False), (1, 2, False)])
+def test_a_pipeline_holds_the_stages_unsharded_gradients_until_its_sync(zero, pp, held):
+    # Sharded gradients (ZeRO-2/3) under a pipeline: the schedule reduce-scatters once, after its last
+    # microbatch (torch.distributed.pipelining: FSDP2's set_requires_gradient_sync(False) before it),
+    # so the stage's full gradients accumulate, in fp32 here, beside their shards: params x 4 bytes
+    # more than the framework reserve (and ZeRO-3's gathered layers). Without PP each microbatch
+    # reduce-scatters its own; ZeRO-1 keeps the whole gradient buffer among its model states anyway.
+    llm = load_model("llama3-8b")
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=64, total_tokens=1e9,
+                      grad_accumulation_dtype="fp32")
+    st = Strategy(pp=pp, dp=8 // pp, zero_stage=zero, recompute=Recompute.full, fsdp_reshard_after_forward=False)
+    m = evaluate_system(llm, tr, st, cluster("h100_sxm", 8), calib=CAL)
+    assert isinstance(m, Metrics)
+    other = m.memory.other_bytes - CAL.memory.framework_reserved_bytes
+    # the stage's parameters: ZeRO-2 keeps them whole at 2 bytes; ZeRO-3 shards them over dp
+    params = m.memory.weights_bytes / 2 * (1 if zero < 3 else 8 // pp)
+    z3 = params * 2 if zero == 3 else 0.0  # without resharding the whole stage stays gathered (16-bit)
+    assert other == pytest.approx(z3 + (params * 4 if held else 0.0), rel=1e-9)
