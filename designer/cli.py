@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -133,6 +134,10 @@ def network(
 
     if out is not None and out.exists() and not out.is_dir():
         raise SpecError(f"--out '{out}': is a file, not a folder; give a folder for designs.csv")
+    if out is not None and (out / "meta.json").is_file():
+        # a study run's result set: its designs.csv belongs to its completion record (meta.json)
+        raise SpecError(f"--out '{out}': holds the results of a `designer run` (meta.json); writing designs.csv "
+                        "there would break them; give another --out")
     spec = load_network_study(study)
     if no_hooks:
         refuse_code(study_code_refs(spec))
@@ -261,9 +266,11 @@ def worker(
     spec = load_study(study)
     if no_hooks:
         refuse_code(study_code_refs(spec))
-    if n_trials is not None:
-        spec = spec.with_updates(search={**spec.search.model_dump(), "n_trials": n_trials})
-    count = run_worker(spec, storage=storage, wait_s=wait_s)
+    if not math.isfinite(wait_s) or wait_s < 0:
+        raise SpecError(f"--wait-s = {wait_s:g}: must be a finite number of seconds >= 0")
+    if n_trials is not None and n_trials < 1:
+        raise SpecError(f"--n-trials = {n_trials}: must be >= 1")
+    count = run_worker(spec, storage=storage, wait_s=wait_s, n_trials=n_trials)
     typer.echo(f"worker finished; it worked on {count} design studies")
 
 
@@ -281,10 +288,8 @@ def pareto(
     if export is not None and export.is_dir():
         raise SpecError(f"--export '{export}': is a folder; give a file path, e.g. {export / 'pareto.csv'}")
     front = read_pareto(out_dir)
-    if export is not None and export.resolve().parent == out_dir.resolve() and (out_dir / export.name).exists():
-        # a file of the study's own set: overwriting it would break the folder's completion record
-        raise SpecError(f"--export '{export}': is one of the study's own result files; give a path outside "
-                        f"'{out_dir}' or a new name")
+    if export is not None:
+        _check_export_target(export, out_dir)
     if as_json:
         from designer.report import frame_records
 
@@ -295,6 +300,27 @@ def pareto(
         _write_atomically(export, lambda path: front.to_csv(path, index=False), "--export")
         if not as_json and not _QUIET["on"]:
             typer.echo(f"front written to {export}")
+
+
+def _check_export_target(export: Path, out_dir: Path) -> None:
+    """An export never replaces a file of a designer result set (a folder whose meta.json lists it:
+    this study's, another's, or one moved to previous/), nor anything but a regular file (a link, a
+    pipe or a device would be replaced by the rename that writes it)."""
+    if export.is_symlink() or (export.exists() and not export.is_file()):
+        raise SpecError(f"--export '{export}': exists and is not a regular file; give a new file path")
+    listed: set[str] = set()
+    meta = export.parent / "meta.json"
+    if meta.is_file():
+        try:
+            record = json.loads(meta.read_text())
+            files = record.get("files") if isinstance(record, dict) else None
+            listed = set(files) if isinstance(files, (dict, list)) else set()
+        except (ValueError, UnicodeDecodeError, OSError):
+            listed = set()
+    own = export.resolve().parent == out_dir.resolve() and (out_dir / export.name).exists()
+    if own or export.name in listed or export.name == "meta.json" and meta.is_file():
+        raise SpecError(f"--export '{export}': is a file of the designer result set in '{export.parent}'; "
+                        "give a path outside it or a new name")
 
 
 def _write_atomically(target: Path, write: Callable[[Path], None], flag: str) -> None:

@@ -377,6 +377,9 @@ def check_complete(out_dir: str | Path) -> dict[str, Any]:
     if not isinstance(files, dict):
         raise SpecError(f"'{out_dir}': meta.json lists no files (written by an older designer?); rerun the study")
     for rel, info in files.items():
+        if not isinstance(info, dict):
+            raise SpecError(f"'{out_dir}': meta.json's entry for '{rel}' is not a record of its bytes and sha256 "
+                            "(the file was edited by hand?); rerun the study")
         p = d / rel
         if not p.is_file() or p.stat().st_size != info.get("bytes") or _sha256(p) != info.get("sha256"):
             raise SpecError(f"'{out_dir}': {rel} does not match meta.json (another run, or one stopped while "

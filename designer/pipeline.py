@@ -147,7 +147,8 @@ def with_cost_terms(spec: StudySpec, net: Any, prefix: str = "network.") -> Any:
 
 
 def generate_candidates(spec: StudySpec, progress: ProgressFn | None = None, *, problem: Problem | None = None,
-                        notes: list[str] | None = None, dropped: list[str] | None = None
+                        notes: list[str] | None = None, dropped: list[str] | None = None,
+                        infeasible: list[str] | None = None
                         ) -> tuple[list[Candidate], dict[str, MilpInfo]]:
     """Solve the network MILP once per (family, platform) split of `network` (each across the frontier
     levels) and once per named design. Identical designs found twice are kept once."""
@@ -193,10 +194,13 @@ def generate_candidates(spec: StudySpec, progress: ProgressFn | None = None, *, 
             log.info("sized %s: %d design(s), MILP %s in %.2f s", prefix, len(result.designs), result.status,
                      result.solve_time_s)
         except InfeasibleDesign as err:
-            log.info("sized %s: infeasible (%s)", prefix, err)
             if source == "named":
                 raise InfeasibleDesign(f"design {prefix}: {err}") from None
+            # the split yields no design: said, and kept in meta.json (milp.infeasible_splits)
+            log.warning("network split %s has no design: %s", prefix, err)
             failures.append(f"{prefix}: {err}")
+            if infeasible is not None:
+                infeasible.append(f"{prefix}: {err}")
             continue
         designs = list(result.designs)
         if problem is not None and sub.objective.base_kind in ("max_gpus", "max_flops"):
@@ -274,6 +278,11 @@ def make_problem(spec: StudySpec) -> Problem:
 
 
 def choose_method(spec: StudySpec, space_size: int) -> str:
+    """The search a design gets: the study's method, or under auto exhaustive up to
+    auto_max_exhaustive strategies. A design with no valid strategy is always enumerated (it has
+    nothing to search, and the exhaustive path records why) so that it never stops the study."""
+    if space_size == 0:
+        return "exhaustive"
     m = spec.search.method
     if m == "auto":
         return "exhaustive" if space_size <= spec.search.auto_max_exhaustive else "optuna"
@@ -285,6 +294,10 @@ def search_identity(spec: StudySpec, design_id: str) -> str:
     budget and the output settings (a rerun with more trials continues the same study)."""
     data = spec.identity_data()
     data["search"].pop("n_trials", None)
+    # the co-design budget is the outer study's (outer_identity leaves it out): a rerun with more
+    # outer trials meets the inner studies it had and continues them
+    if isinstance(data.get("design_search"), dict):
+        data["design_search"].pop("n_trials", None)
     data.pop("output", None)
     data["design_id"] = design_id
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
@@ -369,10 +382,11 @@ def _worker_main(spec_json: str, storage: str, parent_pid: int | None = None) ->
         sys.exit(130)
 
 
-def run_worker(spec: StudySpec, storage: str, *, wait_s: float = 600.0) -> int:
+def run_worker(spec: StudySpec, storage: str, *, wait_s: float = 600.0, n_trials: int | None = None) -> int:
     """An extra worker on a shared storage: waits for the main run's manifest (the designs the main run
-    searches with Optuna), then runs trials on each of them until every study has its n_trials.
-    Returns the number of design studies it worked on."""
+    searches with Optuna), then runs trials on each of them until every study has its n_trials (the
+    main run's, or `n_trials` where given). It draws with the main run's seed, which the studies'
+    identity holds. Returns the number of design studies it worked on."""
     import optuna
 
     from designer.search.runner import (RunnerSettings, get_study_attr, open_storage, outer_study_name,
@@ -412,7 +426,10 @@ def run_worker(spec: StudySpec, storage: str, *, wait_s: float = 600.0) -> int:
     from designer.search.economics import DesignEconomics
     from designer.spec.system import ClusterSystem
 
-    settings = RunnerSettings(manifest["n_trials"], manifest["seed"], spec.search.sampler, spec.search.population_size)
+    # the main run's seed and budget (its --seed / --n-trials), which the studies' identity holds
+    budget = int(n_trials) if n_trials is not None else int(manifest["n_trials"])
+    spec = _with_search_overrides(spec, budget, int(manifest["seed"]))
+    settings = RunnerSettings(budget, manifest["seed"], spec.search.sampler, spec.search.population_size)
     n = 0
     for entry in manifest["designs"]:
         econ = entry.get("economics")
@@ -423,6 +440,23 @@ def run_worker(spec: StudySpec, storage: str, *, wait_s: float = 600.0) -> int:
                    identity=search_identity(spec, cand.design_id))
         n += 1
     return n
+
+
+def _inner_searcher(spec: StudySpec, problem: Problem, storage: Callable[[], Any]) -> Callable[[Candidate], ScoredTable]:
+    """How a co-design run, and each of its extra workers alike, finds one design's best strategy:
+    the study's method for the design's space (choose_method), Optuna on `storage()`."""
+
+    def inner_search(c: Candidate) -> ScoredTable:
+        size = problem.design_space(c).size
+        if choose_method(spec, size) == "exhaustive":
+            return run_exhaustive(problem, c)
+        from designer.search.runner import RunnerSettings, run_optuna
+
+        settings = RunnerSettings(spec.search.n_trials, spec.search.seed, spec.search.sampler, spec.search.population_size)
+        return run_optuna(problem, c, storage=storage(), study=spec.name, settings=settings,
+                          identity=search_identity(spec, c.design_id))
+
+    return inner_search
 
 
 def _codesign_worker(spec: StudySpec, storage: str, *, wait_s: float) -> int:
@@ -446,7 +480,7 @@ def _codesign_worker(spec: StudySpec, storage: str, *, wait_s: float) -> int:
     catalog = study_catalog(spec.network, "network.")
     space = build_outer_space(spec, catalog, problem)
     evaluate = Evaluator(problem, Pricer(with_cost_terms(spec, spec.network), catalog, economics_for(spec)),
-                         InnerCache(lambda c: run_exhaustive(problem, c)))
+                         InnerCache(_inner_searcher(spec, problem, lambda: st)))
     ds = spec.design_search
     done = run_outer_optuna(space, outer_scorer(spec, problem, evaluate), storage=st, study=spec.name,
                             objectives=tuple(problem.objectives),
@@ -628,19 +662,16 @@ def _run_codesign(spec: StudySpec, problem: Problem, out_dir: Path, *, workers: 
     st = None
     url = None
 
-    def inner_search(c: Candidate) -> ScoredTable:
+    def open_inner_storage() -> Any:
         nonlocal st, url
-        size = problem.design_space(c).size
-        if choose_method(spec, size) == "exhaustive":
-            return run_exhaustive(problem, c)
-        from designer.search.runner import RunnerSettings, open_storage, run_optuna
-
         if st is None:
+            from designer.search.runner import open_storage
+
             url = _storage_url(spec, out_dir, storage)
             st = open_storage(url)
-        settings = RunnerSettings(spec.search.n_trials, spec.search.seed, spec.search.sampler, spec.search.population_size)
-        return run_optuna(problem, c, storage=st, study=spec.name, settings=settings,
-                          identity=search_identity(spec, c.design_id))
+        return st
+
+    inner_search = _inner_searcher(spec, problem, open_inner_storage)
 
     econ = economics_for(spec)
     pricer = Pricer(with_cost_terms(spec, spec.network), catalog, econ)
@@ -855,6 +886,17 @@ def _goal_answer(spec: StudySpec, cands: list[Candidate], tables: list[ScoredTab
     return answer_goal(spec.goal, points)
 
 
+def _check_front_by(key: str, columns: Sequence[str]) -> None:
+    """output.front_by names a column of designs.csv."""
+    if key in columns:
+        return
+    import difflib
+
+    near = difflib.get_close_matches(key, columns, n=1)
+    hint = f" (did you mean '{near[0]}'?)" if near else ""
+    raise SpecError(f"field 'output.front_by' = '{key}': not a design column{hint}; allowed: {', '.join(columns)}")
+
+
 def _design_row(c: Candidate) -> dict[str, Any]:
     r = c.design.row()
     return {"design_id": c.design_id, "design_source": c.source, **r}
@@ -1006,10 +1048,20 @@ def _no_front_error(problem: Problem, cands: list[Candidate], tables: list[Score
                        for c in cands})
         return SpecError("no design has a valid strategy: " + " | ".join(whys[:3]))
     need, c, cap, s = best
+    if need <= cap and reasons:
+        # the leanest strategy fits: memory is not what rules the strategies out
+        k = max(reasons, key=reasons.get)
+        return InfeasibleDesign(f"no design has a feasible strategy: the commonest reason is '{k}' "
+                                f"({reasons[k]} strategies across {len(cands)} designs)")
     return InfeasibleDesign(
         f"model {problem.llm.name} fits no design: its leanest strategy (tp {s.tp}, pp {s.pp}, ZeRO-{s.zero_stage}, "
         f"recompute {s.recompute.value}, microbatch {s.microbatch_size}) on {c.design_id} needs {need / units.GIB_TO_BYTES:.1f} "
         f"GiB per GPU, HBM holds {cap / units.GIB_TO_BYTES:.1f} GiB; allow zero_stages [3], recompute [full] or more GPUs")
+
+
+# the top-level files of a result set, which a run writes beside its meta.json
+FOREIGN_GUARDED = ("pareto.csv", "pareto.parquet", "trials.parquet", "designs.csv", "report.html", "pareto.png",
+                   "megatron_args.txt", "goal.json")
 
 
 def _claim_output(out: Path, spec: StudySpec, overwrite: bool) -> Any:
@@ -1043,6 +1095,15 @@ def _claim_output(out: Path, spec: StudySpec, overwrite: bool) -> Any:
     fh.write(f"study {spec.name}, pid {os.getpid()}\n")
     fh.flush()
     prev = out / "meta.json"
+    if not prev.is_file() and not overwrite:
+        # no completion record: files of a result set's names here are not a complete designer run's
+        # (designer writes meta.json with them), so they are not replaced unasked
+        foreign = sorted(n for n in FOREIGN_GUARDED if (out / n).exists())
+        if foreign:
+            fh.close()
+            raise SpecError(f"--out '{out}' holds {', '.join(foreign)} but no meta.json (not a complete designer "
+                            "run's results: someone's own files, or a run stopped while writing); give another --out, "
+                            "or --overwrite to replace them")
     if prev.is_file() and not overwrite:
         try:
             record = json.loads(prev.read_text())
@@ -1062,13 +1123,27 @@ def _claim_output(out: Path, spec: StudySpec, overwrite: bool) -> Any:
     return fh
 
 
+def _with_search_overrides(spec: StudySpec, n_trials: int | None, seed: int | None) -> StudySpec:
+    """The spec with the command line's trial budget and seed in place of its own."""
+    if n_trials is None and seed is None:
+        return spec
+    search = spec.search.model_dump()
+    if n_trials is not None:
+        search["n_trials"] = n_trials
+    if seed is not None:
+        search["seed"] = seed
+    return spec.with_updates(search=search)
+
+
 def run_study(spec: StudySpec, *, out_dir: str | Path | None = None, n_trials: int | None = None, workers: int = 1,
               storage: str | None = None, seed: int | None = None, progress: ProgressFn | None = None,
               overwrite: bool = False) -> StudyResult:
     """Run a study end to end and write its output folder. Arguments override the spec's settings.
     The folder is locked for the run; another study's results in it are refused unless `overwrite`."""
     out = Path(out_dir) if out_dir is not None else spec.out_dir
-    lock = _claim_output(out, spec, overwrite)
+    # the run's own spec (its trial budget and seed as given) is what the folder's earlier results
+    # are compared with
+    lock = _claim_output(out, _with_search_overrides(spec, n_trials, seed), overwrite)
     try:
         return _run_study(spec, out, n_trials=n_trials, workers=workers, storage=storage, seed=seed, progress=progress)
     finally:
@@ -1083,21 +1158,21 @@ def _run_study(spec: StudySpec, out: Path, *, n_trials: int | None, workers: int
     from designer.search.runner import check_storage_url
 
     check_storage_url(_storage_url(spec, out, storage))
-    search = spec.search.model_dump()
-    if n_trials is not None:
-        search["n_trials"] = n_trials
-    if seed is not None:
-        search["seed"] = seed
-    spec = spec.with_updates(search=search)
+    spec = _with_search_overrides(spec, n_trials, seed)
     problem = make_problem(spec)
     codesign: CodesignRun | None = None
     count_notes: list[str] = []
     dropped_levels: list[str] = []  # frontier levels no design meets, with the binding budget
+    infeasible_splits: list[str] = []  # network splits (family, platform) with no design, and why
     if spec.codesign:
         codesign = _run_codesign(spec, problem, out, workers=workers, storage=storage, progress=progress)
         cands, tables, milp, url = codesign.cands, codesign.tables, codesign.milp, codesign.storage_url
     else:
-        cands, milp = generate_candidates(spec, progress, problem=problem, notes=count_notes, dropped=dropped_levels)
+        cands, milp = generate_candidates(spec, progress, problem=problem, notes=count_notes, dropped=dropped_levels,
+                                          infeasible=infeasible_splits)
+        if spec.output.front_by and cands:
+            # before the search, so that a misspelt grouping costs nothing
+            _check_front_by(spec.output.front_by, [*_design_row(cands[0]), "milp_status", "search_method"])
         tables, url = _search_all(spec, problem, cands, out, workers=workers, storage=storage, progress=progress)
     hosts = _gpus_per_host(spec)
     tol = [spec.output.front_tolerance.get(o, 0.0) for o in problem.objectives]
@@ -1114,9 +1189,7 @@ def _run_study(spec: StudySpec, out: Path, *, n_trials: int | None, workers: int
                              "search_wall_time_s": t.wall_time_s}
                             for c, t in zip(cands, tables)])
     if key:
-        if key not in designs.columns:
-            raise SpecError(f"field 'output.front_by' = '{key}': not a design column; allowed: "
-                            + ", ".join(c for c in designs.columns if designs[c].dtype == object))
+        _check_front_by(key, list(designs.columns))
         parts = []
         for g in sorted(designs[key].astype(str).unique()):
             sub = [i for i in range(len(cands)) if str(designs[key].iloc[i]) == g]
@@ -1138,7 +1211,8 @@ def _run_study(spec: StudySpec, out: Path, *, n_trials: int | None, workers: int
         "milp": {"status": "optimal" if all(m.status == "optimal" for m in milp.values()) else "incumbent",
                  "max_gap": max(gaps) if gaps else None, "solve_time_s": sum(m.solve_time_s for m in milp.values()),
                  "n_incumbent": sum(m.status != "optimal" for m in milp.values()),
-                 "time_limit_s": _time_limit(spec), "n_designs": len(cands), "gpu_count_guard": count_notes, "dropped_levels": dropped_levels},
+                 "time_limit_s": _time_limit(spec), "n_designs": len(cands), "gpu_count_guard": count_notes, "dropped_levels": dropped_levels,
+                 "infeasible_splits": infeasible_splits},
         "model": problem.llm.name, "objectives": list(spec.objectives), "n_front_points": len(pareto),
         # the run the time axis prices, every field with the value it took (defaults included), and
         # the busiest EP rank's load a learned router was priced with

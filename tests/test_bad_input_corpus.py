@@ -268,6 +268,9 @@ FLAG_CASES = [
     (["pareto", "{missing}"], ("no-such-study.yaml", "no such folder")),
     (["pareto", "{missing}", "--export", "{dir}"], ("--export", "is a folder")),
     (["network", "{study}", "--out", "{file}"], ("--out", "is a file")),
+    (["worker", "{study}", "--storage", "{missing}", "--wait-s", "nan"], ("--wait-s", "nan", "finite")),
+    (["worker", "{study}", "--storage", "{missing}", "--wait-s", "-5"], ("--wait-s", "-5", ">= 0")),
+    (["bom", "--topology", "rail-only", "--gpus", "1024", "--port-gbps", "inf"], ("--port-gbps", "inf", "finite")),
 ]
 
 
@@ -355,3 +358,45 @@ def test_true_as_a_price_multiplier_is_one_clear_line(tmp_path, monkeypatch, cap
     f.write_text(yaml.safe_dump(study, sort_keys=False))
     code, out, err = _invoke(["space", str(f)], monkeypatch, capsys)
     _check_one_line(code, out, err, ("network.catalog.price_multipliers", "required"))
+
+
+def test_a_number_of_thousands_of_digits_is_one_clear_line(tmp_path, monkeypatch, capsys):
+    # Python refuses to convert an integer of more than 4,300 digits (the YAML loader's int()): the
+    # study gets one line naming its file, not the conversion's traceback
+    study = (ROOT / "studies/quickstart/study.yaml").read_text().replace("seed: 0", "seed: " + "9" * 5000)
+    assert "9" * 5000 in study
+    path = tmp_path / "study.yaml"
+    path.write_text(study)
+    code, out, err = _invoke(["space", str(path)], monkeypatch, capsys)
+    _check_one_line(code, out, err, (str(path), "more than 4,300 digits"))
+
+
+@pytest.mark.parametrize("field,value,needles", [
+    (("network", "solver", "threads"), 100000, ("threads", "1024")),
+    (("training", "total_tokens"), 1.7e308, ("total_tokens", "less than or equal to 1000000000000000000")),
+])
+def test_a_value_past_what_the_solver_or_the_outputs_hold_is_refused(field, value, needles, tmp_path, monkeypatch,
+                                                                      capsys):
+    # HiGHS aborts (SIGABRT) or hangs on tens of thousands of threads; a token count past 1e18 makes the
+    # time to train infinite and the launch's iteration count absurd
+    study = yaml.safe_load((ROOT / "studies/quickstart/study.yaml").read_text())
+    section = study
+    for k in field[:-1]:
+        section = section.setdefault(k, {})
+    section[field[-1]] = value
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(study))
+    code, out, err = _invoke(["space", str(path)], monkeypatch, capsys)
+    _check_one_line(code, out, err, needles)
+
+
+@pytest.mark.parametrize("limit", ["<= 0", "<= -5"])
+def test_a_goal_limit_no_design_can_meet_is_refused(limit, tmp_path, monkeypatch, capsys):
+    # every metric a goal limits is positive: '<= 0' (or below) cannot be met, and is bad input rather
+    # than a goal missed "by +25 %" (a relative margin on a zero limit means nothing)
+    study = yaml.safe_load((ROOT / "studies/quickstart/study.yaml").read_text())
+    study["goal"] = {"minimize": "capex_usd", "subject_to": {"time_to_train_days": limit}}
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(study))
+    code, out, err = _invoke(["space", str(path)], monkeypatch, capsys)
+    _check_one_line(code, out, err, ("goal.subject_to.time_to_train_days", "must be > 0"))

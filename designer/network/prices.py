@@ -7,6 +7,8 @@ over its ports, the optic's price per port end, the NIC's price).
 
 from __future__ import annotations
 
+import math
+
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +65,9 @@ def bom_from_cli(*, topology: str, n_gpus: int, hb_domain_size: int, radix: int,
     """The `designer bom` command as data: one JSON-ready dict."""
     family = _enum(Family, topology, "--topology")
     conv = _enum(Convention, convention, "--convention")
+    for flag, value in (("--port-gbps", port_gbps), ("--oversubscription", oversubscription)):
+        if not math.isfinite(value) or value <= 0:
+            raise SpecError(f"{flag} = {value:g}: must be a finite number > 0")
     catalog = load_catalog(extra_files=catalog_files)
     if prices.startswith("catalog:"):
         component_prices = prices_from_components(catalog, prices.split(":", 1)[1], port_gbps, radix=radix)

@@ -190,7 +190,9 @@ class TrainingSpec(Record):
                                     "(Megatron-LM's default with fp32 main gradients, torchtitan): twice the bytes")
     # Adam moments: fp32 by default; DeepSeek-V3 keeps them in bf16 (§3.3.3)
     optimizer_state_dtype: Literal["fp32", "bf16"] = "fp32"
-    total_tokens: float = Field(gt=0, description="tokens to train on; gives time-to-train")
+    # 1e18 tokens: four orders of magnitude past the largest published runs (~1e13-1e14); beyond it
+    # the time to train overflows the outputs (launch iteration counts, infinite times)
+    total_tokens: float = Field(gt=0, le=1e18, description="tokens to train on; gives time-to-train")
     # PyTorch FSDP (FULL_SHARD) and FSDP2 with mixed precision keep each sharded parameter in its fp32
     # dtype and cast the gathered copy to 16 bits for compute (torch.distributed.fsdp
     # MixedPrecisionPolicy docstring: "The optimizer step uses the sharded parameter in the original

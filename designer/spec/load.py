@@ -7,6 +7,8 @@ otherwise expand to billions of nodes, the "billion laughs").
 
 from __future__ import annotations
 
+import sys
+
 import difflib
 import re
 from pathlib import Path
@@ -216,6 +218,12 @@ def parse_yaml_text(text: str, where: str = "") -> Any:
         raise SpecError(f"{where}:{line} is not valid YAML ({getattr(err, 'problem', err)})") from None
     except RecursionError:
         raise SpecError(f"{prefix}nesting too deep to read") from None
+    except ValueError as err:
+        # PyYAML converts integers with int(): Python refuses one of more than 4,300 digits
+        if "integer string conversion" in str(err):
+            raise SpecError(f"{prefix}a number of more than {sys.get_int_max_str_digits():,} digits; a number "
+                            "must have fewer (no field takes one so large)") from None
+        raise SpecError(f"{prefix}{str(err).splitlines()[0]}") from None
 
 
 def read_yaml(path: str | Path) -> Any:

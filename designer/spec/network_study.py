@@ -379,7 +379,8 @@ class Objective(Record):
 class SolverSettings(Record):
     time_limit_s: float = Field(default=60.0, gt=0)
     rel_gap: float = Field(default=1e-6, ge=0, le=1)
-    threads: int = Field(default=1, ge=1, description="1 keeps HiGHS deterministic")
+    # HiGHS aborts or hangs on thread counts in the tens of thousands: a bound well above any host
+    threads: int = Field(default=1, ge=1, le=1024, description="1 keeps HiGHS deterministic")
     seed: int = Field(default=0, ge=0)
 
 

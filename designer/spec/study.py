@@ -249,6 +249,10 @@ class Goal(Record):
         for lim in self.subject_to:
             if not math.isfinite(lim.rhs):
                 raise ValueError(f"goal.subject_to.{lim.metric} = {lim.rhs}: give a finite limit")
+            if lim.sense == "<=" and lim.rhs <= 0:
+                # every metric a goal limits (cost, time, power, energy) is positive
+                raise ValueError(f"goal.subject_to.{lim.metric} = '<= {lim.rhs:g}': no design can meet it; the limit "
+                                 "must be > 0")
         return self
 
     @property
@@ -479,9 +483,41 @@ class StudySpec(Record):
         """output.dir, relative to the study file's folder; without it out/<name> in the current folder."""
         return resolve_path(self.output.dir, self.base_dir) if self.output.dir else Path("out") / self.name
 
+    def file_digests(self) -> dict[str, str]:
+        """sha256 of each file the study names whose content decides its results, keyed as the study
+        writes it: the model file (or the shipped model of that name), `.py` trial constraints and
+        hooks, the catalogs' extra files. Part of the identity, so that an edited file is a new spec
+        (its results move the earlier ones aside, and an Optuna storage is not continued with them)."""
+        from designer.spec.models import MODELS_DIR
+
+        files: dict[str, Path] = {}
+        if isinstance(self.model, str):
+            files[f"model:{self.model}"] = (resolve_path(self.model, self.base_dir)
+                                            if self.model.endswith((".yaml", ".yml")) else MODELS_DIR / f"{self.model}.yaml")
+        refs = list(self.constraints)
+        catalogs = []
+        if self.network is not None:
+            refs += list(self.network.hooks)
+            catalogs.append(self.network.catalog)
+        for d in self.designs:
+            refs += list(d.hooks or ())
+            catalogs.append(d.catalog)
+        for ref in refs:
+            target = ref.rsplit(":", 1)[0]
+            if target.endswith(".py"):
+                files[f"code:{target}"] = resolve_path(target, self.base_dir)
+        for cat in catalogs:
+            for f in getattr(cat, "extra_files", None) or ():
+                files[f"catalog:{f}"] = resolve_path(str(f), self.base_dir)
+        return {k: hashlib.sha256(p.read_bytes()).hexdigest() for k, p in sorted(files.items()) if p.is_file()}
+
     def identity_data(self) -> dict:
-        """The spec as JSON data without where it was read from (base_dir)."""
+        """The spec as JSON data without where it was read from (base_dir), with the content of the
+        files it names (file_digests)."""
         data = self.model_dump(mode="json")
+        digests = self.file_digests()
+        if digests:
+            data["file_digests"] = digests
         data.pop("base_dir", None)
         if data.get("nccl_env") is None:  # studies written before the field keep their identity
             data.pop("nccl_env", None)

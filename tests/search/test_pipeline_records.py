@@ -1,0 +1,201 @@
+"""What a study run records and continues: inner studies across a grown co-design budget, workers on a
+run given --seed, designs with no valid strategy under Optuna, network splits with no design, the
+reason nothing is feasible, and the output folder's claim under command-line overrides."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+import yaml
+
+from designer.errors import InfeasibleDesign
+from designer.pipeline import choose_method, run_study, run_worker, search_identity
+from designer.spec.study import load_study
+
+ROOT = Path(__file__).resolve().parents[2]
+QUICK = ROOT / "studies/quickstart/study.yaml"
+
+
+def _spec(tmp_path: Path, **over):
+    """The quickstart on one 256-GPU rail-optimized design (one NIC per GPU), its fields replaced."""
+    data = yaml.safe_load(QUICK.read_text())
+    data["network"]["gpus"] = {"min": 256, "max": 256}
+    data["network"]["choices"]["nics"] = [{"id": "cx7_400g", "nics_per_gpu": [1]}]
+    data["network"]["choices"]["families"] = ["rail-optimized"]
+    data["candidates"] = {"mode": "cheapest", "split_by": ["family"]}
+    data["output"] = {"plots": False}
+    for k, v in over.items():
+        data[k] = v
+    p = tmp_path / "study.yaml"
+    p.write_text(yaml.safe_dump(data))
+    return load_study(p)
+
+
+def test_the_inner_studies_continue_when_the_co_design_budget_grows(tmp_path):
+    # the outer study's identity leaves its trial budget out so that a rerun with more outer trials
+    # continues it; the inner studies it meets again must be continued too, not refused
+    spec = _spec(tmp_path, design_search={"method": "optuna", "n_trials": 3, "sampler": "random"})
+    more = spec.with_updates(design_search={**spec.design_search.model_dump(), "n_trials": 6})
+    assert search_identity(spec, "d") == search_identity(more, "d")
+    other_seed = spec.with_updates(search={**spec.search.model_dump(), "seed": 5})
+    assert search_identity(spec, "d") != search_identity(other_seed, "d")
+
+
+def test_a_design_with_no_valid_strategy_never_stops_an_optuna_study(tmp_path):
+    # frontier levels 512 and 536 GPUs: 536 = 2^3 x 67 cannot split the batch of 512 sequences. Under
+    # `method: optuna` that design is enumerated (nothing to search) and recorded with its reason, as
+    # under exhaustive search; the 512-GPU design keeps its front
+    assert choose_method(_spec(tmp_path, search={"method": "optuna", "n_trials": 4, "seed": 0}), 0) == "exhaustive"
+    spec = _spec(tmp_path, search={"method": "optuna", "n_trials": 4, "seed": 0})
+    net = spec.network.model_dump()
+    net["objective"] = {"kind": "frontier", "frontier": {"vary": "n_gpus", "levels": [512, 536], "optimize": "min_cost"}}
+    net["gpus"] = {"min": 256, "max": 1024}
+    r = run_study(spec.with_updates(network=net), out_dir=tmp_path / "out")
+    rows = {int(n): (bool(f), str(why)) for n, f, why in r.trials[["n_gpus", "feasible", "reason"]].itertuples(index=False)}
+    assert rows[512][0] and not rows[536][0] and "no valid strategy" in rows[536][1]
+
+
+def test_a_network_split_with_no_design_is_recorded(tmp_path, caplog):
+    # two platforms, each its own split; 288 GB200 GPUs need more than the 460 kW budget allows, so
+    # only the HGX split yields a design: the other is said and kept in meta.json
+    spec = _spec(tmp_path, search={"method": "exhaustive", "seed": 0},
+                 candidates={"mode": "cheapest", "split_by": ["family", "platform"]})
+    net = spec.network.model_dump()
+    net["gpus"] = {"min": 288, "max": 288}
+    net["choices"]["platforms"] = ["hgx_h100_8", "gb200_nvl72"]
+    net["budgets"] = {"power_w": 4.6e5}
+    with caplog.at_level(logging.WARNING, logger="designer.pipeline"):
+        run_study(spec.with_updates(network=net), out_dir=tmp_path / "out")
+    meta = json.loads((tmp_path / "out/meta.json").read_text())
+    (split,) = meta["milp"]["infeasible_splits"]
+    assert split.startswith("rail-optimized-gb200_nvl72: ") and "power_w" in split
+    assert any("rail-optimized-gb200_nvl72" in m for m in caplog.messages)
+
+
+def test_nothing_feasible_names_the_commonest_reason_where_memory_is_not_it(tmp_path):
+    # an MoE model at TP 2 or 4 without sequence parallelism: every strategy is refused by that rule
+    # (code 27); its leanest strategy fits HBM many times over, so memory must not be blamed
+    data = yaml.safe_load(QUICK.read_text())
+    spec = _spec(tmp_path, model="gpt-oss-20b",
+                 training={**data["training"], "global_batch_sequences": 256, "sequence_length": 4096},
+                 strategy_space={"tp": [2, 4], "sequence_parallel": [False], "microbatch_sizes": [1]},
+                 search={"method": "exhaustive", "seed": 0})
+    net = spec.network.model_dump()
+    net["gpus"] = {"min": 64, "max": 64}
+    with pytest.raises(InfeasibleDesign) as err:
+        run_study(spec.with_updates(network=net), out_dir=tmp_path / "out")
+    assert "needs sequence parallelism" in str(err.value) and "HBM" not in str(err.value)
+
+
+def test_the_same_overrides_twice_keep_the_folder_without_a_warning(tmp_path, caplog):
+    # the folder's earlier results are compared with the run's own spec (its --n-trials and --seed):
+    # the same run twice is the same spec, and nothing is said to move aside
+    spec = _spec(tmp_path, search={"method": "exhaustive", "seed": 0})
+    run_study(spec, out_dir=tmp_path / "out", n_trials=50, seed=3)
+    with caplog.at_level(logging.WARNING, logger="designer.pipeline"):
+        run_study(spec, out_dir=tmp_path / "out", n_trials=50, seed=3)
+    assert not any("earlier spec" in m for m in caplog.messages)
+    assert not (tmp_path / "out/previous").exists()
+
+
+def test_a_worker_joins_a_run_started_with_its_own_seed(tmp_path):
+    # `designer run --seed 7 --storage J` then `designer worker STUDY --storage J`: the worker takes the
+    # run's seed and budget from the storage's manifest, and with them the studies' identity
+    spec = _spec(tmp_path, search={"method": "optuna", "n_trials": 4, "seed": 0})
+    journal = tmp_path / "shared.journal"
+    run_study(spec, out_dir=tmp_path / "out", storage=str(journal), seed=7)
+    assert run_worker(spec, str(journal), wait_s=5) >= 1
+
+
+def _cli(argv, monkeypatch, capsys):
+    import sys
+
+    from designer import cli
+
+    monkeypatch.setattr(sys, "argv", ["designer", *argv])
+    code = 0
+    try:
+        cli.main()
+    except SystemExit as err:
+        code = err.code
+    cap = capsys.readouterr()
+    return int(code or 0), cap.out, cap.err
+
+
+def test_designer_network_never_writes_into_a_run_folder(tmp_path, monkeypatch, capsys):
+    # a run's designs.csv belongs to its completion record (meta.json): `designer network --out` on
+    # that folder is refused, and the run's files are left as they were
+    spec = _spec(tmp_path, search={"method": "exhaustive", "seed": 0})
+    out = tmp_path / "out"
+    run_study(spec, out_dir=out)
+    before = (out / "designs.csv").read_bytes()
+    code, _, err = _cli(["network", str(tmp_path / "study.yaml"), "--out", str(out)], monkeypatch, capsys)
+    assert code == 2 and "holds the results of a `designer run`" in err
+    assert (out / "designs.csv").read_bytes() == before
+    code, _, _ = _cli(["pareto", str(out)], monkeypatch, capsys)
+    assert code == 0
+
+
+def test_an_export_never_replaces_a_result_sets_file_or_a_special_file(tmp_path, monkeypatch, capsys):
+    spec = _spec(tmp_path, search={"method": "exhaustive", "seed": 0})
+    a, b = tmp_path / "a", tmp_path / "b"
+    run_study(spec, out_dir=a)
+    run_study(spec.with_updates(name="other"), out_dir=b)
+    before = (b / "pareto.csv").read_bytes()
+    # another study's result file
+    code, _, err = _cli(["pareto", str(a), "--export", str(b / "pareto.csv")], monkeypatch, capsys)
+    assert code == 2 and "designer result set" in err and (b / "pareto.csv").read_bytes() == before
+    # a link (the rename that writes the export would replace it) and a pipe
+    (tmp_path / "target.csv").write_text("keep")
+    (tmp_path / "link.csv").symlink_to(tmp_path / "target.csv")
+    code, _, err = _cli(["pareto", str(a), "--export", str(tmp_path / "link.csv")], monkeypatch, capsys)
+    assert code == 2 and "not a regular file" in err and (tmp_path / "link.csv").is_symlink()
+    # a new file is written
+    code, _, _ = _cli(["pareto", str(a), "--export", str(tmp_path / "front.csv")], monkeypatch, capsys)
+    assert code == 0 and (tmp_path / "front.csv").read_text().startswith("front_rank")
+
+
+def test_a_run_does_not_replace_files_it_did_not_write(tmp_path):
+    # an --out folder holding a pareto.csv of the user's own (no meta.json: not a designer run's) is
+    # refused unless --overwrite, and the file is left as it was
+    spec = _spec(tmp_path, search={"method": "exhaustive", "seed": 0})
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "pareto.csv").write_text("mine")
+    from designer.errors import SpecError
+
+    with pytest.raises(SpecError, match="holds pareto.csv but no meta.json"):
+        run_study(spec, out_dir=out)
+    assert (out / "pareto.csv").read_text() == "mine"
+    run_study(spec, out_dir=out, overwrite=True)
+    assert (out / "meta.json").is_file()
+
+
+def test_an_edited_model_or_constraint_file_is_a_new_spec(tmp_path):
+    # the spec's identity holds the content of the files it names: the model file and the .py trial
+    # constraints; editing either changes the spec hash (its results move the earlier ones aside, and
+    # an Optuna storage is not continued with trials of the old model)
+    model = yaml.safe_load((ROOT / "models/llama3-8b.yaml").read_text())
+    (tmp_path / "mymodel.yaml").write_text(yaml.safe_dump({**model, "name": "mymodel"}))
+    (tmp_path / "rules.py").write_text("def small_pp(design, strategy, metrics):\n    return strategy.pp - 8\n")
+    spec = _spec(tmp_path, model="mymodel.yaml", constraints=["rules.py:small_pp"])
+    h0, id0 = spec.spec_hash(), search_identity(spec, "d")
+    assert set(spec.file_digests()) == {"model:mymodel.yaml", "code:rules.py"}
+    (tmp_path / "mymodel.yaml").write_text(yaml.safe_dump({**model, "name": "mymodel", "layers": 40}))
+    h1 = load_study(tmp_path / "study.yaml").spec_hash()
+    (tmp_path / "rules.py").write_text("def small_pp(design, strategy, metrics):\n    return strategy.pp - 4\n")
+    h2 = load_study(tmp_path / "study.yaml").spec_hash()
+    assert len({h0, h1, h2}) == 3
+    assert id0 != search_identity(load_study(tmp_path / "study.yaml"), "d")
+
+
+def test_a_misspelt_front_grouping_is_refused_before_the_search_with_the_column_it_means(tmp_path):
+    from designer.errors import SpecError
+
+    spec = _spec(tmp_path, search={"method": "exhaustive", "seed": 0}, output={"plots": False, "front_by": "platfrom"})
+    with pytest.raises(SpecError, match=r"'platfrom': not a design column \(did you mean 'platform'\?\)"):
+        run_study(spec, out_dir=tmp_path / "out")
+    assert not (tmp_path / "out" / "trials.parquet").exists()
