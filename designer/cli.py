@@ -317,8 +317,11 @@ def _check_export_target(export: Path, out_dir: Path) -> None:
             listed = set(files) if isinstance(files, (dict, list)) else set()
         except (ValueError, UnicodeDecodeError, OSError):
             listed = set()
-    own = export.resolve().parent == out_dir.resolve() and (out_dir / export.name).exists()
-    if own or export.name in listed or export.name == "meta.json" and meta.is_file():
+    if export.resolve().parent == out_dir.resolve() and (out_dir / export.name).exists():
+        # a file of the study's own set: overwriting it would break the folder's completion record
+        raise SpecError(f"--export '{export}': is one of the study's own result files; give a path outside "
+                        f"'{out_dir}' or a new name")
+    if export.name in listed or export.name == "meta.json" and meta.is_file():
         raise SpecError(f"--export '{export}': is a file of the designer result set in '{export.parent}'; "
                         "give a path outside it or a new name")
 

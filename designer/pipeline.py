@@ -1072,6 +1072,9 @@ def _claim_output(out: Path, spec: StudySpec, overwrite: bool) -> Any:
 
     if out.exists() and not out.is_dir():
         raise SpecError(f"--out '{out}': is a file, not a folder; give a folder for the study's results")
+    # a folder a designer run has written (its lock file stays) may hold a set stopped while writing,
+    # which a rerun restores; result files in any other folder are not designer's to replace
+    designer_folder = (out / ".designer-run.lock").exists() or (out / "meta.json").is_file()
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -1095,15 +1098,14 @@ def _claim_output(out: Path, spec: StudySpec, overwrite: bool) -> Any:
     fh.write(f"study {spec.name}, pid {os.getpid()}\n")
     fh.flush()
     prev = out / "meta.json"
-    if not prev.is_file() and not overwrite:
-        # no completion record: files of a result set's names here are not a complete designer run's
-        # (designer writes meta.json with them), so they are not replaced unasked
+    if not designer_folder and not overwrite:
         foreign = sorted(n for n in FOREIGN_GUARDED if (out / n).exists())
         if foreign:
             fh.close()
-            raise SpecError(f"--out '{out}' holds {', '.join(foreign)} but no meta.json (not a complete designer "
-                            "run's results: someone's own files, or a run stopped while writing); give another --out, "
-                            "or --overwrite to replace them")
+            (out / ".designer-run.lock").unlink(missing_ok=True)
+            raise SpecError(f"--out '{out}' holds {', '.join(foreign)} but is not a designer run's folder (no "
+                            "meta.json): files designer did not write; give another --out, or --overwrite to "
+                            "replace them")
     if prev.is_file() and not overwrite:
         try:
             record = json.loads(prev.read_text())
@@ -1141,9 +1143,7 @@ def run_study(spec: StudySpec, *, out_dir: str | Path | None = None, n_trials: i
     """Run a study end to end and write its output folder. Arguments override the spec's settings.
     The folder is locked for the run; another study's results in it are refused unless `overwrite`."""
     out = Path(out_dir) if out_dir is not None else spec.out_dir
-    # the run's own spec (its trial budget and seed as given) is what the folder's earlier results
-    # are compared with
-    lock = _claim_output(out, _with_search_overrides(spec, n_trials, seed), overwrite)
+    lock = _claim_output(out, spec, overwrite)
     try:
         return _run_study(spec, out, n_trials=n_trials, workers=workers, storage=storage, seed=seed, progress=progress)
     finally:

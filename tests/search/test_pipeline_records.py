@@ -1,6 +1,6 @@
 """What a study run records and continues: inner studies across a grown co-design budget, workers on a
 run given --seed, designs with no valid strategy under Optuna, network splits with no design, the
-reason nothing is feasible, and the output folder's claim under command-line overrides."""
+reason nothing is feasible, and the files a run, an export or `designer network` may replace."""
 
 from __future__ import annotations
 
@@ -90,17 +90,6 @@ def test_nothing_feasible_names_the_commonest_reason_where_memory_is_not_it(tmp_
     assert "needs sequence parallelism" in str(err.value) and "HBM" not in str(err.value)
 
 
-def test_the_same_overrides_twice_keep_the_folder_without_a_warning(tmp_path, caplog):
-    # the folder's earlier results are compared with the run's own spec (its --n-trials and --seed):
-    # the same run twice is the same spec, and nothing is said to move aside
-    spec = _spec(tmp_path, search={"method": "exhaustive", "seed": 0})
-    run_study(spec, out_dir=tmp_path / "out", n_trials=50, seed=3)
-    with caplog.at_level(logging.WARNING, logger="designer.pipeline"):
-        run_study(spec, out_dir=tmp_path / "out", n_trials=50, seed=3)
-    assert not any("earlier spec" in m for m in caplog.messages)
-    assert not (tmp_path / "out/previous").exists()
-
-
 def test_a_worker_joins_a_run_started_with_its_own_seed(tmp_path):
     # `designer run --seed 7 --storage J` then `designer worker STUDY --storage J`: the worker takes the
     # run's seed and budget from the storage's manifest, and with them the studies' identity
@@ -167,7 +156,7 @@ def test_a_run_does_not_replace_files_it_did_not_write(tmp_path):
     (out / "pareto.csv").write_text("mine")
     from designer.errors import SpecError
 
-    with pytest.raises(SpecError, match="holds pareto.csv but no meta.json"):
+    with pytest.raises(SpecError, match="holds pareto.csv but is not a designer run's folder"):
         run_study(spec, out_dir=out)
     assert (out / "pareto.csv").read_text() == "mine"
     run_study(spec, out_dir=out, overwrite=True)
