@@ -308,22 +308,25 @@ def _check_export_target(export: Path, out_dir: Path) -> None:
     pipe or a device would be replaced by the rename that writes it)."""
     if export.is_symlink() or (export.exists() and not export.is_file()):
         raise SpecError(f"--export '{export}': exists and is not a regular file; give a new file path")
-    listed: set[str] = set()
-    meta = export.parent / "meta.json"
-    if meta.is_file():
+    if export.resolve().parent == out_dir.resolve() and (out_dir / export.name).exists():
+        # a file of the study's own set: overwriting it would break the folder's completion record
+        raise SpecError(f"--export '{export}': is one of the study's own result files; give a path outside "
+                        f"'{out_dir}' or a new name")
+    target = export.resolve()
+    for folder in target.parents:
+        meta = folder / "meta.json"
+        if not meta.is_file():
+            continue
         try:
             record = json.loads(meta.read_text())
             files = record.get("files") if isinstance(record, dict) else None
             listed = set(files) if isinstance(files, (dict, list)) else set()
         except (ValueError, UnicodeDecodeError, OSError):
             listed = set()
-    if export.resolve().parent == out_dir.resolve() and (out_dir / export.name).exists():
-        # a file of the study's own set: overwriting it would break the folder's completion record
-        raise SpecError(f"--export '{export}': is one of the study's own result files; give a path outside "
-                        f"'{out_dir}' or a new name")
-    if export.name in listed or export.name == "meta.json" and meta.is_file():
-        raise SpecError(f"--export '{export}': is a file of the designer result set in '{export.parent}'; "
-                        "give a path outside it or a new name")
+        rel = target.relative_to(folder).as_posix()
+        if rel in listed or rel == "meta.json":
+            raise SpecError(f"--export '{export}': is a file of the designer result set in '{folder}'; "
+                            "give a path outside it or a new name")
 
 
 def _write_atomically(target: Path, write: Callable[[Path], None], flag: str) -> None:

@@ -886,6 +886,11 @@ def _goal_answer(spec: StudySpec, cands: list[Candidate], tables: list[ScoredTab
     return answer_goal(spec.goal, points)
 
 
+# the columns designs.csv adds to each design's row: its MILP and its search
+DESIGN_RESULT_COLUMNS = ("milp_status", "milp_gap", "milp_solve_time_s", "search_method", "space_size", "n_evaluations",
+                         "best_time_to_train_s", "search_wall_time_s")
+
+
 def _check_front_by(key: str, columns: Sequence[str]) -> None:
     """output.front_by names a column of designs.csv."""
     if key in columns:
@@ -1171,8 +1176,10 @@ def _run_study(spec: StudySpec, out: Path, *, n_trials: int | None, workers: int
         cands, milp = generate_candidates(spec, progress, problem=problem, notes=count_notes, dropped=dropped_levels,
                                           infeasible=infeasible_splits)
         if spec.output.front_by and cands:
-            # before the search, so that a misspelt grouping costs nothing
-            _check_front_by(spec.output.front_by, [*_design_row(cands[0]), "milp_status", "search_method"])
+            # before the search, so that a misspelt grouping costs nothing: every column designs.csv will have
+            cols = dict.fromkeys(k for c in cands for k in (*_design_row(c), *(
+                c.economics.constants() if c.economics is not None else {})))
+            _check_front_by(spec.output.front_by, [*cols, *DESIGN_RESULT_COLUMNS])
         tables, url = _search_all(spec, problem, cands, out, workers=workers, storage=storage, progress=progress)
     hosts = _gpus_per_host(spec)
     tol = [spec.output.front_tolerance.get(o, 0.0) for o in problem.objectives]

@@ -212,7 +212,7 @@ class _Floor:
                 last = self.row_slot(n_racks - 1)[1]
                 extent = max(self.x_of_slot(last), int(self.block_site_x(last))) + 1
             else:
-                extent = -(-self.groups_per_row * self.span // self.block) * self.block_pitch
+                extent = (rpr // self.block) * self.block_pitch
             self.mid = extent // 2
         else:
             self.mid = self.row_len // 2  # x of a mid-row network rack

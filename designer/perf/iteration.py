@@ -1436,11 +1436,12 @@ def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams, acts) -> dict[
     z3_extra = np.where(S.reshard, (S.prefetch + 1) * gathered_layer,
                         (sp_.rank_dense - sp_.rank_plain + sp_.rank_expert) * gathered_bytes
                         + sp_.rank_plain * mem.WEIGHT_BYTES)
-    # sharded gradients under a pipeline (ZeRO-2/3): the schedule defers the reduce-scatter to its last
-    # microbatch (dp_term), so the stage's unsharded gradients accumulate until then beside their
-    # shards (torch.distributed.pipelining stage.backward_maybe_with_nosync: FSDP2's
-    # set_requires_gradient_sync(False) before the last backward)
-    unsharded_grads = np.where((S.zero >= 2) & (ctx.pp > 1),
+    # ZeRO-3 / FSDP under a pipeline: the schedule defers the reduce-scatter to its last microbatch
+    # (dp_term, n_red), so the stage's unsharded gradients accumulate until then beside their shards
+    # (torch.distributed.pipelining stage.backward_maybe_with_nosync: FSDP2's
+    # set_requires_gradient_sync(False) before the last backward). ZeRO-2 reduce-scatters every
+    # microbatch (dp_term), so it holds no such buffer.
+    unsharded_grads = np.where((S.zero >= 3) & (ctx.pp > 1),
                                (sp_.rank_dense + sp_.rank_expert) * mem.gradient_bytes(tr.grad_accumulation_dtype), 0.0)
     other = mcal.framework_reserved_bytes + np.where(S.zero == 3, z3_extra, 0.0) + unsharded_grads
     # offload: master weights and moments live in host memory (with the weights and gradients too

@@ -276,7 +276,10 @@ def hsdp_groups(shard, tp, cp, dp, pp, system: ClusterSystem, order_code=None) -
                                 system)
     in_block = shard < cp
     other = (merge_groups(across, inside, in_block), merge_groups(across_rep, inside_rep, in_block))
-    use = np.asarray(order_code) == 1
+    # a shard group that neither holds whole CP blocks nor divides one cuts blocks unevenly: priced
+    # as the contiguous run of the default order (its size right, its reach approximate)
+    regular = (shard % np.maximum(cp, 1) == 0) | (cp % np.maximum(shard, 1) == 0)
+    use = (np.asarray(order_code) == 1) & regular
     return merge_groups(default[0], other[0], use), merge_groups(default[1], other[1], use)
 
 

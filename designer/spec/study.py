@@ -485,15 +485,13 @@ class StudySpec(Record):
 
     def file_digests(self) -> dict[str, str]:
         """sha256 of each file the study names whose content decides its results, keyed as the study
-        writes it: the model file (or the shipped model of that name), `.py` trial constraints and
+        writes it: the model file, `.py` trial constraints and
         hooks, the catalogs' extra files. Part of the identity, so that an edited file is a new spec
         (its results move the earlier ones aside, and an Optuna storage is not continued with them)."""
-        from designer.spec.models import MODELS_DIR
-
         files: dict[str, Path] = {}
-        if isinstance(self.model, str):
-            files[f"model:{self.model}"] = (resolve_path(self.model, self.base_dir)
-                                            if self.model.endswith((".yaml", ".yml")) else MODELS_DIR / f"{self.model}.yaml")
+        # a model file the study names (a shipped model, named, is part of designer's release)
+        if isinstance(self.model, str) and self.model.endswith((".yaml", ".yml")):
+            files[f"model:{self.model}"] = resolve_path(self.model, self.base_dir)
         refs = list(self.constraints)
         catalogs = []
         if self.network is not None:

@@ -521,3 +521,15 @@ def test_a_block_longer_than_its_row_is_refused():
     # a stated block on a default floor splits its rows; one block per row where the floor is one block wide
     assert FloorLayout(racks_per_block=8).for_racks(1024).racks_per_block == 8
     assert FloorLayout().for_racks(36).racks_per_block is None
+
+
+def test_the_centre_line_of_a_blocked_floor_is_its_rows_middle_whatever_the_leaf_span():
+    # 2,000 racks: rows of 112 (7 blocks of 16, sqrt(2000 x 4.27 / 0.6) = 119.3), each block closed by
+    # its network rack: 7 x 17 = 119 pitches, centre 59. Leaf groups of 9 racks leave 7 slots of each
+    # block free; the centre stays the row's, not that of the slots in use
+    from designer.network.layout import _Floor
+
+    lay = FloorLayout(leaf_placement="end_of_row").for_racks(2000)
+    assert (lay.racks_per_row, lay.racks_per_block) == (112, 16)
+    for span in (8, 9, 6):
+        assert _Floor(lay, 2000, span).mid == 119 // 2

@@ -395,13 +395,13 @@ def test_zero3_gathers_low_precision_weights_without_their_16_bit_copy():
     assert gathered("fp8", param_gather=True) == pytest.approx(2 * layer * 2, rel=1e-12)
 
 
-@pytest.mark.parametrize("zero,pp,held", [(2, 2, True), (3, 2, True), (2, 1, False), (1, 2, False)])
+@pytest.mark.parametrize("zero,pp,held", [(3, 2, True), (3, 1, False), (2, 2, False), (1, 2, False)])
 def test_a_pipeline_holds_the_stages_unsharded_gradients_until_its_sync(zero, pp, held):
-    # Sharded gradients (ZeRO-2/3) under a pipeline: the schedule reduce-scatters once, after its last
-    # microbatch (torch.distributed.pipelining: FSDP2's set_requires_gradient_sync(False) before it),
-    # so the stage's full gradients accumulate, in fp32 here, beside their shards: params x 4 bytes
-    # more than the framework reserve (and ZeRO-3's gathered layers). Without PP each microbatch
-    # reduce-scatters its own; ZeRO-1 keeps the whole gradient buffer among its model states anyway.
+    # ZeRO-3 / FSDP under a pipeline: the schedule reduce-scatters once, after its last microbatch
+    # (torch.distributed.pipelining: FSDP2's set_requires_gradient_sync(False) before it), so the
+    # stage's full gradients accumulate, in fp32 here, beside their shards: params x 4 bytes more than
+    # the framework reserve and the gathered layers. Without PP each microbatch reduce-scatters its
+    # own, as ZeRO-2 does under PP too (priced so); ZeRO-1 keeps the whole buffer among its states.
     llm = load_model("llama3-8b")
     tr = TrainingSpec(sequence_length=4096, global_batch_sequences=64, total_tokens=1e9,
                       grad_accumulation_dtype="fp32")

@@ -207,3 +207,12 @@ def test_the_pipeline_is_paced_by_a_pair_of_stages_across_a_domain_boundary(tp, 
     sy = cluster("h100_sxm", max(n, 8)) if k == 8 else cluster("gb200", -(-n // k) * k, hb_size=k)
     g = place(tp * one, one, dp * one, pp * one, one, sy, names).pp
     assert (int(g.ranks_per_domain[0]), int(g.domain_span[0])) == ((1, 2) if crossing else (2, 1))
+
+
+def test_an_hsdp_shard_group_that_cuts_cp_blocks_keeps_its_size():
+    # tp-cp-pp-dp, cp 2, dp 3, shard 3: the shard group neither holds whole CP blocks nor divides one;
+    # it is priced as 3 ranks (the default order's contiguous run), never as a truncated 2
+    system = cluster("h100_sxm", 48, hb_size=HB)
+    shard, rep = hsdp_groups(np.array([3]), np.array([1]), np.array([2]), np.array([3]), np.array([2]), system,
+                             order_code=np.array([1]))
+    assert (int(shard.size[0]), int(rep.size[0])) == (3, 2)

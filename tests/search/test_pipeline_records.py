@@ -188,3 +188,24 @@ def test_a_misspelt_front_grouping_is_refused_before_the_search_with_the_column_
     with pytest.raises(SpecError, match=r"'platfrom': not a design column \(did you mean 'platform'\?\)"):
         run_study(spec, out_dir=tmp_path / "out")
     assert not (tmp_path / "out" / "trials.parquet").exists()
+
+
+def test_a_study_naming_no_file_keeps_its_identity_and_a_grouping_may_be_any_design_column(tmp_path):
+    # a shipped model is named, not a file of the study: no digest, so the study's identity is what
+    # it was before files were digested; and front_by may name a column designs.csv adds after the
+    # search (space_size), which the check before the search accepts
+    spec = _spec(tmp_path, search={"method": "exhaustive", "seed": 0}, output={"plots": False, "front_by": "space_size"})
+    assert spec.file_digests() == {}
+    r = run_study(spec, out_dir=tmp_path / "out")
+    assert len(r.pareto)
+
+
+def test_an_export_never_replaces_a_file_listed_in_a_subfolder_of_a_result_set(tmp_path, monkeypatch, capsys):
+    spec = _spec(tmp_path, search={"method": "exhaustive", "seed": 0})
+    out = tmp_path / "out"
+    run_study(spec, out_dir=out)
+    listed = json.loads((out / "meta.json").read_text())["files"]
+    nested = next(rel for rel in listed if "/" in rel)
+    before = (out / nested).read_bytes()
+    code, _, err = _cli(["pareto", str(out), "--export", str(out / nested)], monkeypatch, capsys)
+    assert code == 2 and "designer result set" in err and (out / nested).read_bytes() == before
