@@ -412,7 +412,7 @@ def run_worker(spec: StudySpec, storage: str, *, wait_s: float = 600.0, n_trials
         manifest = get_study_attr(st, _manifest_name(spec), "manifest")
         if manifest is None and spec.codesign and outer_study_name(spec.name) in optuna.get_all_study_names(storage=st):
             # a co-design run whose outer level is an Optuna study: work on its trials
-            return _codesign_worker(spec, storage, wait_s=wait_s)
+            return _codesign_worker(spec, storage, wait_s=wait_s, n_trials=n_trials)
         if manifest is None:
             if not announced:
                 print(f"worker: waiting up to {wait_s:g} s for study '{spec.name}' in '{_redact(str(storage))}'", flush=True)
@@ -459,13 +459,15 @@ def _inner_searcher(spec: StudySpec, problem: Problem, storage: Callable[[], Any
     return inner_search
 
 
-def _codesign_worker(spec: StudySpec, storage: str, *, wait_s: float) -> int:
+def _codesign_worker(spec: StudySpec, storage: str, *, wait_s: float, n_trials: int | None = None) -> int:
     """An extra worker of a co-design study's outer Optuna study: waits for the main run to create
-    it, then runs trials until it has its n_trials. Returns the number of trials this worker saw."""
+    it, then runs trials until it has its n_trials, drawing with the main run's seed and budgets
+    (which the studies' identity holds; `n_trials`, where given, the inner budget). Returns the
+    number of trials this worker saw."""
     import optuna
 
     from designer.search.outer import Evaluator, InnerCache, Pricer, build_outer_space
-    from designer.search.runner import OuterSettings, open_storage, outer_study_name, run_outer_optuna
+    from designer.search.runner import OuterSettings, get_study_attr, open_storage, outer_study_name, run_outer_optuna
     from designer.spec.network_study import study_catalog
 
     st = open_storage(storage)
@@ -476,6 +478,13 @@ def _codesign_worker(spec: StudySpec, storage: str, *, wait_s: float) -> int:
             raise SpecError(f"storage '{storage}' holds no design study of '{spec.name}' after {wait_s:g} s; "
                             "start `designer run` against the same storage first")
         time.sleep(0.5)
+    run = get_study_attr(st, _manifest_name(spec), "codesign")
+    if run is not None:
+        spec = _with_search_overrides(spec, int(n_trials) if n_trials is not None else int(run["n_trials"]),
+                                      int(run["seed"]))
+        spec = spec.with_updates(design_search={**spec.design_search.model_dump(), "n_trials": int(run["design_trials"])})
+    elif n_trials is not None:
+        spec = _with_search_overrides(spec, int(n_trials), None)
     problem = make_problem(spec)
     catalog = study_catalog(spec.network, "network.")
     space = build_outer_space(spec, catalog, problem)
@@ -719,6 +728,11 @@ def _run_codesign(spec: StudySpec, problem: Problem, out_dir: Path, *, workers: 
             url = _storage_url(spec, out_dir, storage)
             st = open_storage(url)
         settings = OuterSettings(ds.n_trials, spec.search.seed, ds.sampler, spec.search.population_size)
+        # what `designer worker` must draw with: this run's seed and budgets (its --seed / --n-trials)
+        from designer.search.runner import set_study_attr
+
+        set_study_attr(st, _manifest_name(spec), "codesign", {"seed": spec.search.seed, "n_trials": spec.search.n_trials,
+                                                               "design_trials": ds.n_trials})
         procs = _spawn_workers(spec, url, workers - 1)
         try:
             done = run_outer_optuna(space, outer_scorer(spec, problem, evaluate), storage=st, study=spec.name,

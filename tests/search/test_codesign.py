@@ -242,7 +242,8 @@ def test_outer_optuna_is_deterministic(tmp_path):
 
     names = optuna.get_all_study_names(storage=optuna.storages.JournalStorage(
         optuna.storages.journal.JournalFileBackend(str(tmp_path / "a" / "optuna.journal"))))
-    assert names == ["codesign-test/designs"]
+    # (beside it, the bookkeeping study holding the run's seed and budgets for extra workers: no trials)
+    assert sorted(names) == ["codesign-test/__manifest__", "codesign-test/designs"]
 
 
 @pytest.mark.slow

@@ -209,3 +209,16 @@ def test_an_export_never_replaces_a_file_listed_in_a_subfolder_of_a_result_set(t
     before = (out / nested).read_bytes()
     code, _, err = _cli(["pareto", str(out), "--export", str(out / nested)], monkeypatch, capsys)
     assert code == 2 and "designer result set" in err and (out / nested).read_bytes() == before
+
+
+def test_a_worker_joins_a_co_design_run_started_with_its_own_seed(tmp_path):
+    # the co-design run stores its seed and budgets beside its outer study; a worker draws with them
+    spec = _spec(tmp_path, candidates={"mode": "codesign"},
+                 design_search={"method": "optuna", "n_trials": 2, "sampler": "random"},
+                 search={"method": "exhaustive", "seed": 0})
+    net = spec.network.model_dump()
+    net["gpus"] = {"min": 256, "max": 512}
+    spec = spec.with_updates(network=net)
+    journal = tmp_path / "shared.journal"
+    run_study(spec, out_dir=tmp_path / "out", storage=str(journal), seed=5)
+    assert run_worker(spec, str(journal), wait_s=5) >= 1
