@@ -14,6 +14,7 @@ import yaml
 from designer.errors import InfeasibleDesign
 from designer.pipeline import choose_method, run_study, run_worker, search_identity
 from designer.spec.study import load_study
+from tests.test_bad_input_corpus import _invoke as _cli  # the `designer` entry point in this process
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICK = ROOT / "studies/quickstart/study.yaml"
@@ -97,21 +98,6 @@ def test_a_worker_joins_a_run_started_with_its_own_seed(tmp_path):
     journal = tmp_path / "shared.journal"
     run_study(spec, out_dir=tmp_path / "out", storage=str(journal), seed=7)
     assert run_worker(spec, str(journal), wait_s=5) >= 1
-
-
-def _cli(argv, monkeypatch, capsys):
-    import sys
-
-    from designer import cli
-
-    monkeypatch.setattr(sys, "argv", ["designer", *argv])
-    code = 0
-    try:
-        cli.main()
-    except SystemExit as err:
-        code = err.code
-    cap = capsys.readouterr()
-    return int(code or 0), cap.out, cap.err
 
 
 def test_designer_network_never_writes_into_a_run_folder(tmp_path, monkeypatch, capsys):
