@@ -916,6 +916,18 @@ def _check_front_by(key: str, columns: Sequence[str]) -> None:
     raise SpecError(f"field 'output.front_by' = '{key}': not a design column{hint}; allowed: {', '.join(columns)}")
 
 
+def _check_front_by_early(spec: StudySpec, key: str) -> None:
+    """output.front_by can name a column of designs.csv, checked before any design exists."""
+    from designer.network.design import ROW_FIXED_COLUMNS, NetworkDesign
+    from designer.search.economics import DesignEconomics
+
+    econ = DesignEconomics.constant_names(costs_declared=spec.costs is not None,
+                                          reliability_declared=spec.reliability is not None)
+    if NetworkDesign.is_row_column(key) or key in econ:
+        return
+    _check_front_by(key, ["design_id", "design_source", *sorted(ROW_FIXED_COLUMNS), *econ, *DESIGN_RESULT_COLUMNS])
+
+
 def _design_row(c: Candidate) -> dict[str, Any]:
     r = c.design.row()
     return {"design_id": c.design_id, "design_source": c.source, **r}
@@ -1083,34 +1095,34 @@ FOREIGN_GUARDED = ("pareto.csv", "pareto.parquet", "trials.parquet", "designs.cs
                    "megatron_args.txt", "goal.json")
 
 
-def _claim_output(out: Path, spec: StudySpec, overwrite: bool) -> Any:
+def _claim_output(out: Path, spec: StudySpec, overwrite: bool, named: str = "--out") -> Any:
     """Take the output folder for this run: an exclusive lock (released by the kernel if the process
     dies) so that two runs never write one folder at once, and a refusal to replace another study's
     results unless `overwrite`. Returns the open lock file, to keep until the run ends."""
     import fcntl
 
     if out.exists() and not out.is_dir():
-        raise SpecError(f"--out '{out}': is a file, not a folder; give a folder for the study's results")
+        raise SpecError(f"{named} '{out}': is a file, not a folder: it must be a folder for the study's results")
     # a folder a designer run has written (its lock file stays) may hold a set stopped while writing,
     # which a rerun restores; result files in any other folder are not designer's to replace
     designer_folder = (out / ".designer-run.lock").exists() or (out / "meta.json").is_file()
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise SpecError(f"--out '{out}': cannot create the folder ({err.strerror})") from None
+        raise SpecError(f"{named} '{out}': cannot create the folder ({err.strerror})") from None
     if not out.is_dir():
-        raise SpecError(f"--out '{out}': not a folder")
+        raise SpecError(f"{named} '{out}': not a folder")
     try:
         fh = open(out / ".designer-run.lock", "a+")
     except OSError as err:
-        raise SpecError(f"--out '{out}': cannot write there ({err.strerror})") from None
+        raise SpecError(f"{named} '{out}': cannot write there ({err.strerror})") from None
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         fh.seek(0)
         holder = fh.read().strip() or "another process"
         fh.close()
-        raise SpecError(f"--out '{out}' is in use by another designer run ({holder}); wait for it, or give "
+        raise SpecError(f"{named} '{out}' is in use by another designer run ({holder}); wait for it, or give "
                         "another --out (extra workers of one study share a --storage, not an output folder)") from None
     fh.seek(0)
     fh.truncate()
@@ -1122,7 +1134,7 @@ def _claim_output(out: Path, spec: StudySpec, overwrite: bool) -> Any:
         if foreign:
             fh.close()
             (out / ".designer-run.lock").unlink(missing_ok=True)
-            raise SpecError(f"--out '{out}' holds {', '.join(foreign)} but is not a designer run's folder (no "
+            raise SpecError(f"{named} '{out}' holds {', '.join(foreign)} but is not a designer run's folder (no "
                             "meta.json): files designer did not write; give another --out, or --overwrite to "
                             "replace them")
     if prev.is_file() and not overwrite:
@@ -1133,13 +1145,13 @@ def _claim_output(out: Path, spec: StudySpec, overwrite: bool) -> Any:
             other, other_hash = "unknown", None
         if other != spec.name:
             fh.close()
-            raise SpecError(f"--out '{out}' holds the results of study '{other}', not '{spec.name}'; give another "
+            raise SpecError(f"{named} '{out}' holds the results of study '{other}', not '{spec.name}'; give another "
                             "--out, or --overwrite to replace them")
         if other_hash and other_hash != spec.spec_hash():
             # the same study, edited: its new results take the folder when they are written, and the
             # earlier ones move aside then (export.write_outputs)
-            log.warning("--out '%s' holds study '%s' from an earlier spec (spec hash %s); this run's results take "
-                        "the folder and the earlier ones move to '%s/'", out, spec.name, str(other_hash)[:12],
+            log.warning("%s '%s' holds study '%s' from an earlier spec (spec hash %s); this run's results take "
+                        "the folder and the earlier ones move to '%s/'", named, out, spec.name, str(other_hash)[:12],
                         out / PREVIOUS_RESULTS)
     return fh
 
@@ -1162,7 +1174,7 @@ def run_study(spec: StudySpec, *, out_dir: str | Path | None = None, n_trials: i
     """Run a study end to end and write its output folder. Arguments override the spec's settings.
     The folder is locked for the run; another study's results in it are refused unless `overwrite`."""
     out = Path(out_dir) if out_dir is not None else spec.out_dir
-    lock = _claim_output(out, spec, overwrite)
+    lock = _claim_output(out, spec, overwrite, "--out" if out_dir is not None else "field 'output.dir' =")
     try:
         return _run_study(spec, out, n_trials=n_trials, workers=workers, storage=storage, seed=seed, progress=progress)
     finally:
@@ -1184,6 +1196,10 @@ def _run_study(spec: StudySpec, out: Path, *, n_trials: int | None, workers: int
     dropped_levels: list[str] = []  # frontier levels no design meets, with the binding budget
     infeasible_splits: list[str] = []  # network splits (family, platform) with no design, and why
     if spec.codesign:
+        if spec.output.front_by:
+            # before the search, so that a misspelt grouping costs nothing; the designs do not exist
+            # yet, so the per-tier and per-link-layer columns are checked by their form (again after)
+            _check_front_by_early(spec, spec.output.front_by)
         codesign = _run_codesign(spec, problem, out, workers=workers, storage=storage, progress=progress)
         cands, tables, milp, url = codesign.cands, codesign.tables, codesign.milp, codesign.storage_url
     else:

@@ -400,3 +400,61 @@ def test_a_goal_limit_no_design_can_meet_is_refused(limit, tmp_path, monkeypatch
     path.write_text(yaml.safe_dump(study))
     code, out, err = _invoke(["space", str(path)], monkeypatch, capsys)
     _check_one_line(code, out, err, ("goal.subject_to.time_to_train_days", "must be > 0"))
+
+
+@pytest.mark.parametrize("field,value,needles,absent", [
+    # a section of the wrong type: the keys it takes, not the record class behind it
+    (("training",), [], ("field 'training' = []", "must be a mapping", "sequence_length", "total_tokens"),
+     ("TrainingSpec", "instance of")),
+    (("network", "gpus"), [256, 512], ("field 'network.gpus'", "must be a mapping", "count, min, max"),
+     ("GpuRequirement",)),
+    # a value of neither type of a union: one error naming both
+    (("model",), 42, ("field 'model' = 42: must be a string or a mapping",), ("LLMSpec", ";")),
+    # a list whose items fail is not also "too short"
+    (("output", "formats"), ["xlsx"], ("output.formats.0", "'xlsx'", "'parquet' or 'csv'"), ("Tuple should",)),
+    # the batch's written forms are checked as written, not as the fields they become
+    (("training", "global_batch_sequences"), {"target": 512, "tolerance": 2},
+     ("global_batch_sequences.tolerance = 2", "must be a fraction"), ("global_batch_tolerance",)),
+    (("training", "global_batch_sequences"), [0, 512],
+     ("global_batch_sequences = [0, 512]", "every batch must be an integer >= 1"), ("global_batch_choices", ";")),
+    # a goal limit on no metric, in its mapping form: the key written, with the metrics allowed
+    (("goal",), {"minimize": "capex_usd", "subject_to": {"colour": "<= 5"}},
+     ("goal.subject_to.colour", "allowed: capex_usd"), ("subject_to.0", "goal: goal")),
+])
+def test_a_section_of_the_wrong_form_names_what_the_study_wrote(field, value, needles, absent, tmp_path, monkeypatch,
+                                                                 capsys):
+    study = yaml.safe_load((ROOT / "studies/quickstart/study.yaml").read_text())
+    section = study
+    for k in field[:-1]:
+        section = section.setdefault(k, {})
+    section[field[-1]] = value
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(study))
+    code, out, err = _invoke(["space", str(path)], monkeypatch, capsys)
+    line = _check_one_line(code, out, err, needles)
+    for a in absent:
+        assert a not in line.partition(": ")[2], line
+
+
+def test_an_output_folder_from_the_study_is_named_as_its_field(tmp_path, monkeypatch, capsys):
+    study = yaml.safe_load((ROOT / "studies/quickstart/study.yaml").read_text())
+    (tmp_path / "a_file").write_text("x")
+    study["output"] = {**study.get("output", {}), "dir": str(tmp_path / "a_file")}
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(study))
+    code, out, err = _invoke(["run", str(path)], monkeypatch, capsys)
+    line = _check_one_line(code, out, err, ("field 'output.dir'", "is a file, not a folder"))
+    assert "--out" not in line
+
+
+def test_a_path_that_is_no_file_says_what_it_is(tmp_path, monkeypatch, capsys):
+    for argv, needle in ((["evaluate", "/dev/null"], "'/dev/null' is not a regular file"),
+                         (["evaluate", str(tmp_path / "none.yaml")], "does not exist")):
+        code, out, err = _invoke(argv, monkeypatch, capsys)
+        assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1 and needle in err, err
+    scenario = yaml.safe_load(BASES["scenario"][0].read_text())
+    scenario["catalog"] = {"extra_files": [str(tmp_path)]}
+    f = tmp_path / "scenario.yaml"
+    f.write_text(yaml.safe_dump(scenario, sort_keys=False))
+    code, out, err = _invoke(["evaluate", str(f)], monkeypatch, capsys)
+    assert code == 2 and f"field 'catalog.extra_files' = '{tmp_path}': a folder, not a file" in err, err

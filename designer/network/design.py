@@ -8,6 +8,7 @@ whose MILP counts differ from the closed form's: the two must agree exactly.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 import pyomo.environ as pyo
@@ -32,6 +33,17 @@ from designer.spec.base import Record
 from designer.spec.catalog import Catalog
 from designer.spec.system import ClusterSystem, HBDomain, HBTopology
 from designer.units import GB_PER_S_TO_BYTES_PER_S, gbps_to_bytes_per_s
+
+
+# The columns every NetworkDesign.row has, and the form of those named after its tiers and link layers
+ROW_FIXED_COLUMNS = frozenset((
+    "label", "family", "platform", "gpu", "n_gpus", "n_domains", "hb_domain_size", "hb_topology", "nic", "nic_gbps",
+    "nics_per_gpu", "gpus_per_nic", "switch", "radix", "port_gbps", "oversubscription", "oversubscribed_level",
+    "n_tiers", "dac_for_nic_links", "optic", "dac", "switch_count", "switch_port_count", "transceiver_count",
+    "dac_count", "nic_count", "link_count", "compute_capex_usd", "switch_capex_usd", "optics_capex_usd",
+    "nic_capex_usd", "network_capex_usd", "capex_usd", "capex_per_gpu_usd", "compute_power_w", "network_power_w",
+    "power_w", "scaleout_gbps_per_gpu", "peak_pflops", "bisection_bytes_per_s", "level", "spare_domains", "job_gpus"))
+_ROW_VARIABLE_COLUMN = re.compile(r"switches_\w+|medium_\w+|longest_\w+_m")
 
 
 class NetworkDesign(Record):
@@ -95,6 +107,14 @@ class NetworkDesign(Record):
     @property
     def job_gpus(self) -> int:
         return self.job_domains * self.hb_domain_size
+
+    @staticmethod
+    def is_row_column(name: str) -> bool:
+        """Whether `name` can be a column of `row` for some design: a fixed column, or one of the
+        per-tier and per-link-layer columns whose names follow the design's tiers and layers
+        (switches_<tier>, medium_<layer>, longest_<layer>_m). Lets a study's column names be checked
+        before any design exists."""
+        return name in ROW_FIXED_COLUMNS or bool(_ROW_VARIABLE_COLUMN.fullmatch(name))
 
     def row(self) -> dict[str, Any]:
         """One flat CSV row; units in the column names."""

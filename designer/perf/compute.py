@@ -77,6 +77,7 @@ class ComputeCalibration:
     attention_seq_half: tuple[tuple[str, float], ...] = ()  # fused kernel -> query length at half its ceiling
     attention_head_dim_half: tuple[tuple[str, float], ...] = ()  # fused kernel -> head-dim constant of its speed
     gpu_clock_scales: tuple[tuple[str, float], ...] = ()  # gpu id -> sustained-clock factor on its generation's ceilings
+    clock_scale_exempt: tuple[str, ...] = ()  # GEMM precisions whose peak already spends that headroom (nvfp4)
     # (architecture or gpu id, 8-bit format, forward, backward): cuDNN's 8-bit attention over its 16-bit speed
     attention_low_precision_speedup: tuple[tuple[str, str, float, float], ...] = ()
     # (architecture, low precision, ratio): the low-precision GEMM kernel's fraction of its own peak over
@@ -98,9 +99,13 @@ class ComputeCalibration:
             return 1.0
         return training.moe_busiest_rank_load or self.learned_busiest_rank_load
 
-    def clock_scale(self, gpu_name: str) -> float:
+    def clock_scale(self, gpu_name: str, precision: str | None = None) -> float:
         """How much faster than its generation's ceilings a GPU sustains its tensor cores (a part
-        that holds higher clocks under load; 1 for the rest)."""
+        that holds higher clocks under load; 1 for the rest), for GEMMs in `precision` (None: the
+        fused attention kernels). 1 for a precision the part's own peak already raises past its
+        generation's (clock_scale_exempt): that rate spends the power headroom the clocks come from."""
+        if precision in self.clock_scale_exempt:
+            return 1.0
         return dict(self.gpu_clock_scales).get(gpu_name, 1.0)
 
     def gemm_ceiling(self, gpu_name: str, architecture: str, precision: str) -> float:
@@ -109,7 +114,7 @@ class ComputeCalibration:
                 return eff
         for arch, prec, eff in self.gemm_ceilings:
             if arch == architecture and prec == precision:
-                return eff * self.clock_scale(gpu_name)
+                return eff * self.clock_scale(gpu_name, precision)
         raise KeyError(f"no GEMM ceiling for {architecture}/{precision} in compute_efficiency.yaml")
 
     def fused_gemm_ceiling(self, gpu_name: str, architecture: str, precision: str) -> float | None:
@@ -119,7 +124,9 @@ class ComputeCalibration:
         None where no kernel figure exists."""
         for arch, prec, ratio in self.kernel_efficiency_over_bf16:
             if arch == architecture and prec == precision:
-                return self.gemm_ceiling(gpu_name, architecture, "bf16") * ratio
+                # the BF16 kernel's fraction at the clock the low-precision kernel holds
+                bf16 = self.gemm_ceiling(gpu_name, architecture, "bf16")
+                return bf16 * ratio * self.clock_scale(gpu_name, precision) / self.clock_scale(gpu_name, "bf16")
         return None
 
     def attention_table(self, architecture: str, gpu_name: str = "",

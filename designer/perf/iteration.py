@@ -152,6 +152,7 @@ REASONS = {
     25: ("compatibility", "activation offload runs without pipeline parallelism and without recomputation"),
     26: ("compatibility", "an MoE model with linear biases needs expert_tp 1"),
     27: ("compatibility", "an MoE model with tp > 1 needs sequence parallelism"),
+    28: ("divisibility", "interleaved schedule needs the microbatches of a pipeline schedule to be a multiple of pp"),
 }
 
 
@@ -1527,6 +1528,12 @@ def feasibility_codes(llm: LLMSpec, training: TrainingSpec, S: StrategyArrays, s
     flag(m % flushes != 0, 21)
     m = m // flushes  # per pipeline schedule
     flag((S.schedule == mem.SCHEDULE_DUALPIPE) & ((S.pp < 2) | (S.pp % 2 != 0) | (m % 2 != 0) | (m < S.pp)), 15)
+    # Megatron-Core's interleaved schedule runs the microbatches in groups of pp per virtual stage
+    # (microbatch_group_size_per_vp_stage, default pp) and raises when m < pp or m is not a multiple
+    # of the group (schedules.py forward_backward_pipelining_with_interleaving: "should range in
+    # [PP, M]", "should be 0, or larger than or equal to the pipeline-parallel size"): with fewer
+    # microbatches than stages the chunks cannot fill the pipeline, so its shorter bubble does not exist
+    flag((S.schedule == mem.SCHEDULE_INTERLEAVED) & (S.pp >= 2) & (m % np.maximum(S.pp, 1) != 0), 28)
     return code
 
 

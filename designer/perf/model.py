@@ -72,6 +72,7 @@ def compute_calibration_from_dict(data: dict) -> tuple[ComputeCalibration, Memor
             attention_seq_half=tuple((str(k), float(v)) for k, v in (att.get("seq_half_tokens") or {}).items()),
             attention_head_dim_half=tuple((str(k), float(v)) for k, v in (att.get("head_dim_half") or {}).items()),
             gpu_clock_scales=tuple((str(k), float(v)) for k, v in (g.get("clock_scale_by_gpu") or {}).items()),
+            clock_scale_exempt=tuple(str(p) for p in (g.get("clock_scale_exempt_precisions") or ())),
             attention_low_precision_speedup=tuple(
                 (str(key), str(fmt), float(e["forward"]), float(e["backward"]))
                 for table in (att.get("low_precision_speedup") or {}, att.get("low_precision_speedup_by_gpu") or {})
@@ -208,6 +209,9 @@ def _reason(code: int, llm: LLMSpec, training: TrainingSpec, st: Strategy, syste
              "experts only at expert_tp 1"),
         27: (f"tp {st.tp} without sequence_parallel on {llm.name}, an MoE model: Megatron-Core's MoE layer "
              "trains with tensor parallelism only under sequence parallelism (set sequence_parallel: true)"),
+        28: (f"the interleaved schedule runs microbatches in groups of pp {st.pp}: the "
+             f"{B // (st.dp * st.microbatch_size) // max(st.pipeline_flushes, 1)} microbatches of a pipeline schedule "
+             "must be a multiple of it (Megatron-Core raises otherwise; use 1f1b)"),
         21: (f"pipeline_flushes {st.pipeline_flushes} must divide the {B // (st.dp * st.microbatch_size)} "
              f"microbatches of an iteration (global batch {B} / dp {st.dp} / microbatch {st.microbatch_size})"),
     }

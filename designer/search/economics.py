@@ -35,6 +35,13 @@ def liquid_cooled(platform, layout: FloorLayout | None = None) -> bool:  # noqa:
     return platform_racks(layout or FloorLayout(), platform).cooling == "liquid"
 
 
+# designs.csv's per-design figures, by the study section that brings them (DesignEconomics.constants)
+RELIABILITY_CONSTANTS = ("goodput_fraction", "interruptions_per_day", "checkpoint_interval_s", "checkpoint_write_s",
+                         "restart_s")
+COST_CONSTANTS = ("storage_capex_usd", "frontend_capex_usd", "facility_capex_usd", "capex_total_usd", "pue",
+                  "facility_power_w")
+
+
 @dataclass(frozen=True)
 class DesignEconomics:
     """A design's cost lines (when the study has `costs`) and goodput (when it has `reliability`)."""
@@ -66,18 +73,15 @@ class DesignEconomics:
         """Expected wall time of the run under failures (the failure-free time without a reliability section)."""
         return time_to_train_s / self.goodput_fraction if self.goodput_fraction > 0 else math.inf
 
+    @staticmethod
+    def constant_names(*, costs_declared: bool, reliability_declared: bool) -> tuple[str, ...]:
+        """The columns `constants` gives a study that declares these sections (known before any design)."""
+        return ((*RELIABILITY_CONSTANTS,) if reliability_declared else ()) + ((*COST_CONSTANTS,) if costs_declared else ())
+
     def constants(self) -> dict[str, float]:
         """The design's figures that do not depend on a strategy's time (for designs.csv)."""
-        out: dict[str, float] = {}
-        if self.reliability_declared:
-            out.update(goodput_fraction=self.goodput_fraction, interruptions_per_day=self.interruptions_per_day,
-                       checkpoint_interval_s=self.checkpoint_interval_s, checkpoint_write_s=self.checkpoint_write_s,
-                       restart_s=self.restart_s)
-        if self.costs_declared:
-            out.update(storage_capex_usd=self.storage_capex_usd, frontend_capex_usd=self.frontend_capex_usd,
-                       facility_capex_usd=self.facility_capex_usd, capex_total_usd=self.capex_total_usd,
-                       pue=self.pue, facility_power_w=self.facility_power_w)
-        return out
+        names = self.constant_names(costs_declared=self.costs_declared, reliability_declared=self.reliability_declared)
+        return {k: getattr(self, k) for k in names}
 
     def metrics(self, time_to_train_s: float) -> dict[str, float]:
         """Every metric these sections define, for a strategy of failure-free time `time_to_train_s`:

@@ -538,7 +538,8 @@ def load_catalog(extra_files: tuple[str | Path, ...] = (), price_multipliers: di
     data = copy.deepcopy(_shipped_catalog_data())
     for f in extra_files:
         if not Path(f).is_file():
-            raise SpecError(f"field 'catalog.extra_files' = '{f}': no such file")
+            why = "a folder, not a file" if Path(f).is_dir() else "no such file"
+            raise SpecError(f"field 'catalog.extra_files' = '{f}': {why}")
         extra = read_yaml(f) or {}
         if not isinstance(extra, dict):
             raise SpecError(f"{f}: a catalog file must be a mapping of sections")

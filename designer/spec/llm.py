@@ -14,6 +14,11 @@ from pydantic import Field, field_validator, model_validator
 from designer.spec.base import Record
 
 
+
+def _is_int(v: object) -> bool:
+    """An integer as a study may write it (512 or 512.0, not true or "512")."""
+    return (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer())
+
 class MoESpec(Record):
     experts: int = Field(ge=2)
     top_k: int = Field(ge=1)
@@ -249,10 +254,18 @@ class TrainingSpec(Record):
             unknown = set(gb) - {"target", "tolerance"}
             if unknown or "target" not in gb:
                 raise ValueError(f"global_batch_sequences = {gb}: give {{target: N, tolerance: r}} (keys target, tolerance)")
-            data = {**data, "global_batch_sequences": gb["target"], "global_batch_tolerance": gb.get("tolerance", 0.0)}
+            # checked here, in the form the study wrote, not as the fields it becomes
+            target, tol = gb["target"], gb.get("tolerance", 0.0)
+            if not _is_int(target) or target < 1:
+                raise ValueError(f"global_batch_sequences.target = {target!r}: must be an integer >= 1")
+            if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 <= tol < 1:
+                raise ValueError(f"global_batch_sequences.tolerance = {tol!r}: must be a fraction >= 0 and < 1")
+            data = {**data, "global_batch_sequences": target, "global_batch_tolerance": tol}
         elif isinstance(gb, (list, tuple)):
             if not gb:
                 raise ValueError("global_batch_sequences = []: give at least one batch")
+            if not all(_is_int(b) and b >= 1 for b in gb):
+                raise ValueError(f"global_batch_sequences = {list(gb)}: every batch must be an integer >= 1")
             data = {**data, "global_batch_sequences": gb[0], "global_batch_choices": tuple(gb)}
         return data
 

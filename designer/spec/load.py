@@ -75,15 +75,25 @@ def _describe(e: dict[str, Any], model_cls: type[BaseModel] | None) -> str:
         return "the file is empty: it needs a mapping" + (f" with {', '.join(need)}" if need else "")
     if not e["loc"]:  # a cross-field rule of the whole record: its message names the fields itself
         return msg
+    if e["type"] in ("model_type", "dict_type"):
+        keys = _allowed_keys(model_cls, (*e["loc"], "?")) if e["type"] == "model_type" else []
+        msg = "must be a mapping" + (f" with keys among: {', '.join(keys)}" if keys else "")
+    if e["type"] == "union_type":
+        msg = "must be " + " or ".join(dict.fromkeys(_TYPE_NOUNS.get(k, k.removesuffix("_type")) for k in e["kinds"]))
     if e["type"] == "value_error" and isinstance(value, dict):
         # a cross-field rule of a section: its message names the fields; the section's whole
-        # mapping would only hide it
-        return f"{field}: {msg}"
+        # mapping would only hide it (and a message that begins with the section names it already)
+        return msg if msg.startswith(field) else f"{field}: {msg}"
     shown = repr(value)
     if len(shown) > 60:
         shown = shown[:57] + "..."
     return f"field '{field}' = {shown}: {msg}"
 
+
+# what a value of each pydantic type error's type is, for a value that fits none of a union's types
+_TYPE_NOUNS = {"string_type": "a string", "model_type": "a mapping", "dict_type": "a mapping",
+               "int_type": "an integer", "float_type": "a number", "bool_type": "true or false",
+               "list_type": "a list", "tuple_type": "a list", "none_type": "null"}
 
 # pydantic names the branch of a union (`str | LLMSpec`) inside an error's location: a builtin type,
 # a record class, or a validator's wrapper such as "function-after[_heads(), LLMSpec]"
@@ -114,14 +124,29 @@ def _union_errors_read_plainly(errors: list[dict[str, Any]]) -> list[dict[str, A
         return tuple(p for p in loc if not _is_branch(p, records))
 
     deep = [plain(e["loc"]) for e in errors]
+    branch = [any(_is_branch(p, records) for p in e["loc"]) for e in errors]
     out = []
-    for e, loc in zip(errors, deep):
-        branch = any(_is_branch(p, records) for p in e["loc"])
-        shallow = branch and e["type"].endswith("_type") and any(
-            len(other) > len(loc) and other[:len(loc)] == loc for other in deep)
-        if not shallow:
+    for i, (e, loc) in enumerate(zip(errors, deep)):
+        # a branch whose type the value is not, where another branch took the value and found
+        # something wrong in it (deeper, or a rule of the whole value): that other error is the one
+        shallow = branch[i] and e["type"].endswith("_type") and any(
+            j != i and len(other) >= len(loc) and other[:len(loc)] == loc
+            and (len(other) > len(loc) or not errors[j]["type"].endswith("_type"))
+            for j, other in enumerate(deep))
+        # a list too short only because its items failed: the items' errors say why
+        emptied = e["type"] == "too_short" and any(len(other) > len(loc) and other[:len(loc)] == loc for other in deep)
+        if not (shallow or emptied):
             out.append({**e, "loc": loc})
-    return out or errors
+    # a value of none of a union's types: one error naming them all
+    merged: list[dict[str, Any]] = []
+    for e in out:
+        prev = merged[-1] if merged else None
+        if prev is not None and prev["loc"] == e["loc"] and prev["type"].endswith("_type") and e["type"].endswith("_type"):
+            kinds = prev.get("kinds", [prev["type"]])
+            merged[-1] = {**prev, "type": "union_type", "kinds": [*kinds, e["type"]]}
+        else:
+            merged.append(e)
+    return merged or errors
 
 
 def one_line(err: ValidationError, where: str = "", model_cls: type[BaseModel] | None = None) -> str:
@@ -230,8 +255,10 @@ def read_yaml(path: str | Path) -> Any:
     p = Path(path)
     if p.is_dir():
         raise SpecError(f"'{p}' is a directory; give a YAML file")
-    if not p.is_file():
+    if not p.exists():
         raise SpecError(f"file '{p}' does not exist")
+    if not p.is_file():
+        raise SpecError(f"'{p}' is not a regular file; give a YAML file")
     size = p.stat().st_size
     if size > MAX_FILE_BYTES:
         raise SpecError(f"{p}: {size:,} bytes; a study or catalog file may hold at most {MAX_FILE_BYTES:,}")

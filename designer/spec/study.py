@@ -18,10 +18,12 @@ Only `designer.spec` is imported here; the pipeline resolves the model name and 
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import math
 import re
+import typing
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -203,6 +205,7 @@ class DesignSearch(Record):
 GoalMetric = Literal["capex_usd", "time_to_train_s", "time_to_train_days", "power_w", "energy_j", "energy_mwh",
                      "capex_total_usd", "facility_power_w", "energy_cost_usd", "tco_usd", "usd_per_million_tokens",
                      "time_to_train_with_failures_s", "time_to_train_with_failures_days"]
+GOAL_METRICS: tuple[str, ...] = typing.get_args(GoalMetric)
 _LIMIT_RE = re.compile(r"^\s*(<=|>=)\s*([-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?)\s*$")
 
 
@@ -235,6 +238,11 @@ class Goal(Record):
         if isinstance(data, dict) and isinstance(data.get("subject_to"), dict):
             limits = []
             for k, v in data["subject_to"].items():
+                if k not in GOAL_METRICS:
+                    near = difflib.get_close_matches(str(k), GOAL_METRICS, n=1)
+                    raise ValueError(f"goal.subject_to.{k}: not a metric a goal can limit"
+                                     + (f" (did you mean '{near[0]}'?)" if near else "")
+                                     + f"; allowed: {', '.join(GOAL_METRICS)}")
                 m = _LIMIT_RE.match(str(v)) if isinstance(v, str) else None
                 if m is None:
                     raise ValueError(f"goal.subject_to.{k} = {v!r}: write a limit as '<= VALUE' or '>= VALUE'")

@@ -355,6 +355,13 @@ def test_blackwell_ultra_runs_its_generations_ceilings_at_its_sustained_clock():
         i = cmp.ATTENTION_KERNELS.index("cudnn")
         assert (p.attn_fwd_eff[i], p.attn_bwd_eff[i]) == pytest.approx((cudnn["forward"] * k, cudnn["backward"] * k))
         assert p.attn_fwd_eff[cmp.KERNEL_UNFUSED] == 1.0
+        # NVFP4 GEMMs run at the generation's ceiling: the part's own NVFP4 peak is already 1.5x
+        # Blackwell's (catalog), so the clock factor is not applied on top (gemm.clock_scale_exempt_precisions)
+        fp4 = precisions(cluster(gpu, 8), TrainingSpec(sequence_length=4096, global_batch_sequences=8, total_tokens=1e9,
+                                                       precision="nvfp4"), PERF)
+        assert fp4.gemm_max_eff == pytest.approx(blackwell["nvfp4"])
+        assert fp4.hi_max_eff == pytest.approx(blackwell["bf16"] * k)
+    assert data["gemm"]["clock_scale_exempt_precisions"] == ["nvfp4"]
 
 
 def _fused_and_eager(model: str, s: int):
@@ -521,9 +528,12 @@ def test_fused_quantisation_runs_the_gemms_at_the_kernel_rate_with_no_cast_traff
     # rowwise scales still run their own kernels: the recipe factor applies on top of the kernel rate
     assert prec("h100_sxm", "fp8", "fused", "rowwise").gemm_max_eff == pytest.approx(
         fused.gemm_max_eff * dict(CAL.fp8_recipe_gemm_factors)["rowwise"])
-    # Blackwell Ultra's sustained clock scales the BF16 ceiling the kernel rate is taken from
+    # Blackwell Ultra's sustained clock scales the BF16 ceiling the kernel rate is taken from, except
+    # where the low precision is exempt from it (NVFP4: the kernel runs at the generation's clock)
     b300 = prec("b300", "nvfp4", "fused")
-    assert b300.gemm_max_eff == pytest.approx(CAL.gemm_ceiling("b300", "blackwell", "bf16") * table["blackwell"]["nvfp4"])
+    assert b300.gemm_max_eff == pytest.approx(data["gemm"]["max_efficiency"]["blackwell"]["bf16"] * table["blackwell"]["nvfp4"])
+    b300_fp8 = prec("b300", "fp8", "fused")
+    assert b300_fp8.gemm_max_eff == pytest.approx(CAL.gemm_ceiling("b300", "blackwell", "bf16") * table["blackwell"]["fp8"])
     # a 16-bit run has nothing to quantise: the field changes nothing
     a, b = prec("h100_sxm", "bf16", "fused"), prec("h100_sxm", "bf16", "kernels")
     assert (a.gemm_max_eff, a.cast_bytes_per_element) == (b.gemm_max_eff, b.cast_bytes_per_element) == (hopper["bf16"], 0.0)

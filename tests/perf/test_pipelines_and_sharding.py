@@ -753,3 +753,23 @@ def test_8_bit_weights_are_kept_only_where_megatron_gathers_them():
             linear = (got[1] - 2 * plain) / 4
             assert got[0] == pytest.approx(2 * linear + 2 * plain, rel=1e-12)
             assert linear == pytest.approx(cmp.total_params(llm) - plain, rel=1e-12)
+
+
+@pytest.mark.parametrize("batch, flushes, feasible", [(4, 1, False), (12, 1, False), (16, 1, True), (24, 1, True),
+                                                       (16, 2, True), (24, 2, False)])
+def test_interleaving_needs_the_microbatches_in_whole_groups_of_pp(batch, flushes, feasible):
+    # Megatron-Core's interleaved schedule takes the microbatches pp at a time per virtual stage and
+    # raises unless m >= pp and m is a multiple of pp (schedules.py, microbatch_group_size_per_vp_stage
+    # defaulting to pp). Llama-3 70B, PP 8, DP 1, microbatch 1: m = batch / flushes per schedule.
+    llm = load_model("llama3-70b")
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=batch, total_tokens=1e12)
+    sy = cluster("h100_sxm", 64)
+    st = Strategy(tp=8, pp=8, dp=1, sequence_parallel=True, schedule=Schedule.interleaved, virtual_stages=2,
+                  recompute="full", pipeline_flushes=flushes)
+    m = evaluate_system(llm, tr, st, sy, calib=CAL)
+    assert isinstance(m, Metrics) is feasible
+    if not feasible:
+        assert f"the {batch // flushes} microbatches of a pipeline schedule must be a multiple of" in m.reason
+    # 1F1B takes any count
+    assert isinstance(evaluate_system(llm, tr, st.model_copy(update={"schedule": Schedule.one_f_one_b,
+                                                                       "virtual_stages": 1}), sy, calib=CAL), Metrics)

@@ -74,7 +74,7 @@ def test_the_model_prices_the_strategys_batch():
 
 
 @pytest.mark.parametrize("value,needle", [
-    ({"target": 16, "tolerance": 1.5}, "less than 1"),
+    ({"target": 16, "tolerance": 1.5}, "must be a fraction >= 0 and < 1"),
     ({"target": 16, "tol": 0.1}, "keys target, tolerance"),
     ([], "at least one batch"),
     ([16, 16], "listed twice"),

@@ -208,3 +208,42 @@ def test_a_worker_joins_a_co_design_run_started_with_its_own_seed(tmp_path):
     journal = tmp_path / "shared.journal"
     run_study(spec, out_dir=tmp_path / "out", storage=str(journal), seed=5)
     assert run_worker(spec, str(journal), wait_s=5) >= 1
+
+
+def test_a_misspelt_front_grouping_is_refused_before_a_co_design_search(tmp_path, monkeypatch):
+    # under co-design the designs come out of the search, so the check before it takes the columns
+    # every design has and the form of those named after its tiers and link layers
+    import designer.pipeline as pipeline
+    from designer.errors import SpecError
+
+    def no_search(*a, **k):
+        raise AssertionError("the co-design search ran")
+
+    monkeypatch.setattr(pipeline, "_run_codesign", no_search)
+    spec = _spec(tmp_path, candidates={"mode": "codesign"}, output={"plots": False, "front_by": "famliy"},
+                 design_search={"method": "optuna", "n_trials": 2, "sampler": "random"})
+    with pytest.raises(SpecError, match=r"'famliy': not a design column \(did you mean 'family'\?\)"):
+        run_study(spec, out_dir=tmp_path / "out")
+    # a per-tier column passes the early check (and reaches the search)
+    spec = _spec(tmp_path, candidates={"mode": "codesign"}, output={"plots": False, "front_by": "switches_leaf"},
+                 design_search={"method": "optuna", "n_trials": 2, "sampler": "random"})
+    with pytest.raises(AssertionError, match="co-design search ran"):
+        run_study(spec, out_dir=tmp_path / "out2")
+
+
+@pytest.mark.parametrize("folder", sorted(p.parent.name for p in (ROOT / "results").glob("*/designs.csv")))
+def test_the_early_front_grouping_check_knows_every_column_a_study_wrote(folder):
+    # the committed designs.csv files were written by NetworkDesign.row and the economics sections:
+    # each column is one the early check accepts, and every fixed column is there
+    import pandas as pd
+
+    from designer.network.design import ROW_FIXED_COLUMNS, NetworkDesign
+    from designer.pipeline import DESIGN_RESULT_COLUMNS
+    from designer.search.economics import DesignEconomics
+
+    cols = list(pd.read_csv(ROOT / "results" / folder / "designs.csv", nrows=1).columns)
+    econ = DesignEconomics.constant_names(costs_declared=True, reliability_declared=True)
+    unknown = [c for c in cols if not (NetworkDesign.is_row_column(c) or c in econ or c in DESIGN_RESULT_COLUMNS
+                                       or c in ("design_id", "design_source"))]
+    assert unknown == []
+    assert ROW_FIXED_COLUMNS <= set(cols)
