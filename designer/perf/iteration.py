@@ -671,7 +671,14 @@ def tp_term(ctx: _Context, layer: LayerTimes, blocks=2.0) -> Term:
     # (one all-reduce, after the attention's output projection, which every layer has; one gather per
     # TP block)
     alt = ((ctx.rc_modules & mem.RC_ALT_MM) > 0) * (1.0 - ctx.full)
-    n_ar, n_ag = n + alt, n + 2 * k * alt
+    # Megatron-Core's and Transformer Engine's column-parallel linears save their sequence-parallel
+    # input as the local shard and gather it again in the backward for the weight gradient
+    # (tensor_parallel/layers.py LinearWithGradAccumulationAndAsyncCommunication.backward: "if
+    # ctx.sequence_parallel ... dist_all_gather_func"; the activation memory, Korthikanti et al.'s
+    # and memory.py's, holds only the shard): one more gather per TP block. torchtitan's DTensor
+    # plan (the batch-first layout) keeps the gathered input for its backward.
+    regather = S.sp & ~S.batch_first
+    n_ar, n_ag = n + alt, n + 2 * k * alt + 2 * k * regather
     total = n * rs.time_s + n_ar * ar.time_s + n_ag * ag.time_s
     # each pass hides its collectives behind its own GEMMs (those of the TP blocks): 2 collectives
     # per block behind the forward's, the rest (backward, recomputed forward) behind the backward's;
@@ -682,9 +689,13 @@ def tp_term(ctx: _Context, layer: LayerTimes, blocks=2.0) -> Term:
     ag_b = (n_ag - 2 * k) * ag.time_s * ag_unfused
     gemm_f = dense.tp_gemm_share * dense.gemm_fwd_s
     gemm_b = dense.tp_gemm_share * (dense.gemm_s - dense.gemm_fwd_s)
-    e_f = np.where(S.overlap_tp, hidden_cost(2 * k * one - ag_f, gemm_f, ctx) + ag_f, 2 * k * one)
+    # Megatron-LM overlaps TP communication only under sequence parallelism (arguments.py asserts
+    # --sequence-parallel with --tp-comm-overlap; Transformer Engine's userbuffers overlap gathers and
+    # reduce-scatters, not all-reduces), so without it the all-reduces stay exposed
+    overlap = S.overlap_tp & S.sp
+    e_f = np.where(overlap, hidden_cost(2 * k * one - ag_f, gemm_f, ctx) + ag_f, 2 * k * one)
     rest = total - 2 * k * one
-    e_b = np.where(S.overlap_tp, hidden_cost(rest - ag_b, gemm_b, ctx) + ag_b, rest)
+    e_b = np.where(overlap, hidden_cost(rest - ag_b, gemm_b, ctx) + ag_b, rest)
     if np.any(S.batch_first):
         # PyTorch's functional collectives gather and reduce-scatter along dim 0; a batch-first
         # tensor sharded along the sequence (dim 1) is re-laid out around each (_functional_collectives

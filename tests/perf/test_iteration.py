@@ -63,15 +63,17 @@ def test_tp_bytes_four_ring_allreduces_per_layer():
 ])
 def test_sequence_parallel_gathers_move_the_quantised_copy(gpu, precision, recipe, gather_bytes):
     # gpt-1.7b on one node, tp 8 with sequence parallelism, no recompute, b = 1, s = 2048, 4 microbatches:
-    # per layer and microbatch 4 reduce-scatters of n = s·h·2 bytes (16-bit outputs) and 4 all-gathers of
-    # s·h·gather_bytes (GEMM inputs); a ring sends (7/8) of each per GPU. 24 layers x 4 microbatches.
+    # per layer and microbatch 4 reduce-scatters of n = s·h·2 bytes (16-bit outputs) and 6 all-gathers of
+    # s·h·gather_bytes (GEMM inputs: 2 forward, the 2 output gradients backward, and the 2 inputs gathered
+    # again for the weight gradients, Megatron-Core's LinearWithGradAccumulationAndAsyncCommunication);
+    # a ring sends (7/8) of each per GPU. 24 layers x 4 microbatches.
     llm = load_model("gpt-1.7b")
     tr = TrainingSpec(sequence_length=2048, global_batch_sequences=4, precision=precision, fp8_recipe=recipe,
                       total_tokens=1e9)
     r = _ev(llm, tr, Strategy(tp=8, dp=1, microbatch_size=1, zero_stage=0, sequence_parallel=True),
             cluster(gpu, 8, nic_gbps=400))
     elems = 2048 * 2304
-    assert r.type_bytes.tp_hb_bytes == pytest.approx(24 * 4 * 4 * 7 / 8 * elems * (2.0 + gather_bytes))
+    assert r.type_bytes.tp_hb_bytes == pytest.approx(24 * 4 * 7 / 8 * elems * (4 * 2.0 + 6 * gather_bytes))
 
 
 def test_zero_volumes_on_rails():
@@ -430,6 +432,12 @@ def test_batch_first_sequence_parallelism_copies_around_each_collective(b, preci
     rs_copy_s = 2 * (b * 8192 * 4096 * 2) / bw
     ag_copy_s = 2 * (b * 8192 * 4096 * gathered_bytes) / bw
     expected = 32 * (4 * rs_copy_s + ((2 * ag_copy_s + 2 * rs_copy_s) if b > 1 else 0.0))
+    # ... less the two all-gathers per layer the sequence-first (Megatron-Core) layout runs again in
+    # the backward for the weight gradients, which torchtitan's batch-first plan does not (it keeps
+    # the gathered inputs): exposed here, no TP overlap
+    shape = coll.GroupShape(size=8, ranks_per_domain=8, domain_span=1, same_rail=True)
+    regather_s = coll.collective_time_s("all_gather", b * 8192 * 4096 * gathered_bytes, shape, sy, CAL.collectives)
+    expected -= 32 * 2 * regather_s
     assert bat.iteration_time_s - seq.iteration_time_s == pytest.approx(expected, rel=1e-9)
     # without sequence parallelism the all-reduces need no re-layout
     plain = dict(base, sequence_parallel=False)
@@ -443,10 +451,11 @@ def test_batch_first_sequence_parallelism_copies_around_each_collective(b, preci
 ])
 def test_overlapped_tp_hides_what_its_fused_kernels_cover(precision, recipe, hidden):
     # Four Llama 3 70B layers on TP 8 with SP, one microbatch of one 8192-token sequence, no recompute:
-    # per layer 4 reduce-scatters and 4 all-gathers of s·h 16-bit elements (torchao's rowwise recipe
-    # gathers in 16 bits). A layer's GEMMs (h 8192) outlast its collectives, so overlapping hides each
-    # covered collective but for the slowdown it inflicts on the GEMMs: overlap saves
-    # 4 layers · 4 · (1 − slowdown) · t per covered op; an uncovered one stays exposed.
+    # per layer 4 reduce-scatters and 6 all-gathers (2 of them the backward's second gathers of the
+    # weight-gradient inputs) of s·h 16-bit elements (torchao's rowwise recipe gathers in 16 bits). A
+    # layer's GEMMs (h 8192) outlast its collectives, so overlapping hides each covered collective but
+    # for the slowdown it inflicts on the GEMMs: overlap saves 4 layers · count · (1 − slowdown) · t per
+    # covered op; an uncovered one stays exposed.
     llm = load_model("llama3-70b").model_copy(update={"layers": 4})
     tr = TrainingSpec(sequence_length=8192, global_batch_sequences=1, precision=precision, fp8_recipe=recipe,
                       total_tokens=1e12)
@@ -456,7 +465,8 @@ def test_overlapped_tp_hides_what_its_fused_kernels_cover(precision, recipe, hid
     on = _ev(llm, tr, Strategy(**base, overlap_tp_comm=True), sy)
     shape = coll.GroupShape(size=8, ranks_per_domain=8, domain_span=1, same_rail=True)
     t = {op: coll.collective_time_s(op, 8192 * 8192 * 2, shape, sy, CAL.collectives) for op in hidden}
-    saved = 4 * 4 * (1 - CAL.compute.overlap_slowdown) * sum(t.values())
+    count = {"reduce_scatter": 4, "all_gather": 6}
+    saved = 4 * (1 - CAL.compute.overlap_slowdown) * sum(count[op] * v for op, v in t.items())
     assert off.iteration_time_s - on.iteration_time_s == pytest.approx(saved, rel=1e-9)
 
 
@@ -494,3 +504,18 @@ def test_recomputation_that_replays_only_what_the_backward_reads_skips_the_mlp_d
     tr1 = tr.model_copy(update={"global_batch_sequences": 8})
     assert _ev(llm, tr1, none, sy).iteration_time_s == pytest.approx(
         _ev(llm, tr1, none.model_copy(update={"recompute_replay": "needed"}), sy).iteration_time_s, rel=1e-12)
+
+
+def test_tp_overlap_without_sequence_parallelism_hides_nothing():
+    # Megatron-LM asserts --sequence-parallel with --tp-comm-overlap (arguments.py), and Transformer
+    # Engine's userbuffers overlap gathers and reduce-scatters, not the all-reduces TP runs without
+    # sequence parallelism: the flag changes nothing there, while with SP it hides the collectives
+    llm = load_model("llama3-70b").model_copy(update={"layers": 4})
+    tr = TrainingSpec(sequence_length=8192, global_batch_sequences=1, total_tokens=1e12)
+    sy = cluster("h100_sxm", 8)
+    base = dict(tp=8, dp=1, microbatch_size=1)
+    off = _ev(llm, tr, Strategy(**base), sy)
+    on = _ev(llm, tr, Strategy(**base, overlap_tp_comm=True), sy)
+    assert on.iteration_time_s == off.iteration_time_s and on.breakdown.tp_s > 0
+    sp = dict(base, sequence_parallel=True)
+    assert _ev(llm, tr, Strategy(**sp, overlap_tp_comm=True), sy).iteration_time_s < _ev(llm, tr, Strategy(**sp), sy).iteration_time_s
