@@ -263,6 +263,7 @@ def write_outputs(out_dir: Path, *, pareto: pd.DataFrame, trials: pd.DataFrame, 
     rec.write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
     _fsync(rec)
     old = out_dir / COMPLETION_RECORD
+    _restore_partial_moves(out_dir, str(_record(old).get("spec_hash", ""))[:12])
     _finish_moves(out_dir)  # an earlier set a killed run was moving aside
     earlier = _record(old)
     previous = _listed_files(earlier)
@@ -324,6 +325,27 @@ def _keep_earlier_results(out_dir: Path, listed: set[str], spec_hash: str) -> Pa
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(src, target)
     return next((d for d in _finish_moves(out_dir) if d.name.split("-")[0] == spec_hash), moving)
+
+
+def _restore_partial_moves(out_dir: Path, record_hash: str) -> None:
+    """Put back the files of a set a killed run had begun to gather into previous/.moving-<hash>
+    while its record (which moves last) is still the folder's: the folder describes that set again,
+    whichever run comes next (the same spec replaces it; an edited one gathers it whole), and no
+    part of it is left behind in previous/."""
+    import os
+    import shutil
+
+    if not record_hash:
+        return
+    moving = out_dir / PREVIOUS_RESULTS / f".moving-{record_hash}"
+    if not moving.is_dir() or (moving / COMPLETION_RECORD).is_file():
+        return
+    for f in sorted(p for p in moving.rglob("*") if p.is_file()):
+        dest = out_dir / f.relative_to(moving)
+        if not dest.exists():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(f, dest)
+    shutil.rmtree(moving, ignore_errors=True)
 
 
 def _finish_moves(out_dir: Path) -> list[Path]:

@@ -1135,8 +1135,8 @@ def _claim_output(out: Path, spec: StudySpec, overwrite: bool, named: str = "--o
             fh.close()
             (out / ".designer-run.lock").unlink(missing_ok=True)
             raise SpecError(f"{named} '{out}' holds {', '.join(foreign)} but is not a designer run's folder (no "
-                            "meta.json): files designer did not write; give another --out, or --overwrite to "
-                            "replace them")
+                            "meta.json): files no study run wrote (`designer network --out`'s, or your own); give "
+                            "another --out, or --overwrite to replace them")
     if prev.is_file() and not overwrite:
         try:
             record = json.loads(prev.read_text())
@@ -1174,7 +1174,10 @@ def run_study(spec: StudySpec, *, out_dir: str | Path | None = None, n_trials: i
     """Run a study end to end and write its output folder. Arguments override the spec's settings.
     The folder is locked for the run; another study's results in it are refused unless `overwrite`."""
     out = Path(out_dir) if out_dir is not None else spec.out_dir
-    lock = _claim_output(out, spec, overwrite, "--out" if out_dir is not None else "field 'output.dir' =")
+    # the folder is claimed for the spec the run records (the command line's seed and budget in
+    # place), so that a rerun with the same flags is the same spec, not "an earlier one" to move aside
+    lock = _claim_output(out, _with_search_overrides(spec, n_trials, seed), overwrite,
+                         "--out" if out_dir is not None else "field 'output.dir' =")
     try:
         return _run_study(spec, out, n_trials=n_trials, workers=workers, storage=storage, seed=seed, progress=progress)
     finally:
@@ -1189,6 +1192,12 @@ def _run_study(spec: StudySpec, out: Path, *, n_trials: int | None, workers: int
     from designer.search.runner import check_storage_url
 
     check_storage_url(_storage_url(spec, out, storage))
+    if storage and "://" in storage:
+        # a database the user named is reached now, so that one that cannot be is reported before the
+        # search, and also where the search turns out exhaustive and never opens it
+        from designer.search.runner import open_storage
+
+        open_storage(storage)
     spec = _with_search_overrides(spec, n_trials, seed)
     problem = make_problem(spec)
     codesign: CodesignRun | None = None

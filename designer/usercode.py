@@ -81,6 +81,21 @@ def load_callable(ref: str, *, base_dir: str | Path | None, what: str) -> Callab
     return fn
 
 
+def study_module_file(name: str, base_dir: str | Path | None) -> Path | None:
+    """The file a 'package.module' reference loads from the study file's folder (as load_callable
+    looks it up there first): base/package/module.py or base/package/module/__init__.py; None for a
+    module of an installed package."""
+    base = Path(base_dir) if base_dir is not None else Path.cwd()
+    parts = name.split(".")
+    if not ((base / parts[0]).is_dir() or (base / f"{parts[0]}.py").is_file()):
+        return None
+    stem = base.joinpath(*parts)
+    for p in (stem.with_suffix(".py"), stem / "__init__.py"):
+        if p.is_file():
+            return p
+    return None
+
+
 def resolve_path(path: str, base_dir: str | Path | None) -> Path:
     """A path written in a study: relative to the study file's folder (the current folder without one)."""
     p = Path(path).expanduser()

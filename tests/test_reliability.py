@@ -122,6 +122,8 @@ def test_evaluate_an_invalid_strategy_exits_2_with_its_reason(tmp_path):
     # one that does not fit in memory exits 3 (infeasible), with the numbers
     data["strategy"].pop("zeropp_quantized_weights")
     data["strategy"]["tp"], data["strategy"]["dp"] = 3, 64
+    # (its 36 microbatches are no whole groups of pp 8 for the interleaved schedule: 1F1B's)
+    data["strategy"]["schedule"], data["strategy"]["virtual_stages"] = "1f1b", 1
     p.write_text(yaml.safe_dump(data))
     line = one_error_line(run_cli("evaluate", str(p)), code=3)
     assert "(memory): needs" in line and "HBM holds 80.0 GiB" in line
@@ -342,6 +344,18 @@ def test_an_edited_study_takes_the_folder_and_keeps_the_earlier_results(complete
     assert [p.name for p in (d2 / "previous").iterdir()] == [spec.spec_hash()[:12]]
     assert check_complete(d2 / "previous" / spec.spec_hash()[:12])["spec_hash"] == spec.spec_hash()
     assert check_complete(d2)["spec_hash"] == load_study(edited).spec_hash()
+    # the same kill, then a rerun of the original spec (not the edited one): the record never moved,
+    # so the folder still describes that set; the two gathered files go back and the rerun replaces
+    # it as any rerun does, leaving nothing half-gathered in previous/
+    d4 = tmp_path / "out4"
+    shutil.copytree(res.out_dir, d4)
+    moving4 = d4 / "previous" / f".moving-{spec.spec_hash()[:12]}"
+    moving4.mkdir(parents=True)
+    for name in ("pareto.csv", "designs.csv"):
+        (d4 / name).replace(moving4 / name)
+    run_study(spec, out_dir=d4)
+    assert not (d4 / "previous").exists() or not any((d4 / "previous").iterdir())
+    assert check_complete(d4)["spec_hash"] == spec.spec_hash()
 
 
 def test_an_unmeetable_budget_names_the_nearest_designs_first(tmp_path):

@@ -1187,9 +1187,10 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, stage_exposed_fwd_
         hsdp = shard_n < g_full.size
         G = params * grad_b
         # the buffer goes bucket by bucket, one collective per bucket, the weights' gather in the
-        # same buckets; Megatron-Core sizes a bucket by its group (distributed_data_parallel.py:
-        # max(40M, 1M x dp) elements) and keeps one bucket when it does not overlap the sync
-        bucket_b = np.where(S.bucket_bytes > 0, S.bucket_bytes, ctx.calib.dp_bucket_elements(g_full.size) * grad_b)
+        # same buckets; Megatron-Core sizes every bucket, the expert buffers' too, by the dense
+        # data-parallel group (distributed_data_parallel.py: max(40M, 1M x dp_group.size()) elements,
+        # set once from dp_group) and keeps one bucket when it does not overlap the sync
+        bucket_b = np.where(S.bucket_bytes > 0, S.bucket_bytes, ctx.calib.dp_bucket_elements(pl.grad.size) * grad_b)
         bucket = np.minimum(1.0, bucket_b / np.maximum(G, 1.0))
         n_buckets = np.where(ov, np.ceil(np.maximum(G, 1.0) / bucket_b), 1.0)
         # ZeRO 0: all-reduce; 1-2: reduce-scatter + all-gather over the shard group; HSDP all-reduces

@@ -346,9 +346,12 @@ def run_exhaustive(problem: Problem, cand: Candidate, *, progress: Callable[[int
         worst = _worst(kept) if len(kept["ttt"]) >= keep else None
         pending, n_pending = [], 0
 
+    n_feasible = 0
     for chunk in ds.chunks():
         rows = _chunk_rows(cand, chunk, evaluate_vector(problem, cand, chunk))
+        rows["idx"] = np.arange(n_scored, n_scored + len(chunk))  # the enumeration order
         n_scored += len(chunk)
+        n_feasible += int(rows["feasible"].sum())
         if worst is not None:
             beats = _beats(rows, worst)
             rows = {k: v[beats] for k, v in rows.items()}
@@ -389,9 +392,60 @@ def run_exhaustive(problem: Problem, cand: Candidate, *, progress: Callable[[int
             if ok:
                 break  # the fastest strategy that satisfies everything: nothing slower can be on the front
             feasible[i] = False
+        else:
+            # every kept feasible strategy fails a constraint; where the table dropped slower feasible
+            # ones (more than `keep`), the fastest of those that passes is found in further passes
+            if n_feasible > len(order) and len(order):
+                last = max(zip(np.where(np.isnan(ttt[order]), np.inf, ttt[order]), kept["idx"][order]))
+                found = _first_passing_after(problem, cand, ds, (float(last[0]), int(last[1])), keep)
+                if found is not None:
+                    extra, values = found
+                    kept = {k: np.concatenate([kept[k], extra[k]]) for k in kept}
+                    table = StrategyTable({c: kept[f"s:{c}"] for c in COLUMNS})
+                    feasible = np.concatenate([feasible, extra["feasible"]])
+                    reason = np.concatenate([reason, extra["reason"]])
+                    it, ttt, mfu, mem = (np.concatenate([a, extra[k]]) for a, k in
+                                         ((it, "it"), (ttt, "ttt"), (mfu, "mfu"), (mem, "mem")))
+                    for k, a in (("memory_excess_gb", "mem_excess"), ("model_infeasible", "model_inf")):
+                        constraints[k] = np.concatenate([constraints[k], extra[a]])
+                    user = {name: np.concatenate([v, [values[name]]]) for name, v in user.items()}
         constraints.update(user)
     return ScoredTable(cand.design_id, "exhaustive", ds.size, n_scored, table, feasible, reason, it, ttt, mfu,
                        mem, constraints, np.full(len(table), -1, np.int64), time.perf_counter() - t0)
+
+
+def _first_passing_after(problem: Problem, cand: Candidate, ds: DesignSpace, after: tuple[float, int],
+                         keep: int) -> tuple[dict[str, np.ndarray], dict[str, float]] | None:
+    """The fastest feasible strategy ranked after `after` = (time to train, enumeration index) that
+    meets every user constraint, as a one-row table with its constraint values; None when none does.
+    Each pass scores the space again and checks the next `keep` feasible strategies in time order, so
+    memory stays bounded however many fail."""
+    while True:
+        batch: dict[str, np.ndarray] | None = None
+        offset = 0
+        for chunk in ds.chunks():
+            rows = _chunk_rows(cand, chunk, evaluate_vector(problem, cand, chunk))
+            rows["idx"] = np.arange(offset, offset + len(chunk))
+            offset += len(chunk)
+            t = np.where(np.isnan(rows["ttt"]), np.inf, rows["ttt"])
+            later = rows["feasible"] & ((t > after[0]) | ((t == after[0]) & (rows["idx"] > after[1])))
+            if not later.any():
+                continue
+            rows = {k: v[later] for k, v in rows.items()}
+            batch = rows if batch is None else {k: np.concatenate([batch[k], rows[k]]) for k in rows}
+            batch = _fastest(batch, keep)
+        if batch is None:
+            return None
+        t = np.where(np.isnan(batch["ttt"]), np.inf, batch["ttt"])
+        for i in np.lexsort((batch["idx"], t)):
+            s = StrategyTable({c: batch[f"s:{c}"][i:i + 1] for c in COLUMNS}).strategy(0)
+            metrics = evaluate_system(problem.llm, problem.training, s, cand.system, calib=problem.calib)
+            if not isinstance(metrics, Metrics):
+                continue
+            values = {c.name: c(cand.design, s, metrics) for c in problem.constraints}
+            if all(v <= 0 for v in values.values()):
+                return {k: v[i:i + 1] for k, v in batch.items()}, values
+            after = (float(t[i]), int(batch["idx"][i]))
 
 
 def check_space(problem: Problem, cand: Candidate) -> DesignSpace:

@@ -138,6 +138,10 @@ def count_reason(problem: Problem, n_gpus: int, hb_domain_size: int) -> str | No
             f"{list(problem.space.microbatch_sizes)}) dividing the batch {batch}")
 
 
+# the most GPU counts one platform's range may hold in a co-design search (each is checked for a strategy)
+MAX_GPU_COUNTS = 100_000
+
+
 def gpu_counts(problem: Problem, platform: str, hb_domain_size: int,
                candidates: Sequence[int]) -> tuple[list[int], list[DroppedCount]]:
     """The counts among `candidates` that admit a valid strategy, and those dropped with their reasons."""
@@ -234,6 +238,16 @@ def build_outer_space(spec: Any, catalog: Any, problem: Problem) -> OuterSpace:
         else:
             step = math.lcm(hb, g.multiple_of or 1)
             first = -(-g.lo // step) * step
+            n_counts = max(0, (g.hi - first) // step + 1)
+            if n_counts > MAX_GPU_COUNTS:
+                # each count is checked for a valid strategy (about 0.4 ms each): a range this wide
+                # would run for hours before the search starts
+                raise SpecError(
+                    f"field 'network.gpus' = [{g.lo:,}, {g.hi:,}]: in steps of {step:,} (platform {plat}'s HB domain"
+                    + (f" and gpus.multiple_of {g.multiple_of:,}" if g.multiple_of else "")
+                    + f") it holds {n_counts:,} GPU counts; a co-design search takes at most {MAX_GPU_COUNTS:,}: "
+                    f"narrow the range or give a gpus.multiple_of of at least {math.ceil((g.hi - first + 1) / MAX_GPU_COUNTS):,} "
+                    "(a multiple of every chosen HB domain size)")
             cand = list(range(first, g.hi + 1, step))
         keep, drop = gpu_counts(problem, plat, hb, cand)
         counts[plat] = tuple(keep)

@@ -127,12 +127,15 @@ STORAGE_SCHEMES = ("postgresql", "postgres", "mysql", "sqlite")
 
 
 def check_storage_url(url: str) -> None:
-    """Refuse a storage URL of an unknown kind before anything runs (not only when it is first opened)."""
+    """Refuse a storage URL of an unknown kind, or a path to something that is no journal file,
+    before anything runs (not only when it is first opened: an exhaustive search never opens it)."""
     if "://" in url:
         scheme = url.split("://", 1)[0]
         if scheme.split("+")[0] not in STORAGE_SCHEMES:
             raise SpecError(f"storage '{redact_url(url)}': unknown scheme '{scheme}'; allowed: postgresql://, "
                             "mysql://, sqlite:///, or a journal file path")
+    else:
+        _check_journal(Path(url))
 
 
 def open_storage(url: str | Path, *, create: bool = True) -> BaseStorage:
@@ -202,22 +205,29 @@ class PerTrialSeededSampler(BaseSampler):
     def __init__(self, name: str, seed: int, population_size: int = 32) -> None:
         self._name, self._seed, self._pop = name, seed, population_size
         self._inner = _base_sampler(name, seed, population_size)
+        # one instance per trial asked and not yet told: a batch asks several trials before it
+        # suggests their values, and each must draw from its own seed, not the last one asked
+        self._by_trial: dict[int, BaseSampler] = {}
+
+    def _for(self, trial) -> BaseSampler:  # noqa: ANN001 - an Optuna trial
+        return self._by_trial.get(trial.number, self._inner)
 
     def before_trial(self, study, trial) -> None:  # noqa: ANN001 - Optuna's signature
-        self._inner = _base_sampler(self._name, _trial_seed(self._seed, trial.number), self._pop)
-        self._inner.before_trial(study, trial)
+        inner = _base_sampler(self._name, _trial_seed(self._seed, trial.number), self._pop)
+        self._by_trial[trial.number] = self._inner = inner
+        inner.before_trial(study, trial)
 
     def infer_relative_search_space(self, study, trial):  # noqa: ANN001
-        return self._inner.infer_relative_search_space(study, trial)
+        return self._for(trial).infer_relative_search_space(study, trial)
 
     def sample_relative(self, study, trial, search_space):  # noqa: ANN001
-        return self._inner.sample_relative(study, trial, search_space)
+        return self._for(trial).sample_relative(study, trial, search_space)
 
     def sample_independent(self, study, trial, param_name, param_distribution):  # noqa: ANN001
-        return self._inner.sample_independent(study, trial, param_name, param_distribution)
+        return self._for(trial).sample_independent(study, trial, param_name, param_distribution)
 
     def after_trial(self, study, trial, state, values) -> None:  # noqa: ANN001
-        self._inner.after_trial(study, trial, state, values)
+        self._by_trial.pop(trial.number, self._inner).after_trial(study, trial, state, values)
 
     def reseed_rng(self) -> None:
         self._inner.reseed_rng()

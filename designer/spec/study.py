@@ -33,7 +33,7 @@ from designer.errors import SpecError
 from designer.spec.base import Record
 from designer.spec.llm import LLMSpec, Recompute, Schedule, TrainingSpec
 from designer.spec.load import read_yaml, validate
-from designer.usercode import CODE_REF_FORMS, CODE_REF_RE, resolve_path
+from designer.usercode import CODE_REF_FORMS, CODE_REF_RE, resolve_path, study_module_file
 from designer.spec.costs import CostLines
 from designer.spec.network_study import Budgets, CatalogSource, Choices, GpuRequirement, NetworkStudy, SolverSettings
 from designer.spec.reliability import ReliabilitySettings
@@ -512,6 +512,8 @@ class StudySpec(Record):
             target = ref.rsplit(":", 1)[0]
             if target.endswith(".py"):
                 files[f"code:{target}"] = resolve_path(target, self.base_dir)
+            elif (module := study_module_file(target, self.base_dir)) is not None:
+                files[f"code:{target}"] = module  # a module of the study's folder (not an installed one)
         for cat in catalogs:
             for f in getattr(cat, "extra_files", None) or ():
                 files[f"catalog:{f}"] = resolve_path(str(f), self.base_dir)

@@ -773,3 +773,19 @@ def test_interleaving_needs_the_microbatches_in_whole_groups_of_pp(batch, flushe
     # 1F1B takes any count
     assert isinstance(evaluate_system(llm, tr, st.model_copy(update={"schedule": Schedule.one_f_one_b,
                                                                        "virtual_stages": 1}), sy, calib=CAL), Metrics)
+
+
+def test_expert_gradient_buckets_take_the_dense_data_parallel_groups_size():
+    # Megatron-Core sets its bucket once from the dense data-parallel group, max(40M, 1M x dp)
+    # elements (distributed_data_parallel.py), and the expert buffers use it too. Mixtral 8x7B, EP 8
+    # over DP 64: the dense group of 64 gives 64M-element buckets (bf16 gradients here: 128 MB); the
+    # expert group of 8 would give 40M. The default therefore prices the same as 128 MB buckets stated.
+    llm = load_model("mixtral-8x7b")
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=256, total_tokens=1e9)
+    sy = cluster("h100_sxm", 64)
+    kw = dict(dp=64, ep=8, zero_stage=1, recompute="full", overlap_dp_comm=True)
+    default = evaluate_system(llm, tr, Strategy(**kw), sy, calib=CAL)
+    stated = evaluate_system(llm, tr, Strategy(**kw, dp_bucket_bytes=CAL.dp_bucket_elements(64) * 2), sy, calib=CAL)
+    expert_sized = evaluate_system(llm, tr, Strategy(**kw, dp_bucket_bytes=CAL.dp_bucket_elements(8) * 2), sy,
+                                   calib=CAL)
+    assert default.breakdown.dp_s == stated.breakdown.dp_s != expert_sized.breakdown.dp_s

@@ -3,6 +3,7 @@ guard, goals, and the outer Optuna study (determinism and resumption after kill 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -426,3 +427,34 @@ def test_children_exit_when_the_run_is_killed(tmp_path):
     for k in alive:
         os.kill(k, signal.SIGKILL)
     assert not alive, f"child workers {alive} outlived the killed run"
+
+
+def test_a_bounded_table_still_finds_the_fastest_strategy_that_meets_the_constraints():
+    # the table keeps the 7 fastest feasible strategies; a user constraint that every one of them
+    # fails (only strategies at least as slow as the median pass) must still yield the fastest passing
+    # strategy, the one an unbounded table finds
+    from designer.search.exhaustive import TrialConstraint
+
+    spec = _spec(strategy_space={"microbatch_sizes": [1, 2, 4], "recompute": ["none", "full"], "zero_stages": [0, 1, 3]})
+    p = make_problem(spec)
+    catalog = study_catalog(spec.network)
+    from designer.network.design import design_to_system
+
+    sub = spec.network.with_updates(gpus={"count": 256}, objective={"kind": "min_cost"},
+                                    choices={**spec.network.choices.model_dump(), "nics": [{"id": "cx7_400g"}],
+                                             "families": ["rail-optimized"]})
+    d = solve_network(sub, catalog=catalog).designs[0]
+    c = Candidate("k", d, design_to_system(d, catalog), d.capex_usd, d.power_w)
+    times = np.sort(run_exhaustive(p, c).time_to_train_s)
+    times = times[np.isfinite(times)]
+    median = float(times[len(times) // 2])
+    slow = TrialConstraint("slow_enough", lambda design, strategy, metrics: median - metrics.time_to_train_s)
+    pc = dataclasses.replace(p, constraints=(slow,))
+    full, small = run_exhaustive(pc, c), run_exhaustive(pc, c, keep=7)
+    assert full.best is not None and small.best is not None
+    assert small.time_to_train_s[small.best] == full.time_to_train_s[full.best] >= median
+    assert small.strategies.strategy(small.best) == full.strategies.strategy(full.best)
+    assert small.constraints["slow_enough"][small.best] <= 0
+    # nothing passes: none is found, and the table says so
+    never = TrialConstraint("never", lambda design, strategy, metrics: 1.0)
+    assert run_exhaustive(dataclasses.replace(p, constraints=(never,)), c, keep=7).best is None

@@ -247,3 +247,65 @@ def test_the_early_front_grouping_check_knows_every_column_a_study_wrote(folder)
                                        or c in ("design_id", "design_source"))]
     assert unknown == []
     assert ROW_FIXED_COLUMNS <= set(cols)
+
+
+def test_an_exhaustive_search_refuses_a_storage_that_is_no_journal(tmp_path):
+    # the search never opens a storage, but the one the user named is still checked before it runs:
+    # a folder, or a file that is not an Optuna journal (never modified), is refused
+    from designer.errors import SpecError
+
+    spec = _spec(tmp_path, search={"method": "exhaustive", "seed": 0})
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a journal\n")
+    for bad, why in ((tmp_path, "not a file"), (notes, "not an Optuna journal")):
+        with pytest.raises(SpecError, match=why):
+            run_study(spec, out_dir=tmp_path / "out", storage=str(bad))
+        assert not (tmp_path / "out" / "pareto.csv").exists()
+    assert notes.read_text() == "not a journal\n"
+
+
+def test_a_co_design_range_of_millions_of_gpu_counts_is_refused_at_once(tmp_path):
+    # 8 .. 1e8 in steps of 8 is 12.5M counts, each checked for a strategy before the search (hours):
+    # one line with the count and the multiple_of that brings it under the cap
+    from designer.errors import SpecError
+    from designer.search.outer import MAX_GPU_COUNTS
+
+    spec = _spec(tmp_path, candidates={"mode": "codesign"},
+                 design_search={"method": "optuna", "n_trials": 2, "sampler": "random"})
+    net = spec.network.model_dump()
+    net["gpus"] = {"min": 8, "max": 100_000_000, "multiple_of": 8}
+    spec = spec.with_updates(network=net)
+    with pytest.raises(SpecError, match=r"holds 12,500,000 GPU counts; a co-design search takes at most 100,000: .*"
+                                        r"multiple_of of at least 1,000"):
+        run_study(spec, out_dir=tmp_path / "out")
+    assert MAX_GPU_COUNTS == 100_000
+
+
+def test_a_rerun_with_the_same_seed_flag_is_the_same_spec(tmp_path, caplog):
+    # the run records the spec with the command line's seed in place; a rerun with the same flag
+    # claims the folder for that spec: no "earlier spec" warning, and nothing moves to previous/
+    import logging
+
+    spec = _spec(tmp_path, search={"method": "exhaustive", "seed": 0})
+    out = tmp_path / "out"
+    run_study(spec, out_dir=out, seed=5)
+    with caplog.at_level(logging.WARNING):
+        run_study(spec, out_dir=out, seed=5)
+    assert not any("earlier spec" in r.getMessage() or "earlier results" in r.getMessage() for r in caplog.records)
+    assert not (out / "previous").exists()
+    # another seed is another spec: its results take the folder and the earlier ones move aside
+    run_study(spec, out_dir=out, seed=6)
+    assert len(list((out / "previous").iterdir())) == 1
+
+
+def test_an_edited_module_of_the_study_folder_is_a_new_spec(tmp_path):
+    # a constraint named as 'module:function' loads rules.py from the study's folder first: its
+    # content is part of the identity like a '.py' path's; an installed module's is not digested
+    (tmp_path / "myrules.py").write_text("def small_pp(design, strategy, metrics):\n    return strategy.pp - 8\n")
+    spec = _spec(tmp_path, constraints=["myrules:small_pp"])
+    assert set(spec.file_digests()) == {"code:myrules"}
+    h0 = spec.spec_hash()
+    (tmp_path / "myrules.py").write_text("def small_pp(design, strategy, metrics):\n    return strategy.pp - 4\n")
+    assert load_study(tmp_path / "study.yaml").spec_hash() != h0
+    (tmp_path / "other").mkdir()
+    assert _spec(tmp_path / "other", constraints=["json:dumps"]).file_digests() == {}

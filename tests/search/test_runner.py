@@ -323,3 +323,33 @@ def test_waiting_leftovers_are_closed_once_the_budget_is_met():
     t0 = st.get_trials(deepcopy=False)[0]
     assert t0.state == TrialState.PRUNED and t0.user_attrs["surplus"] is True
     assert not st.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING))
+
+
+@pytest.mark.parametrize("name", ["tpe", "random"])
+def test_a_trial_draws_the_same_values_whether_asked_alone_or_in_a_batch(name):
+    # PerTrialSeededSampler seeds each trial from (seed, its number): asking three trials before
+    # suggesting any (a batch) must give each the values it gets when asked and told one at a time
+    import optuna
+
+    from designer.search.runner import PerTrialSeededSampler
+
+    dist = optuna.distributions.CategoricalDistribution(list(range(1000)))
+
+    def draw(batch: bool) -> list[int]:
+        study = optuna.create_study(sampler=PerTrialSeededSampler(name, 7))
+        if batch:
+            trials = [study.ask() for _ in range(3)]
+            vals = [t.suggest_categorical("x", dist.choices) for t in trials]
+            for t in trials:
+                study.tell(t, 0.0)
+            return vals
+        vals = []
+        for _ in range(3):
+            t = study.ask()
+            vals.append(t.suggest_categorical("x", dist.choices))
+            study.tell(t, 0.0)
+        return vals
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    one, many = draw(False), draw(True)
+    assert one == many and len(set(one)) > 1
