@@ -1149,10 +1149,11 @@ def _claim_output(out: Path, spec: StudySpec, overwrite: bool, named: str = "--o
                             "--out, or --overwrite to replace them")
         if other_hash and other_hash != spec.spec_hash():
             # the same study, edited: its new results take the folder when they are written, and the
-            # earlier ones move aside then (export.write_outputs)
-            log.warning("%s '%s' holds study '%s' from an earlier spec (spec hash %s); this run's results take "
-                        "the folder and the earlier ones move to '%s/'", named, out, spec.name, str(other_hash)[:12],
-                        out / PREVIOUS_RESULTS)
+            # earlier ones move aside then (export.write_outputs warns when they do). Said at info
+            # level here: a run refused later (a storage holding another spec's trials) moves nothing
+            log.info("%s '%s' holds study '%s' from an earlier spec (spec hash %s); this run's results take "
+                     "the folder and the earlier ones move to '%s/'", named, out, spec.name, str(other_hash)[:12],
+                     out / PREVIOUS_RESULTS)
     return fh
 
 
@@ -1191,13 +1192,14 @@ def _run_study(spec: StudySpec, out: Path, *, n_trials: int | None, workers: int
         raise SpecError(f"--workers {workers}: must be >= 1")
     from designer.search.runner import check_storage_url
 
-    check_storage_url(_storage_url(spec, out, storage))
-    if storage and "://" in storage:
-        # a database the user named is reached now, so that one that cannot be is reported before the
-        # search, and also where the search turns out exhaustive and never opens it
+    url = _storage_url(spec, out, storage)
+    check_storage_url(url)
+    if "://" in url:
+        # a database the study or the command line names is reached now, so that one that cannot be
+        # is reported before the search, and also where the search turns out exhaustive and never opens it
         from designer.search.runner import open_storage
 
-        open_storage(storage)
+        open_storage(url)
     spec = _with_search_overrides(spec, n_trials, seed)
     problem = make_problem(spec)
     codesign: CodesignRun | None = None

@@ -311,9 +311,9 @@ def test_an_edited_study_takes_the_folder_and_keeps_the_earlier_results(complete
     shutil.copytree(res.out_dir, d)
     data = yaml.safe_load(QUICK.read_text())
     edited = _small_study(tmp_path, name=spec.name, training={**data["training"], "total_tokens": 2.0e12})
-    with caplog.at_level(logging.WARNING, logger="designer.pipeline"):
+    with caplog.at_level(logging.WARNING):
         run_study(load_study(edited), out_dir=d)
-    assert any("from an earlier spec" in r.getMessage() for r in caplog.records)
+    assert any("the earlier results of study" in r.getMessage() for r in caplog.records)
     assert check_complete(d)["spec_hash"] == load_study(edited).spec_hash() != spec.spec_hash()
     # the earlier spec's results, byte for byte, under previous/<its spec hash>
     kept = d / "previous" / spec.spec_hash()[:12]

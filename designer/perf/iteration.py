@@ -1013,8 +1013,14 @@ def bubble_s(ctx: _Context, stt: StageTimes):
     # DeepSeek-V3 Table 2: (PP/2 − 1)(F&B + B − 3W), "B denotes the execution time of a full backward
     # chunk" (weight gradients included, b_in + w), F&B the overlapped forward and backward (the fill)
     dual = np.maximum(pp / 2 - 1, 0.0) * np.maximum(mean + (b_in + w) - 3 * w, 0.0)
+    # interleaved: (pp − 1)/v of a stage's time, while the schedule has m >= pp microbatches. With
+    # fewer (PyTorch's Interleaved1F1B runs them; Megatron-Core refuses, code 28) a microbatch still
+    # passes all v·pp chunks one after another, so the m microbatches take (pp + (m − 1)/v)·t, not
+    # (m + (pp − 1)/v)·t: (pp − m)(v − 1)/v·t more
+    m_sched = ctx.m / np.maximum(S.flushes, 1)
+    inter = (plain + np.maximum(pp - m_sched, 0.0) * (v - 1) * fill) / v
     return np.select([S.schedule == mem.SCHEDULE_INTERLEAVED, S.schedule == mem.SCHEDULE_ZERO_BUBBLE,
-                      S.schedule == mem.SCHEDULE_DUALPIPE], [plain / v, zb, dual], plain)
+                      S.schedule == mem.SCHEDULE_DUALPIPE], [inter, zb, dual], plain)
 
 
 @dataclass(frozen=True)
@@ -1187,9 +1193,13 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, stage_exposed_fwd_
         hsdp = shard_n < g_full.size
         G = params * grad_b
         # the buffer goes bucket by bucket, one collective per bucket, the weights' gather in the
-        # same buckets; Megatron-Core sizes every bucket, the expert buffers' too, by the dense
+        # same buckets; Megatron-Core sizes every bucket, the expert buffers' too, from the dense
         # data-parallel group (distributed_data_parallel.py: max(40M, 1M x dp_group.size()) elements,
-        # set once from dp_group) and keeps one bucket when it does not overlap the sync
+        # set once) and keeps one bucket when it does not overlap the sync. Its dp_group leaves
+        # context parallelism out (process_groups_config.py, with_context_parallel=False); here the
+        # group is the DP x CP one the gradients reduce over: the smaller buckets the DP group gives
+        # at CP > 1 each pay the ring's per-step floor at hundreds of ranks, past the floor's fit
+        # (collectives.yaml, 80 ranks), and move the MLPerf CP rows 4-18 points too slow
         bucket_b = np.where(S.bucket_bytes > 0, S.bucket_bytes, ctx.calib.dp_bucket_elements(pl.grad.size) * grad_b)
         bucket = np.minimum(1.0, bucket_b / np.maximum(G, 1.0))
         n_buckets = np.where(ov, np.ceil(np.maximum(G, 1.0) / bucket_b), 1.0)
@@ -1543,9 +1553,13 @@ def feasibility_codes(llm: LLMSpec, training: TrainingSpec, S: StrategyArrays, s
     # Megatron-Core's interleaved schedule runs the microbatches in groups of pp per virtual stage
     # (microbatch_group_size_per_vp_stage, default pp) and raises when m < pp or m is not a multiple
     # of the group (schedules.py forward_backward_pipelining_with_interleaving: "should range in
-    # [PP, M]", "should be 0, or larger than or equal to the pipeline-parallel size"): with fewer
-    # microbatches than stages the chunks cannot fill the pipeline, so its shorter bubble does not exist
-    flag((S.schedule == mem.SCHEDULE_INTERLEAVED) & (S.pp >= 2) & (m % np.maximum(S.pp, 1) != 0), 28)
+    # [PP, M]", "should be 0, or larger than or equal to the pipeline-parallel size"). PyTorch's
+    # ScheduleInterleaved1F1B (torchtitan's; the batch-first layout here) runs max(1, m // pp) rounds
+    # and needs m to be a multiple of them, so it also runs m < pp (bubble_s prices that case)
+    inter = (S.schedule == mem.SCHEDULE_INTERLEAVED) & (S.pp >= 2)
+    rounds = np.maximum(m // np.maximum(S.pp, 1), 1)
+    group = np.where(S.batch_first, rounds, np.maximum(S.pp, 1))
+    flag(inter & (m % group != 0), 28)
     return code
 
 

@@ -211,7 +211,11 @@ def _reason(code: int, llm: LLMSpec, training: TrainingSpec, st: Strategy, syste
              "trains with tensor parallelism only under sequence parallelism (set sequence_parallel: true)"),
         28: (f"the interleaved schedule runs microbatches in groups of pp {st.pp}: the "
              f"{B // (st.dp * st.microbatch_size) // max(st.pipeline_flushes, 1)} microbatches of a pipeline schedule "
-             "must be a multiple of it (Megatron-Core raises otherwise; use 1f1b)"),
+             "must be a multiple of it (Megatron-Core raises otherwise; use 1f1b)"
+             if st.activation_layout != "batch_first" else
+             f"PyTorch's interleaved schedule runs the {B // (st.dp * st.microbatch_size) // max(st.pipeline_flushes, 1)} "
+             f"microbatches of a pipeline schedule in max(1, m // pp {st.pp}) rounds, and they must be a multiple of "
+             "the rounds (ScheduleInterleaved1F1B raises otherwise)"),
         21: (f"pipeline_flushes {st.pipeline_flushes} must divide the {B // (st.dp * st.microbatch_size)} "
              f"microbatches of an iteration (global batch {B} / dp {st.dp} / microbatch {st.microbatch_size})"),
     }

@@ -398,6 +398,15 @@ def run_exhaustive(problem: Problem, cand: Candidate, *, progress: Callable[[int
             if n_feasible > len(order) and len(order):
                 last = max(zip(np.where(np.isnan(ttt[order]), np.inf, ttt[order]), kept["idx"][order]))
                 found = _first_passing_after(problem, cand, ds, (float(last[0]), int(last[1])), keep)
+                if isinstance(found, str):  # "unchecked": the checks' bound reached
+                    import logging
+
+                    logging.getLogger(__name__).warning(
+                        "design %s: its %d fastest feasible strategies each fail a trial constraint, and the "
+                        "other %d were not checked (each is re-evaluated in turn): the design has no strategy "
+                        "in the results; loosen the constraints or narrow strategy_space", cand.design_id,
+                        len(order) + keep, n_feasible - len(order) - keep)
+                    found = None
                 if found is not None:
                     extra, values = found
                     kept = {k: np.concatenate([kept[k], extra[k]]) for k in kept}
@@ -415,11 +424,13 @@ def run_exhaustive(problem: Problem, cand: Candidate, *, progress: Callable[[int
 
 
 def _first_passing_after(problem: Problem, cand: Candidate, ds: DesignSpace, after: tuple[float, int],
-                         keep: int) -> tuple[dict[str, np.ndarray], dict[str, float]] | None:
+                         keep: int) -> tuple[dict[str, np.ndarray], dict[str, float]] | str | None:
     """The fastest feasible strategy ranked after `after` = (time to train, enumeration index) that
     meets every user constraint, as a one-row table with its constraint values; None when none does.
-    Each pass scores the space again and checks the next `keep` feasible strategies in time order, so
-    memory stays bounded however many fail."""
+    Each pass scores the space again and checks the next feasible strategies in time order, so memory
+    stays bounded however many fail; after `keep` more checks (each a scalar evaluation and the
+    user's functions) it gives up with "unchecked"."""
+    checks = 0
     while True:
         batch: dict[str, np.ndarray] | None = None
         offset = 0
@@ -438,14 +449,17 @@ def _first_passing_after(problem: Problem, cand: Candidate, ds: DesignSpace, aft
             return None
         t = np.where(np.isnan(batch["ttt"]), np.inf, batch["ttt"])
         for i in np.lexsort((batch["idx"], t)):
+            if checks >= keep:
+                return "unchecked"
+            checks += 1
             s = StrategyTable({c: batch[f"s:{c}"][i:i + 1] for c in COLUMNS}).strategy(0)
+            after = (float(t[i]), int(batch["idx"][i]))  # checked, whatever its verdict
             metrics = evaluate_system(problem.llm, problem.training, s, cand.system, calib=problem.calib)
             if not isinstance(metrics, Metrics):
                 continue
             values = {c.name: c(cand.design, s, metrics) for c in problem.constraints}
             if all(v <= 0 for v in values.values()):
                 return {k: v[i:i + 1] for k, v in batch.items()}, values
-            after = (float(t[i]), int(batch["idx"][i]))
 
 
 def check_space(problem: Problem, cand: Candidate) -> DesignSpace:

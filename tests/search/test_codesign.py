@@ -361,17 +361,23 @@ def test_fewer_nics_than_gpus_is_a_knob(tmp_path):
     assert "no chosen platform shares a NIC between GPUs; allowed: >= 1" in str(err.value)
 
 
-def test_exhaustive_keeps_the_fastest_rows_within_its_bound():
+def _one_design_problem():
+    """The co-design test study's problem and its 256-GPU rail-optimized design (one NIC per GPU),
+    with a small strategy space."""
+    from designer.network.design import design_to_system
+
     spec = _spec(strategy_space={"microbatch_sizes": [1, 2, 4], "recompute": ["none", "full"], "zero_stages": [0, 1, 3]})
     p = make_problem(spec)
     catalog = study_catalog(spec.network)
-    from designer.network.design import design_to_system
-
     sub = spec.network.with_updates(gpus={"count": 256}, objective={"kind": "min_cost"},
                                     choices={**spec.network.choices.model_dump(), "nics": [{"id": "cx7_400g"}],
                                              "families": ["rail-optimized"]})
     d = solve_network(sub, catalog=catalog).designs[0]
-    c = Candidate("k", d, design_to_system(d, catalog), d.capex_usd, d.power_w)
+    return p, Candidate("k", d, design_to_system(d, catalog), d.capex_usd, d.power_w)
+
+
+def test_exhaustive_keeps_the_fastest_rows_within_its_bound():
+    p, c = _one_design_problem()
     full = run_exhaustive(p, c)
     small = run_exhaustive(p, c, keep=7)
     assert full.n_evaluations == small.n_evaluations == full.space_size > 7 == len(small)
@@ -429,25 +435,18 @@ def test_children_exit_when_the_run_is_killed(tmp_path):
     assert not alive, f"child workers {alive} outlived the killed run"
 
 
-def test_a_bounded_table_still_finds_the_fastest_strategy_that_meets_the_constraints():
+def test_a_bounded_table_still_finds_the_fastest_strategy_that_meets_the_constraints(caplog):
     # the table keeps the 7 fastest feasible strategies; a user constraint that every one of them
-    # fails (only strategies at least as slow as the median pass) must still yield the fastest passing
-    # strategy, the one an unbounded table finds
+    # fails (only strategies at least as slow as the 12th fastest pass) must still yield the fastest
+    # passing strategy, the one an unbounded table finds; the further checks stop after as many again
+    # (each re-evaluates a strategy and runs the user's functions), and say so
     from designer.search.exhaustive import TrialConstraint
 
-    spec = _spec(strategy_space={"microbatch_sizes": [1, 2, 4], "recompute": ["none", "full"], "zero_stages": [0, 1, 3]})
-    p = make_problem(spec)
-    catalog = study_catalog(spec.network)
-    from designer.network.design import design_to_system
-
-    sub = spec.network.with_updates(gpus={"count": 256}, objective={"kind": "min_cost"},
-                                    choices={**spec.network.choices.model_dump(), "nics": [{"id": "cx7_400g"}],
-                                             "families": ["rail-optimized"]})
-    d = solve_network(sub, catalog=catalog).designs[0]
-    c = Candidate("k", d, design_to_system(d, catalog), d.capex_usd, d.power_w)
-    times = np.sort(run_exhaustive(p, c).time_to_train_s)
-    times = times[np.isfinite(times)]
-    median = float(times[len(times) // 2])
+    p, c = _one_design_problem()
+    unbounded = run_exhaustive(p, c)
+    times = np.sort(unbounded.time_to_train_s[unbounded.feasible])
+    assert len(times) > 30
+    median = float(times[11])
     slow = TrialConstraint("slow_enough", lambda design, strategy, metrics: median - metrics.time_to_train_s)
     pc = dataclasses.replace(p, constraints=(slow,))
     full, small = run_exhaustive(pc, c), run_exhaustive(pc, c, keep=7)
@@ -456,5 +455,37 @@ def test_a_bounded_table_still_finds_the_fastest_strategy_that_meets_the_constra
     assert small.strategies.strategy(small.best) == full.strategies.strategy(full.best)
     assert small.constraints["slow_enough"][small.best] <= 0
     # nothing passes: none is found, and the table says so
+    never = TrialConstraint("never", lambda design, strategy, metrics: 1.0)
+    assert run_exhaustive(dataclasses.replace(p, constraints=(never,)), c, keep=7).best is None
+    # only the slowest passes: past the 14 checks the rest are not checked, and a warning says so
+    slowest = float(times[-1])
+    last = TrialConstraint("last", lambda design, strategy, metrics: slowest - metrics.time_to_train_s)
+    import logging
+
+    with caplog.at_level(logging.WARNING):
+        assert run_exhaustive(dataclasses.replace(p, constraints=(last,)), c, keep=7).best is None
+    assert any("its 14 fastest feasible strategies each fail a trial constraint" in r.getMessage()
+               for r in caplog.records)
+    assert run_exhaustive(dataclasses.replace(p, constraints=(last,)), c).best is not None
+
+
+def test_the_further_passes_end_when_the_scalar_model_refuses_what_the_vector_one_scored(monkeypatch):
+    # every strategy the table checks is refused by the scalar re-evaluation: each is still passed
+    # over, so the passes end (with no strategy) instead of rebuilding the same batch forever
+    import designer.search.exhaustive as ex
+    from designer.perf.records import Infeasible
+    from designer.search.exhaustive import TrialConstraint
+
+    p, c = _one_design_problem()
+    n = run_exhaustive(p, c).space_size
+    calls = []
+
+    def refuse(*a, **k):
+        calls.append(1)
+        if len(calls) > 2 * n:
+            raise AssertionError("the passes do not end")
+        return Infeasible(kind="memory", reason="refused")
+
+    monkeypatch.setattr(ex, "evaluate_system", refuse)
     never = TrialConstraint("never", lambda design, strategy, metrics: 1.0)
     assert run_exhaustive(dataclasses.replace(p, constraints=(never,)), c, keep=7).best is None
