@@ -187,7 +187,7 @@ def run(
     study: Path = typer.Argument(..., help="study YAML"),
     out: Optional[Path] = typer.Option(None, "--out", help="output folder (default: the study's output.dir)"),
     n_trials: Optional[int] = typer.Option(None, "--n-trials", help="trials per design for the optuna search"),
-    workers: int = typer.Option(1, "--workers", help="worker processes on this machine"),
+    workers: int = typer.Option(1, "--workers", help="worker processes on this machine (at most 4 per CPU)"),
     storage: Optional[str] = typer.Option(None, "--storage", help="Optuna storage URL (default: a journal file in the output folder)"),
     seed: Optional[int] = typer.Option(None, "--seed", help="the search seed (search.seed)"),
     design_trials: Optional[int] = typer.Option(None, "--design-trials", help="outer Optuna trials (cluster designs) in co-design"),

@@ -1185,11 +1185,20 @@ def run_study(spec: StudySpec, *, out_dir: str | Path | None = None, n_trials: i
         lock.close()
 
 
+MAX_WORKERS_PER_CPU = 4  # --workers: processes on this machine per CPU
+
+
 def _run_study(spec: StudySpec, out: Path, *, n_trials: int | None, workers: int, storage: str | None,
                seed: int | None, progress: ProgressFn | None) -> StudyResult:
     t0 = time.perf_counter()
     if workers < 1:
         raise SpecError(f"--workers {workers}: must be >= 1")
+    cpus = os.cpu_count() or 1
+    if workers > MAX_WORKERS_PER_CPU * cpus:
+        # each is a process of its own: past a few per CPU they only contend (and a typo forks thousands)
+        raise SpecError(f"--workers {workers}: at most {MAX_WORKERS_PER_CPU * cpus} on this machine "
+                        f"({MAX_WORKERS_PER_CPU} per CPU, {cpus} CPUs); workers on other machines join with "
+                        "`designer worker`")
     from designer.search.runner import check_storage_url
 
     url = _storage_url(spec, out, storage)

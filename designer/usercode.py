@@ -72,7 +72,7 @@ def load_callable(ref: str, *, base_dir: str | Path | None, what: str) -> Callab
             module = _from_module(target, base)
     except HookError:
         raise
-    except Exception as err:  # ImportError, SyntaxError or any error in the module's top-level code
+    except (Exception, SystemExit) as err:  # ImportError, SyntaxError, any error (or exit) in the module's top-level code
         raise HookError(f"{what} '{ref}': cannot import '{target}' ({type(err).__name__}: {err}); modules are "
                         f"looked up in the study file's folder {base}, then among installed packages") from None
     fn = getattr(module, fn_name, None)

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -109,6 +110,22 @@ def test_a_network_hook_and_a_trial_constraint_from_one_module_both_load(tmp_pat
     (folder / "study.yaml").write_text(yaml.safe_dump(data))
     out = cli("run", str(folder / "study.yaml"), "--out", str(tmp_path / "o"), cwd=tmp_path)
     assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.parametrize("where", ["hook", "constraint", "import"])
+def test_study_code_that_calls_sys_exit_fails_in_one_line(where, tmp_path):
+    # sys.exit() in a hook, in a trial constraint or at a module's top level is that code's failure,
+    # named as such: the command exits 2 with one line, never 0 with no output and no results
+    folder = _study_folder(tmp_path)
+    exits = "import sys\n\n\ndef even_spines(block, ctx):\n    sys.exit(0)\n"
+    if where == "constraint":
+        (folder / "lib" / "rules2.py").write_text("import sys\n\n\ndef pp_at_most_1(d, s, m):\n    sys.exit(0)\n")
+    else:
+        (folder / "rules.py").write_text(exits if where == "hook" else "import sys\nsys.exit(0)\n")
+    out = cli("run", str(folder / "study.yaml"), "--out", str(tmp_path / "o"), cwd=tmp_path)
+    line, = [ln for ln in out.stderr.splitlines() if ln.strip() and not ln.startswith("WARNING")]
+    assert out.returncode == 2 and "SystemExit" in line and "Traceback" not in out.stderr, out.stderr
+    assert not (tmp_path / "o" / "pareto.csv").exists()
 
 
 def test_catalog_extra_files_resolve_against_the_study_folder(tmp_path):

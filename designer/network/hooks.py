@@ -89,7 +89,7 @@ def apply_hooks(model: pyo.ConcreteModel, hooks: Sequence[HookRef], ctx: HookCon
             fn(block, ctx)
         except DesignerError:
             raise
-        except Exception as err:
+        except (Exception, SystemExit) as err:  # a hook's sys.exit() is its failure, not the command's exit
             raise HookError(f"hook '{ref if isinstance(ref, str) else name}' raised {type(err).__name__}: {err}") from None
         for obj in block.component_objects(pyo.Objective, descend_into=True):
             raise HookError(f"hook '{name}' added objective '{obj.name}'; hooks may add variables and constraints only")

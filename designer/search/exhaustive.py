@@ -81,7 +81,7 @@ class TrialConstraint:
     def __call__(self, design: Any, strategy: Strategy, metrics: Metrics) -> float:
         try:
             value = float(self.fn(design, strategy, metrics))
-        except Exception as err:  # a user hook: report which one, in one line
+        except (Exception, SystemExit) as err:  # a user hook (its sys.exit() too): report which one, in one line
             raise HookError(f"trial constraint {self.name} raised {type(err).__name__}: {err}") from None
         if math.isnan(value):
             raise HookError(f"trial constraint {self.name} returned NaN; return a float, <= 0 when feasible")

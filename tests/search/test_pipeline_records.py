@@ -309,3 +309,16 @@ def test_an_edited_module_of_the_study_folder_is_a_new_spec(tmp_path):
     assert load_study(tmp_path / "study.yaml").spec_hash() != h0
     (tmp_path / "other").mkdir()
     assert _spec(tmp_path / "other", constraints=["json:dumps"]).file_digests() == {}
+
+
+def test_a_worker_count_past_a_few_per_cpu_is_refused(tmp_path):
+    import os
+
+    from designer.errors import SpecError
+    from designer.pipeline import MAX_WORKERS_PER_CPU
+
+    spec = _spec(tmp_path, search={"method": "exhaustive", "seed": 0})
+    limit = MAX_WORKERS_PER_CPU * (os.cpu_count() or 1)
+    with pytest.raises(SpecError, match=rf"--workers {limit + 1}: at most {limit} on this machine"):
+        run_study(spec, out_dir=tmp_path / "out", workers=limit + 1)
+    assert not (tmp_path / "out" / "pareto.csv").exists()
