@@ -1202,7 +1202,7 @@ def _run_study(spec: StudySpec, out: Path, *, n_trials: int | None, workers: int
     from designer.search.runner import check_storage_url
 
     url = _storage_url(spec, out, storage)
-    check_storage_url(url)
+    check_storage_url(url, "--storage" if storage else "field 'output.storage' =")
     if "://" in url:
         # a database the study or the command line names is reached now, so that one that cannot be
         # is reported before the search, and also where the search turns out exhaustive and never opens it

@@ -103,12 +103,13 @@ def _redact_text(text: str) -> str:
     return re.sub(r"(://[^:/@\s]+):[^@\s]*@", r"\1:***@", text)
 
 
-def _check_journal(path: Path) -> None:
-    """Refuse a file that is not an Optuna journal: designer never modifies a file it did not create."""
+def _check_journal(path: Path, named: str = "--storage") -> None:
+    """Refuse a file that is not an Optuna journal: designer never modifies a file it did not create.
+    `named`: how the message names where the path came from."""
     if not path.exists():
         return
     if not path.is_file():
-        raise SpecError(f"--storage '{path}': not a file; give a journal file path or a database URL")
+        raise SpecError(f"{named} '{path}': not a file; give a journal file path or a database URL")
     if path.stat().st_size == 0:
         return
     with open(path, "rb") as f:
@@ -119,14 +120,14 @@ def _check_journal(path: Path) -> None:
     except (ValueError, UnicodeDecodeError):
         ok = False
     if not ok:
-        raise SpecError(f"--storage '{path}': not an Optuna journal (its first line is no journal operation); "
+        raise SpecError(f"{named} '{path}': not an Optuna journal (its first line is no journal operation); "
                         "designer never modifies a file it did not create: give a new path")
 
 
 STORAGE_SCHEMES = ("postgresql", "postgres", "mysql", "sqlite")
 
 
-def check_storage_url(url: str) -> None:
+def check_storage_url(url: str, named: str = "--storage") -> None:
     """Refuse a storage URL of an unknown kind, or a path to something that is no journal file,
     before anything runs (not only when it is first opened: an exhaustive search never opens it)."""
     if "://" in url:
@@ -135,7 +136,7 @@ def check_storage_url(url: str) -> None:
             raise SpecError(f"storage '{redact_url(url)}': unknown scheme '{scheme}'; allowed: postgresql://, "
                             "mysql://, sqlite:///, or a journal file path")
     else:
-        _check_journal(Path(url))
+        _check_journal(Path(url), named)
 
 
 def open_storage(url: str | Path, *, create: bool = True) -> BaseStorage:

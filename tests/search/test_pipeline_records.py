@@ -322,3 +322,14 @@ def test_a_worker_count_past_a_few_per_cpu_is_refused(tmp_path):
     with pytest.raises(SpecError, match=rf"--workers {limit + 1}: at most {limit} on this machine"):
         run_study(spec, out_dir=tmp_path / "out", workers=limit + 1)
     assert not (tmp_path / "out" / "pareto.csv").exists()
+
+
+def test_a_study_storage_that_is_no_journal_is_named_as_its_field(tmp_path):
+    from designer.errors import SpecError
+
+    (tmp_path / "notes.txt").write_text("mine\n")
+    spec = _spec(tmp_path, search={"method": "exhaustive", "seed": 0},
+                 output={"plots": False, "storage": "notes.txt"})
+    with pytest.raises(SpecError, match=r"^field 'output.storage' = '.*notes.txt': not an Optuna journal"):
+        run_study(spec, out_dir=tmp_path / "out")
+    assert (tmp_path / "notes.txt").read_text() == "mine\n"
