@@ -1175,12 +1175,12 @@ def run_study(spec: StudySpec, *, out_dir: str | Path | None = None, n_trials: i
     """Run a study end to end and write its output folder. Arguments override the spec's settings.
     The folder is locked for the run; another study's results in it are refused unless `overwrite`."""
     out = Path(out_dir) if out_dir is not None else spec.out_dir
-    # the folder is claimed for the spec the run records (the command line's seed and budget in
-    # place), so that a rerun with the same flags is the same spec, not "an earlier one" to move aside
-    lock = _claim_output(out, _with_search_overrides(spec, n_trials, seed), overwrite,
-                         "--out" if out_dir is not None else "field 'output.dir' =")
+    # the run is the spec with the command line's seed and budget in place: it claims the folder and
+    # is recorded so, and a rerun with the same flags is the same spec, not "an earlier one" to move aside
+    spec = _with_search_overrides(spec, n_trials, seed)
+    lock = _claim_output(out, spec, overwrite, "--out" if out_dir is not None else "field 'output.dir' =")
     try:
-        return _run_study(spec, out, n_trials=n_trials, workers=workers, storage=storage, seed=seed, progress=progress)
+        return _run_study(spec, out, workers=workers, storage=storage, progress=progress)
     finally:
         lock.close()
 
@@ -1188,8 +1188,8 @@ def run_study(spec: StudySpec, *, out_dir: str | Path | None = None, n_trials: i
 MAX_WORKERS_PER_CPU = 4  # --workers: processes on this machine per CPU
 
 
-def _run_study(spec: StudySpec, out: Path, *, n_trials: int | None, workers: int, storage: str | None,
-               seed: int | None, progress: ProgressFn | None) -> StudyResult:
+def _run_study(spec: StudySpec, out: Path, *, workers: int, storage: str | None,
+               progress: ProgressFn | None) -> StudyResult:
     t0 = time.perf_counter()
     if workers < 1:
         raise SpecError(f"--workers {workers}: must be >= 1")
@@ -1209,7 +1209,6 @@ def _run_study(spec: StudySpec, out: Path, *, n_trials: int | None, workers: int
         from designer.search.runner import open_storage
 
         open_storage(url)
-    spec = _with_search_overrides(spec, n_trials, seed)
     problem = make_problem(spec)
     codesign: CodesignRun | None = None
     count_notes: list[str] = []

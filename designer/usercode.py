@@ -44,10 +44,14 @@ def _from_file(path: Path) -> Any:
     return module
 
 
-def _from_module(name: str, base: Path) -> Any:
+def _in_study_folder(name: str, base: Path) -> bool:
+    """Whether module `name`'s top package is in the study file's folder (looked up there first)."""
     top = name.split(".")[0]
-    here = (base / top).is_dir() or (base / f"{top}.py").is_file()
-    if not here:
+    return (base / top).is_dir() or (base / f"{top}.py").is_file()
+
+
+def _from_module(name: str, base: Path) -> Any:
+    if not _in_study_folder(name, base):
         return importlib.import_module(name)
     sys.path.insert(0, str(base))
     try:
@@ -86,10 +90,9 @@ def study_module_file(name: str, base_dir: str | Path | None) -> Path | None:
     looks it up there first): base/package/module.py or base/package/module/__init__.py; None for a
     module of an installed package."""
     base = Path(base_dir) if base_dir is not None else Path.cwd()
-    parts = name.split(".")
-    if not ((base / parts[0]).is_dir() or (base / f"{parts[0]}.py").is_file()):
+    if not _in_study_folder(name, base):
         return None
-    stem = base.joinpath(*parts)
+    stem = base.joinpath(*name.split("."))
     for p in (stem.with_suffix(".py"), stem / "__init__.py"):
         if p.is_file():
             return p
@@ -100,9 +103,6 @@ def resolve_path(path: str, base_dir: str | Path | None) -> Path:
     """A path written in a study: relative to the study file's folder (the current folder without one)."""
     p = Path(path).expanduser()
     return p if p.is_absolute() or base_dir is None else Path(base_dir) / p
-
-
-
 
 
 def refuse_code(refs: dict[str, tuple[str, ...]]) -> None:

@@ -371,6 +371,18 @@ def test_a_number_of_thousands_of_digits_is_one_clear_line(tmp_path, monkeypatch
     _check_one_line(code, out, err, (str(path), "more than 4,300 digits"))
 
 
+def _space_with(field: tuple[str, ...], value: Any, tmp_path: Path, monkeypatch, capsys) -> tuple[int, str, str]:
+    """`designer space` on the quickstart study with `field` (a path of keys) set to `value`."""
+    study = yaml.safe_load((ROOT / "studies/quickstart/study.yaml").read_text())
+    section = study
+    for k in field[:-1]:
+        section = section.setdefault(k, {})
+    section[field[-1]] = value
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(study))
+    return _invoke(["space", str(path)], monkeypatch, capsys)
+
+
 @pytest.mark.parametrize("field,value,needles", [
     (("network", "solver", "threads"), 100000, ("threads", "1024")),
     (("training", "total_tokens"), 1.7e308, ("total_tokens", "less than or equal to 1000000000000000000")),
@@ -379,14 +391,7 @@ def test_a_value_past_what_the_solver_or_the_outputs_hold_is_refused(field, valu
                                                                       capsys):
     # HiGHS aborts (SIGABRT) or hangs on tens of thousands of threads; a token count past 1e18 makes the
     # time to train infinite and the launch's iteration count absurd
-    study = yaml.safe_load((ROOT / "studies/quickstart/study.yaml").read_text())
-    section = study
-    for k in field[:-1]:
-        section = section.setdefault(k, {})
-    section[field[-1]] = value
-    path = tmp_path / "study.yaml"
-    path.write_text(yaml.safe_dump(study))
-    code, out, err = _invoke(["space", str(path)], monkeypatch, capsys)
+    code, out, err = _space_with(field, value, tmp_path, monkeypatch, capsys)
     _check_one_line(code, out, err, needles)
 
 
@@ -394,11 +399,8 @@ def test_a_value_past_what_the_solver_or_the_outputs_hold_is_refused(field, valu
 def test_a_goal_limit_no_design_can_meet_is_refused(limit, tmp_path, monkeypatch, capsys):
     # every metric a goal limits is positive: '<= 0' (or below) cannot be met, and is bad input rather
     # than a goal missed "by +25 %" (a relative margin on a zero limit means nothing)
-    study = yaml.safe_load((ROOT / "studies/quickstart/study.yaml").read_text())
-    study["goal"] = {"minimize": "capex_usd", "subject_to": {"time_to_train_days": limit}}
-    path = tmp_path / "study.yaml"
-    path.write_text(yaml.safe_dump(study))
-    code, out, err = _invoke(["space", str(path)], monkeypatch, capsys)
+    code, out, err = _space_with(("goal",), {"minimize": "capex_usd", "subject_to": {"time_to_train_days": limit}},
+                                 tmp_path, monkeypatch, capsys)
     _check_one_line(code, out, err, ("goal.subject_to.time_to_train_days", "must be > 0"))
 
 
@@ -423,14 +425,7 @@ def test_a_goal_limit_no_design_can_meet_is_refused(limit, tmp_path, monkeypatch
 ])
 def test_a_section_of_the_wrong_form_names_what_the_study_wrote(field, value, needles, absent, tmp_path, monkeypatch,
                                                                  capsys):
-    study = yaml.safe_load((ROOT / "studies/quickstart/study.yaml").read_text())
-    section = study
-    for k in field[:-1]:
-        section = section.setdefault(k, {})
-    section[field[-1]] = value
-    path = tmp_path / "study.yaml"
-    path.write_text(yaml.safe_dump(study))
-    code, out, err = _invoke(["space", str(path)], monkeypatch, capsys)
+    code, out, err = _space_with(field, value, tmp_path, monkeypatch, capsys)
     line = _check_one_line(code, out, err, needles)
     for a in absent:
         assert a not in line.partition(": ")[2], line

@@ -302,6 +302,19 @@ def test_a_rerun_leaves_one_runs_files_and_clears_killed_runs_staging(complete_r
     assert set(check_complete(d)["files"]) == set(check_complete(res.out_dir)["files"])
 
 
+def _killed_while_moving(results: Path, d: Path, spec, moved: list[str]) -> Path:
+    """A copy of `results` at `d` as a run killed while setting them aside leaves it: the files
+    `moved` already in previous/.moving-<spec hash>, the rest in place."""
+    import shutil
+
+    shutil.copytree(results, d)
+    moving = d / "previous" / f".moving-{spec.spec_hash()[:12]}"
+    for rel in moved:
+        (moving / rel).parent.mkdir(parents=True, exist_ok=True)
+        (d / rel).replace(moving / rel)
+    return d
+
+
 def test_an_edited_study_takes_the_folder_and_keeps_the_earlier_results(complete_run, tmp_path, caplog):
     import logging
     import shutil
@@ -321,21 +334,11 @@ def test_an_edited_study_takes_the_folder_and_keeps_the_earlier_results(complete
     assert (kept / "pareto.csv").read_bytes() == (res.out_dir / "pareto.csv").read_bytes()
     # a run killed while moving them aside: two files gone to the staging folder, the rest and the
     # record still in place; the rerun completes the one folder
-    d2 = tmp_path / "out2"
-    shutil.copytree(res.out_dir, d2)
-    moving = d2 / "previous" / f".moving-{spec.spec_hash()[:12]}"
-    moving.mkdir(parents=True)
-    for name in ("pareto.csv", "designs.csv"):
-        (d2 / name).replace(moving / name)
+    d2 = _killed_while_moving(res.out_dir, tmp_path / "out2", spec, ["pareto.csv", "designs.csv"])
     # killed once every file and the record had gone aside: the folder is refused as interrupted
     # (not as one that never held results), and the rerun completes it too
-    d3 = tmp_path / "out3"
-    shutil.copytree(res.out_dir, d3)
-    moving3 = d3 / "previous" / f".moving-{spec.spec_hash()[:12]}"
-    moving3.mkdir(parents=True)
-    for rel in [*sorted(json.loads((d3 / "meta.json").read_text())["files"]), "meta.json"]:
-        (moving3 / rel).parent.mkdir(parents=True, exist_ok=True)
-        (d3 / rel).replace(moving3 / rel)
+    d3 = _killed_while_moving(res.out_dir, tmp_path / "out3", spec, [
+        *sorted(json.loads((res.out_dir / "meta.json").read_text())["files"]), "meta.json"])
     with pytest.raises(SpecError, match="stopped while moving the earlier results into previous/.*rerun"):
         check_complete(d3)
     run_study(load_study(edited), out_dir=d3)
@@ -347,12 +350,7 @@ def test_an_edited_study_takes_the_folder_and_keeps_the_earlier_results(complete
     # the same kill, then a rerun of the original spec (not the edited one): the record never moved,
     # so the folder still describes that set; the two gathered files go back and the rerun replaces
     # it as any rerun does, leaving nothing half-gathered in previous/
-    d4 = tmp_path / "out4"
-    shutil.copytree(res.out_dir, d4)
-    moving4 = d4 / "previous" / f".moving-{spec.spec_hash()[:12]}"
-    moving4.mkdir(parents=True)
-    for name in ("pareto.csv", "designs.csv"):
-        (d4 / name).replace(moving4 / name)
+    d4 = _killed_while_moving(res.out_dir, tmp_path / "out4", spec, ["pareto.csv", "designs.csv"])
     run_study(spec, out_dir=d4)
     assert not (d4 / "previous").exists() or not any((d4 / "previous").iterdir())
     assert check_complete(d4)["spec_hash"] == spec.spec_hash()

@@ -8,7 +8,6 @@ over its ports, the optic's price per port end, the NIC's price).
 from __future__ import annotations
 
 import math
-
 from pathlib import Path
 from typing import Any
 

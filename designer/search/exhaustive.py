@@ -427,39 +427,34 @@ def _first_passing_after(problem: Problem, cand: Candidate, ds: DesignSpace, aft
                          keep: int) -> tuple[dict[str, np.ndarray], dict[str, float]] | str | None:
     """The fastest feasible strategy ranked after `after` = (time to train, enumeration index) that
     meets every user constraint, as a one-row table with its constraint values; None when none does.
-    Each pass scores the space again and checks the next feasible strategies in time order, so memory
-    stays bounded however many fail; after `keep` more checks (each a scalar evaluation and the
-    user's functions) it gives up with "unchecked"."""
-    checks = 0
-    while True:
-        batch: dict[str, np.ndarray] | None = None
-        offset = 0
-        for chunk in ds.chunks():
-            rows = _chunk_rows(cand, chunk, evaluate_vector(problem, cand, chunk))
-            rows["idx"] = np.arange(offset, offset + len(chunk))
-            offset += len(chunk)
-            t = np.where(np.isnan(rows["ttt"]), np.inf, rows["ttt"])
-            later = rows["feasible"] & ((t > after[0]) | ((t == after[0]) & (rows["idx"] > after[1])))
-            if not later.any():
-                continue
+    One more pass scores the space and checks the next `keep` feasible strategies in time order (each
+    a scalar evaluation and the user's functions), memory bounded as the first pass's; "unchecked"
+    when all of them fail and more are left."""
+    batch: dict[str, np.ndarray] | None = None
+    n_later = 0
+    offset = 0
+    for chunk in ds.chunks():
+        rows = _chunk_rows(cand, chunk, evaluate_vector(problem, cand, chunk))
+        rows["idx"] = np.arange(offset, offset + len(chunk))
+        offset += len(chunk)
+        t = np.where(np.isnan(rows["ttt"]), np.inf, rows["ttt"])
+        later = rows["feasible"] & ((t > after[0]) | ((t == after[0]) & (rows["idx"] > after[1])))
+        n_later += int(later.sum())
+        if later.any():
             rows = {k: v[later] for k, v in rows.items()}
-            batch = rows if batch is None else {k: np.concatenate([batch[k], rows[k]]) for k in rows}
-            batch = _fastest(batch, keep)
-        if batch is None:
-            return None
-        t = np.where(np.isnan(batch["ttt"]), np.inf, batch["ttt"])
-        for i in np.lexsort((batch["idx"], t)):
-            if checks >= keep:
-                return "unchecked"
-            checks += 1
-            s = StrategyTable({c: batch[f"s:{c}"][i:i + 1] for c in COLUMNS}).strategy(0)
-            after = (float(t[i]), int(batch["idx"][i]))  # checked, whatever its verdict
-            metrics = evaluate_system(problem.llm, problem.training, s, cand.system, calib=problem.calib)
-            if not isinstance(metrics, Metrics):
-                continue
-            values = {c.name: c(cand.design, s, metrics) for c in problem.constraints}
-            if all(v <= 0 for v in values.values()):
-                return {k: v[i:i + 1] for k, v in batch.items()}, values
+            batch = _fastest(rows if batch is None else {k: np.concatenate([batch[k], rows[k]]) for k in rows}, keep)
+    if batch is None:
+        return None
+    t = np.where(np.isnan(batch["ttt"]), np.inf, batch["ttt"])
+    for i in np.lexsort((batch["idx"], t)):
+        s = StrategyTable({c: batch[f"s:{c}"][i:i + 1] for c in COLUMNS}).strategy(0)
+        metrics = evaluate_system(problem.llm, problem.training, s, cand.system, calib=problem.calib)
+        if not isinstance(metrics, Metrics):
+            continue
+        values = {c.name: c(cand.design, s, metrics) for c in problem.constraints}
+        if all(v <= 0 for v in values.values()):
+            return {k: v[i:i + 1] for k, v in batch.items()}, values
+    return "unchecked" if n_later > len(t) else None
 
 
 def check_space(problem: Problem, cand: Candidate) -> DesignSpace:

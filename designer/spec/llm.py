@@ -14,10 +14,10 @@ from pydantic import Field, field_validator, model_validator
 from designer.spec.base import Record
 
 
-
 def _is_int(v: object) -> bool:
     """An integer as a study may write it (512 or 512.0, not true or "512")."""
     return (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer())
+
 
 class MoESpec(Record):
     experts: int = Field(ge=2)

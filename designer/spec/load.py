@@ -7,10 +7,9 @@ otherwise expand to billions of nodes, the "billion laughs").
 
 from __future__ import annotations
 
-import sys
-
 import difflib
 import re
+import sys
 from pathlib import Path
 from typing import Any, TypeVar
 

@@ -493,8 +493,8 @@ class StudySpec(Record):
 
     def file_digests(self) -> dict[str, str]:
         """sha256 of each file the study names whose content decides its results, keyed as the study
-        writes it: the model file, `.py` trial constraints and
-        hooks, the catalogs' extra files. Part of the identity, so that an edited file is a new spec
+        writes it: the model file, the trial constraints' and hooks' `.py` files or modules of the
+        study's folder, the catalogs' extra files. Part of the identity, so that an edited file is a new spec
         (its results move the earlier ones aside, and an Optuna storage is not continued with them)."""
         files: dict[str, Path] = {}
         # a model file the study names (a shipped model, named, is part of designer's release)
