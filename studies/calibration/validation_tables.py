@@ -39,6 +39,8 @@ def assumptions(row: dict, st, calib) -> str:
              f"tp{st.tp} pp{st.pp} cp{st.cp} dp{st.dp}" + (f" ep{st.ep}" if st.ep > 1 else "")
              + (f" v{st.virtual_stages}" if st.virtual_stages > 1 else ""),
              f"mbs {st.microbatch_size}", f"ZeRO-{st.zero_stage}",
+             *([f"end stages {st.pp_first_stage_layers} + {st.pp_last_stage_layers} layers (recipe layout)"]
+               if st.pp_first_stage_layers is not None else []),
              st.schedule.value + (f" x{st.pipeline_flushes} (one schedule per accumulation step)"
                                   if st.pipeline_flushes > 1 else "")]
     rc = st.recompute.value

@@ -128,6 +128,31 @@ def attention_kernel_for(row: dict) -> str:
     return "flash2" if container_release(row) in fw.get("flash2_containers", ()) else fw["attention_kernel"]
 
 
+# Megatron-Core's layout grammar (megatron/core/transformer/pipeline_parallel_layer_layout.py
+# parse_str_to_list): "(..)*n" and "x*n" repeat, "," is cosmetic
+_LAYOUT_REPEATS = (re.compile(r"\(([^)]+)\)\*(\d+)"), re.compile(r"(.)\*(\d+)"))
+
+
+def layout_stages(layout: str) -> list[str]:
+    """A Megatron-Core --pipeline-model-parallel-layout unrolled into its virtual stages: '|'
+    separates them, t is a decoder layer, E, m and L the embedding, the MTP layer and the loss."""
+    text = layout.replace(",", "")
+    for pattern in _LAYOUT_REPEATS:
+        text = pattern.sub(lambda g: g.group(1) * int(g.group(2)), text)
+    return text.split("|")
+
+
+def layout_end_stages(layout: str, pp: int) -> tuple[int, int]:
+    """The decoder layers of the first and the last pipeline rank under a layout (layout_stages):
+    virtual stage i runs on pipeline rank i mod pp (PipelineParallelLayerLayout.__init__:
+    layout[vpp_rank * pp + pp_rank])."""
+    stages = layout_stages(layout)
+    if len(stages) % pp or set("".join(stages)) - set("tEmL"):
+        raise ValueError(f"pp_layout {layout!r} is no layout of {pp} pipeline ranks")
+    per_rank = [sum(st.count("t") for st in stages[r::pp]) for r in range(pp)]
+    return per_rank[0], per_rank[-1]
+
+
 def strategy_for(row: dict) -> Strategy:
     fw = systems()["frameworks"][row["framework"]]
     rc = stated_recompute(row)
@@ -141,6 +166,11 @@ def strategy_for(row: dict) -> Strategy:
     sharding = row["sharding"]
     zero = _ZERO[sharding]
     recipe = recipes().get(row["id"], {})
+    # the recipe's pipeline layout (DeepSeek-V3's: the embedding and the MTP layer and loss weigh on
+    # the end stages, so they hold fewer decoder layers than Megatron's default uneven split gives)
+    first_layers = last_layers = None
+    if recipe.get("pp_layout") and row["pp"] > 1:
+        first_layers, last_layers = layout_end_stages(recipe["pp_layout"], row["pp"])
     shard_group = row["shard_group"] if sharding == "hsdp" and row["shard_group"] else recipe.get("shard_group")
     if shard_group and shard_group >= row["dp"] * row["cp"]:
         shard_group = None
@@ -175,6 +205,7 @@ def strategy_for(row: dict) -> Strategy:
         expert_tp=row["etp"] or (row["tp"] if fw.get("expert_tp_default") == "tp" else 1),
         sequence_parallel=fw["sequence_parallel"] and row["tp"] > 1, microbatch_size=mbs or 1,
         schedule=schedule, virtual_stages=vp if interleaved else 1, pipeline_flushes=flushes, zero_stage=zero,
+        pp_first_stage_layers=first_layers, pp_last_stage_layers=last_layers,
         fsdp_reshard_after_forward=fw["reshard_under_pp"] or row["pp"] == 1, shard_group_size=shard_group,
         recompute=recompute, recompute_modules=modules, attention_kernel=attention_kernel_for(row),
         overlap_tp_comm=overlap_tp and row["tp"] > 1, cp_comm=fw.get("cp_comm", "p2p"),

@@ -361,6 +361,37 @@ def test_recipe_settings_in_the_harness():
                    "MB2511-27": (False, "alltoall", True), "MB2511-15": (False, "deepep", False)}
 
 
+def test_megatron_layout_strings_give_each_ranks_decoder_layers():
+    # by hand from Megatron-Core's grammar (virtual stage i on rank i mod pp): "Et|(tt|)*30mL" on pp 8
+    # is 32 stages, E+t, 30 x tt, mL; rank 0 holds stages 0, 8, 16, 24 = 1 + 2 + 2 + 2, rank 7 stages
+    # 7, 15, 23, 31 = 2 + 2 + 2 + 0. "Et*4|(t*4|)*14tmL" is 16 stages of 4 but the last (1): on pp 16
+    # 4 and 1; on pp 4 (VP 4) rank 0 holds 4 x 4, rank 3 three 4s and the 1; on pp 2 (VP 8) 8 x 4 and
+    # 7 x 4 + 1. "Et*8|(t*8|)*6t*5mL" on pp 8: 8 and 5.
+    f = modern_runs.layout_end_stages
+    assert f("Et|(tt|)*30mL", 8) == (7, 6)
+    assert [f("Et*4|(t*4|)*14tmL", pp) for pp in (16, 4, 2)] == [(4, 1), (16, 13), (32, 29)]
+    assert f("Et*8|(t*8|)*6t*5mL", 8) == (8, 5) and f("Et,t|t,tL", 2) == (2, 2)
+    for bad in (("Et*4|(t*4|)*14tmL", 3), ("Ex|tL", 2)):
+        with pytest.raises(ValueError, match="pp_layout"):
+            f(*bad)
+
+
+def test_recipe_layouts_place_every_layer_of_the_row():
+    # each recipe layout holds the model's decoder layers in pp x vp virtual stages, and the row runs
+    # with the ranks' end-stage counts it gives
+    by_id = {r["id"]: r for r in ROWS}
+    laid = {rid: rec["pp_layout"] for rid, rec in RECIPES.items() if "pp_layout" in rec}
+    assert {"MB2509-09", "MB2606-08", "MB2606-11"} <= set(laid)
+    for rid, layout in laid.items():
+        row = by_id[rid]
+        assert RECIPES[rid]["pp_layout_source"]
+        stages = modern_runs.layout_stages(layout)
+        assert sum(st.count("t") for st in stages) == load_model(row["model"]).layers
+        assert len(stages) == row["pp"] * (row["vp"] or 1)
+        st = modern_runs.strategy_for(row)
+        assert (st.pp_first_stage_layers, st.pp_last_stage_layers) == modern_runs.layout_end_stages(layout, row["pp"])
+
+
 def test_recipes_that_offload_activations_run_so_without_recompute():
     # Megatron-Bridge's FSDP Llama-3 70B presets offload activations to the Grace / host memory
     # instead of recomputing (cpu_offloading_num_layers: fa0315ae llama3_70b_llm_pretrain.yaml L146;
