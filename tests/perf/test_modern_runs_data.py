@@ -19,6 +19,7 @@ import yaml
 
 from designer.perf.compute import active_params, total_params
 from designer.spec.catalog import load_catalog
+from designer.spec.llm import Recompute, RecomputeModule
 from designer.spec.models import load_model
 from tests.perf import modern_runs
 
@@ -390,6 +391,24 @@ def test_recipe_layouts_place_every_layer_of_the_row():
         assert len(stages) == row["pp"] * (row["vp"] or 1)
         st = modern_runs.strategy_for(row)
         assert (st.pp_first_stage_layers, st.pp_last_stage_layers) == modern_runs.layout_end_stages(layout, row["pp"])
+
+
+def test_recipe_recompute_as_megatron_core_runs_it():
+    # every recipe recompute names Megatron's modules and says where it comes from; DeepSeek-V3's 25.09
+    # B200 run (v0.1.0rc4 run_script.py: recompute_modules ["mla_up_proj"] under the recipe's selective
+    # granularity) recomputes the MLA up-projection, and 25.11's GPT-OSS presets, whose module lists
+    # Megatron-Core ignored (no granularity set), recompute nothing
+    by_id = {r["id"]: r for r in ROWS}
+    for rid, rec in RECIPES.items():
+        if "recompute" not in rec:
+            continue
+        assert rec.get("recompute_source") or rec.get("activation_offload_source"), rid
+        rc = rec["recompute"]
+        assert rc in ("none", "full") or (isinstance(rc, list) and {RecomputeModule(m) for m in rc}), rid
+    st = modern_runs.strategy_for(by_id["MB2509-09"])
+    assert (st.recompute, [m.value for m in st.recompute_modules]) == (Recompute.selective, ["mla_up_proj"])
+    for rid in ("MB2511-14", "MB2511-20"):
+        assert modern_runs.strategy_for(by_id[rid]).recompute == Recompute.none
 
 
 def test_recipes_that_offload_activations_run_so_without_recompute():
