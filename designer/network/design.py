@@ -86,8 +86,9 @@ class NetworkDesign(Record):
     # Spare HB domains among the n_domains built (a study's `spares` section): the job runs on
     # n_domains - spare_domains of them; capex, power and the BOM are the built cluster's, spares included.
     spare_domains: int = Field(default=0, ge=0)
-    # Per link layer (nic-leaf, leaf-spine, ...): its medium, its links and its longest link; and the
-    # floor with every link's length (designer.network.layout).
+    # Per link layer (nic-leaf, leaf-spine, ...): its medium (switch module+NIC module where the NIC
+    # end takes another), its links and its longest link; and the floor with every link's length
+    # (designer.network.layout).
     link_media: tuple[str, ...] = ()
     link_worst_m: tuple[float, ...] = ()
     layout: FabricLayout | None = None
@@ -192,7 +193,7 @@ def design_layout(combo: Combo, n_domains: int, bom: BillOfMaterials) -> FabricL
                            nic_ranks=combo.nic_ranks, gpus_per_nic=combo.gpus_per_nic)
     return fabric_layout(combo.floor, combo.rack, n_domains=n_domains, nic_links_per_domain=links[0] // n_domains,
                          leaf_span_racks=span, upper_links=links[1:], upper_switches=sum(switches[1:]),
-                         layer_options=layer_options(combo), layer_media=[m.id for m in combo.link_media],
+                         layer_options=layer_options(combo), layer_media=[m.label for m in combo.link_media],
                          nic_link_length_m=combo.nic_link_length_m)
 
 
@@ -202,6 +203,11 @@ def _media_modules(combo: Combo, bom: BillOfMaterials) -> tuple[tuple[str, float
     cables (whose cost is n x usd_per_link)."""
     out: dict[str, float] = {}
     for n, m in zip(bom_layer_links(bom), combo.link_media):
+        if m.nic_end is not None:
+            # a NIC-leaf link whose NIC end takes a single-port module (layout.nic_link_option)
+            out[m.id] = out.get(m.id, 0.0) + n / m.ports_per_module
+            out[m.nic_end] = out.get(m.nic_end, 0.0) + n
+            continue
         ends = 2 if m.transceivers_per_link and m.kind not in ("aoc",) else 1
         out[m.id] = out.get(m.id, 0.0) + n * ends / m.ports_per_module
     return tuple(sorted(out.items()))
@@ -254,7 +260,7 @@ def extract_design(built: BuiltModel, catalog: Catalog, level: float | None = No
         compute_power_w=compute_w, network_power_w=bom.power_w, power_w=compute_w + bom.power_w,
         scaleout_gbps_per_gpu=combo.scaleout_gbps_per_gpu,
         peak_pflops=n_gpus * combo.gpu_flops * 1e-15, level=level, spare_domains=spares,
-        link_media=tuple(m.id for m in combo.link_media), link_worst_m=tuple(x.worst_m for x in layout.layers),
+        link_media=tuple(m.label for m in combo.link_media), link_worst_m=tuple(x.worst_m for x in layout.layers),
         layout=layout, media_modules=_media_modules(combo, bom),
         priced_nic_count=combo.priced_nics_per_domain * n_domains,
     )

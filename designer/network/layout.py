@@ -422,7 +422,9 @@ def layer_lengths(layout: FloorLayout, *, rack_links: Sequence[int], leaf_span_r
 @dataclass(frozen=True)
 class MediumOption:
     """A catalog medium priced per link: a transceiver at both ends (optic, LPO) or one cable
-    (DAC, active copper, AOC; a splitter cable serves ports_per_module links)."""
+    (DAC, active copper, AOC; a splitter cable serves ports_per_module links). An optical NIC-leaf
+    link may end in another module at the NIC (`nic_end`, nic_link_option): `id` is then the switch
+    end's module, and the prices and the reach are the link's."""
 
     id: str
     kind: str
@@ -430,6 +432,12 @@ class MediumOption:
     usd_per_link: float
     w_per_link: float
     ports_per_module: int = 1
+    nic_end: str | None = None  # the single-port module in the NIC's cage; None: `id` at both ends
+
+    @property
+    def label(self) -> str:
+        """The link's modules: the switch end's, then the NIC end's where it differs."""
+        return self.id if self.nic_end is None else f"{self.id}+{self.nic_end}"
 
     @property
     def copper(self) -> bool:
@@ -452,6 +460,32 @@ def medium_option(m: Any, role: str = "link") -> MediumOption:
     kind = m.kind.value if hasattr(m.kind, "value") else str(m.kind)
     return MediumOption(id=m.id, kind=kind, reach_m=float(m.reach_m), usd_per_link=m.price_usd * per_port * ends,
                         w_per_link=m.power_w * per_port * ends, ports_per_module=m.ports_per_module)
+
+
+def nic_end_module(switch_end: Any, candidates: Sequence[Any], port_gbps: float) -> Any | None:
+    """The module a NIC's cage takes opposite `switch_end` on a NIC-leaf link: a single-port module
+    of the port's speed, of the switch end's kind and reach class (one fibre type end to end), the
+    cheapest of `candidates` (already eligible at the port's speed and lane rate). A NIC port holds one
+    module per port: ConnectX-7 a 400G single-port OSFP, ConnectX-8 an 800G single-port OSFP224,
+    while the switch side takes twin-port modules (prices-and-layout.md §2a: "400G single-port OSFP
+    SR4/DR4 (NIC side, CX-7)", catalog osfp_400g_sr4 / osfp_400g_dr4 / osfp_800g_dr4_nic). None: the
+    catalog has no such module."""
+    fits = [m for m in candidates if m.ports_per_module == 1 and m.gbps == port_gbps and m.kind == switch_end.kind
+            and m.reach_class == switch_end.reach_class and m.price_usd is not None and m.power_w is not None]
+    return min(fits, key=lambda m: (m.price_usd, m.power_w, m.id)) if fits else None
+
+
+def nic_link_option(switch_end: Any, nic_end: Any | None) -> MediumOption:
+    """An optical NIC-leaf link priced end by end: the switch end's share of its (twin-port) module and
+    the NIC end's single-port module (nic_end_module). Where the catalog has no NIC-side module of the
+    switch module's class, or the switch module is itself single-port, one module type serves both ends."""
+    s = medium_option(switch_end)
+    if nic_end is None or nic_end.id == switch_end.id:
+        return s
+    n = medium_option(nic_end)
+    return MediumOption(id=s.id, kind=s.kind, reach_m=min(s.reach_m, n.reach_m),
+                        usd_per_link=(s.usd_per_link + n.usd_per_link) / 2, w_per_link=(s.w_per_link + n.w_per_link) / 2,
+                        ports_per_module=s.ports_per_module, nic_end=n.id)
 
 
 def link_lane_gbps(port_gbps: float, *stated: float | None) -> float:
@@ -607,5 +641,6 @@ def fabric_layout(layout: FloorLayout, plan: RackPlan, *, n_domains: int, nic_li
 __all__ = [
     "COPPER_KINDS", "FabricLayout", "LengthBand", "LinkLayer", "MediumOption", "RackPlan", "cheapest_reaching",
     "eligible", "fabric_layout", "layer_lengths", "layer_worst_m", "leaf_span_racks", "length_bands",
-    "link_lane_gbps", "longest", "medium_option", "no_reach_message", "rack_nic_links", "rack_plan",
+    "link_lane_gbps", "longest", "medium_option", "nic_end_module", "nic_link_option", "no_reach_message",
+    "rack_nic_links", "rack_plan",
 ]

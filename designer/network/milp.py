@@ -86,6 +86,8 @@ from designer.network.layout import (
     leaf_span_racks,
     link_lane_gbps,
     medium_option,
+    nic_end_module,
+    nic_link_option,
     no_reach_message,
     rack_plan,
 )
@@ -306,9 +308,11 @@ OPT_IN_MEDIA_KINDS = ("lpo", "copper_active", "aoc")
 
 
 def _media_candidates(catalog: Catalog, policy: Any, port_gbps: float, lane_gbps: float
-                      ) -> tuple[tuple[MediumOption, ...], tuple[MediumOption, ...]]:
-    """(optical, copper) media that can carry the port (designer.network.layout.eligible), priced per
-    link. A medium named in the study (choices.media.optic / .dac) is the only one of its side."""
+                      ) -> tuple[tuple[MediumOption, ...], tuple[MediumOption, ...], tuple[MediumOption, ...]]:
+    """(optical, copper, NIC-leaf optical) media that can carry the port (designer.network.layout.eligible),
+    priced per link. A medium named in the study (choices.media.optic / .dac) is the only one of its
+    side. The NIC-leaf optical links are the optical ones with the NIC's end in a single-port module
+    (layout.nic_end_module, nic_link_option)."""
     rule = getattr(catalog, "reach_rule", None)
 
     def ok(m: LinkMedia) -> bool:
@@ -321,15 +325,22 @@ def _media_candidates(catalog: Catalog, policy: Any, port_gbps: float, lane_gbps
         return m.kind.value not in OPT_IN_MEDIA_KINDS or m.id in allowed
 
     out = []
+    modules = []  # the optical side's catalog entries, for the NIC ends
     for named, copper, role in ((policy.optic, False, "optic"), (policy.dac, True, "DAC")):
         if named is not None:
             m = catalog.medium(named)
-            out.append((medium_option(m, role),) if ok(m) else ())
-            continue
-        out.append(tuple(medium_option(m) for m in catalog.media
-                         if (m.kind.value in COPPER_MEDIA_KINDS) == copper and m.price_usd is not None
-                         and m.power_w is not None and ok(m) and offered(m)))
-    return out[0], out[1]
+            chosen = [m] if ok(m) else []
+            out.append(tuple(medium_option(x, role) for x in chosen))
+        else:
+            chosen = [m for m in catalog.media if (m.kind.value in COPPER_MEDIA_KINDS) == copper
+                      and m.price_usd is not None and m.power_w is not None and ok(m) and offered(m)]
+            out.append(tuple(medium_option(m) for m in chosen))
+        if not copper:
+            modules = chosen
+    # the NIC's end: a single-port module of the catalog's (the named optic names the switch end)
+    nic_ends = [m for m in catalog.media if m.kind.value not in COPPER_MEDIA_KINDS and ok(m) and offered(m)]
+    nic_optical = tuple(nic_link_option(m, nic_end_module(m, nic_ends, port_gbps)) for m in modules)
+    return out[0], out[1], nic_optical
 
 
 def _included_nics_per_domain(plat: Any, nic_id: str) -> float:
@@ -546,13 +557,14 @@ def enumerate_combos(study: NetworkStudy, catalog: Catalog) -> tuple[Combo, ...]
                             mkey = (mode.port_gbps, lane)
                             if mkey not in media_memo:  # the same few port speeds recur over the loops
                                 media_memo[mkey] = _media_candidates(catalog, ch.media, mode.port_gbps, lane)
-                            optical, copper = media_memo[mkey]
+                            optical, copper, nic_optical = media_memo[mkey]
                             if not optical and not (copper and ch.media.nic_links != "optic"):
                                 reasons.add(f"no medium of at least {mode.port_gbps:g}G per port at {lane:g}G per lane "
                                             "in the catalog")
                                 continue
-                            variants = {"cheapest": ((*optical, *copper),), "dac": ((*optical, *copper),),
-                                        "optic": (optical,), "choose": ((*optical, *copper), optical)}[ch.media.nic_links]
+                            variants = {"cheapest": ((*nic_optical, *copper),), "dac": ((*nic_optical, *copper),),
+                                        "optic": (nic_optical,),
+                                        "choose": ((*nic_optical, *copper), nic_optical)}[ch.media.nic_links]
                             included = _included_nics_per_domain(plat, nic.id)
                             for nic_opts in variants:
                                 if not nic_opts:

@@ -98,14 +98,6 @@ def test_exposure_reproduces_the_solver_capex(designs, name):
     assert (d.nic in ids) == (d.nic_capex_usd > 0)
 
 
-def layer_media(d, cat):
-    """The medium of each link layer (nic-leaf, leaf-spine, ...), as the design names them."""
-    listed = getattr(d, "link_media", ())
-    if listed:
-        return [cat.medium(m) for m in listed]
-    return [cat.medium(d.dac if d.dac else d.optic)] + [cat.medium(d.optic)] * (d.n_tiers - 1)
-
-
 def test_exposure_counted_by_hand(designs):
     d, cat = designs["rail-optimized-2048"]
     e = price_exposure(d, cat)
@@ -113,12 +105,19 @@ def test_exposure_counted_by_hand(designs):
     # endpoints; QM9790 radix 64, h = 32; 2,048 <= 2 * 32^2, so two tiers. Rail-pure leaves, D = 256 > h:
     # 8 rails x ceil(256 / 32) = 64 leaves; spines ceil(2,048 / 64) = 32: 96 switches.
     # Links: 2,048 NIC-leaf and 2,048 leaf-spine. A cable (DAC, AOC, active copper) is bought per link,
-    # a transceiver per link end (two per link); a module serves ports_per_module of them.
+    # a transceiver per link end (two per link); a module serves ports_per_module of them. An optical
+    # NIC link named "switch module+NIC module" has one end of each.
     assert d.n_tiers == 2
     want: dict[str, float] = {"hgx_h100_8": 256, "qm9790": 96}
-    for links, m in zip((2048, 2048), layer_media(d, cat)):
-        ends = 1 if m.kind.value in ("dac", "aoc", "copper_active") else 2
-        want[m.id] = want.get(m.id, 0) + links * ends / m.ports_per_module
+    for links, name in zip((2048, 2048), d.link_media):
+        ends = name.split("+")
+        if len(ends) == 2:
+            for mid in ends:
+                want[mid] = want.get(mid, 0) + links / cat.medium(mid).ports_per_module
+            continue
+        m = cat.medium(name)
+        n_ends = 1 if m.kind.value in ("dac", "aoc", "copper_active") else 2
+        want[m.id] = want.get(m.id, 0) + links * n_ends / m.ports_per_module
     if d.nic_capex_usd > 0:  # hgx_h100_8's price excludes its NICs: 2,048 bought
         want["cx7_400g"] = 2048
     assert {t.entry_id: t.quantity for t in e.terms} == want

@@ -533,3 +533,27 @@ def test_the_centre_line_of_a_blocked_floor_is_its_rows_middle_whatever_the_leaf
     assert (lay.racks_per_row, lay.racks_per_block) == (112, 16)
     for span in (8, 9, 6):
         assert _Floor(lay, 2000, span).mid == 119 // 2
+
+
+@pytest.mark.parametrize("platform,nic,switch,switch_end,nic_end", [
+    # NDR: a twin-port 800G 2xSR4 module serves two switch ports; ConnectX-7's cage takes a 400G
+    # single-port SR4 (prices-and-layout.md §2a: "400G single-port OSFP SR4/DR4 (NIC side, CX-7)")
+    ("hgx_h100_8", "cx7_400g", "qm9790", "osfp_800g_2xsr4", "osfp_400g_sr4"),
+    # XDR: a twin-port 1.6T 2xDR4 at the switch, ConnectX-8's 800G single-port DR4 at the NIC
+    ("hgx_b300_8", "cx8_800g", "q3400", "osfp_1p6t_2xdr4", "osfp_800g_dr4_nic"),
+])
+def test_an_optical_nic_link_ends_in_the_nics_own_module(platform, nic, switch, switch_end, nic_end):
+    from designer.spec.catalog import load_catalog
+
+    real = load_catalog()
+    d = solve_network(NetworkStudy.model_validate({
+        "choices": {"platforms": [platform], "nics": [{"id": nic, "nics_per_gpu": [1]}], "switches": [{"id": switch}],
+                    "families": ["rail-only"], "media": {"nic_links": "optic"}},
+        "gpus": {"count": 4096}, "objective": {"kind": "min_cost"}})).design
+    # 4,096 NIC-leaf links and 4,096 leaf-spine links (rail-only, two tiers): by hand, each NIC link
+    # is half a twin-port module and one NIC module, each leaf-spine link two halves of a twin-port
+    s, n = real.medium(switch_end), real.medium(nic_end)
+    assert d.link_media == (f"{switch_end}+{nic_end}", switch_end)
+    assert dict(d.media_modules) == {switch_end: 4096 / 2 + 4096, nic_end: 4096}
+    assert d.optics_capex_usd == pytest.approx(4096 * (s.price_usd / 2 + n.price_usd) + 4096 * s.price_usd, rel=1e-12)
+    assert d.bom.optics_power_w == pytest.approx(4096 * (s.power_w / 2 + n.power_w) + 4096 * s.power_w, rel=1e-12)
