@@ -83,8 +83,20 @@ def one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _finite(obj: Any) -> Any:
+    """`obj` with every non-finite float as None: JSON has no Infinity or NaN (RFC 8259), and strict
+    parsers refuse Python's spelling of them."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
 def _print_json(obj: Any) -> None:
-    typer.echo(json.dumps(obj, indent=2, sort_keys=False, default=str))
+    typer.echo(json.dumps(_finite(obj), indent=2, sort_keys=False, default=str, allow_nan=False))
 
 
 @app.command()
@@ -302,17 +314,38 @@ def pareto(
             typer.echo(f"front written to {export}")
 
 
+def _is_optuna_journal(path: Path) -> bool:
+    """Whether `path` starts as Optuna's JournalFileBackend log does: a JSON line carrying an op_code."""
+    try:
+        with open(path, "rb") as fh:
+            record = json.loads(fh.readline(1 << 16))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(record, dict) and "op_code" in record
+
+
 def _check_export_target(export: Path, out_dir: Path) -> None:
     """An export never replaces a file of a designer result set (a folder whose meta.json lists it:
-    this study's, another's, or one moved to previous/), nor anything but a regular file (a link, a
-    pipe or a device would be replaced by the rename that writes it)."""
+    this study's, another's, or one moved to previous/), a run's state (its Optuna journal and locks,
+    wherever the journal lies), nor anything but a regular file (a link, a pipe or a device would be
+    replaced by the rename that writes it)."""
     if export.is_symlink() or (export.exists() and not export.is_file()):
         raise SpecError(f"--export '{export}': exists and is not a regular file; give a new file path")
     if export.resolve().parent == out_dir.resolve() and (out_dir / export.name).exists():
         # a file of the study's own set: overwriting it would break the folder's completion record
         raise SpecError(f"--export '{export}': is one of the study's own result files; give a path outside "
                         f"'{out_dir}' or a new name")
+    from designer.search.runner import JOURNAL_NAME
+
     target = export.resolve()
+    if target.is_file() and _is_optuna_journal(target):
+        raise SpecError(f"--export '{export}': is an Optuna journal (a study's trial storage); give a new file path")
+    # a run's own state, which meta.json does not list: its trial storage, the storage's lock, the run lock
+    run_state = {JOURNAL_NAME, f"{JOURNAL_NAME}.lock", ".designer-run.lock"}
+    here = target.parent
+    if target.name in run_state and ((here / "meta.json").is_file() or (here / ".designer-run.lock").exists()):
+        raise SpecError(f"--export '{export}': is the run state of the designer result set in '{here}' (its study "
+                        "storage or a lock); give a path outside it or a new name")
     for folder in target.parents:
         meta = folder / "meta.json"
         if not meta.is_file():

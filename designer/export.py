@@ -248,20 +248,29 @@ def write_outputs(out_dir: Path, *, pareto: pd.DataFrame, trials: pd.DataFrame, 
         shutil.rmtree(leftover, ignore_errors=True)
     stage = out_dir / f".staging-{os.getpid()}"
     stage.mkdir()
-    staged = _write_files(stage, pareto=pareto, trials=trials, designs=designs, meta=meta, fronts_by=fronts_by,
-                          front_by=front_by, plots=plots, title=title, strategies=strategies, formats=formats,
-                          limits=limits, robustness=robustness)
-    files: dict[str, dict[str, Any]] = {}
-    rows = {f"{stem}.{fmt}": len(df) for stem, df in (("pareto", pareto), ("trials", trials), ("designs", designs))
-            for fmt in TABLE_FORMATS}
-    for p in staged:
-        rel = p.relative_to(stage).as_posix()
-        _fsync(p)
-        files[rel] = {"bytes": p.stat().st_size, "sha256": _sha256(p), **({"rows": rows[rel]} if rel in rows else {})}
-    record = {**meta, "files": files}
-    rec = stage / COMPLETION_RECORD
-    rec.write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
-    _fsync(rec)
+    try:
+        staged = _write_files(stage, pareto=pareto, trials=trials, designs=designs, meta=meta, fronts_by=fronts_by,
+                              front_by=front_by, plots=plots, title=title, strategies=strategies, formats=formats,
+                              limits=limits, robustness=robustness)
+        files: dict[str, dict[str, Any]] = {}
+        rows = {f"{stem}.{fmt}": len(df) for stem, df in (("pareto", pareto), ("trials", trials), ("designs", designs))
+                for fmt in TABLE_FORMATS}
+        for p in staged:
+            rel = p.relative_to(stage).as_posix()
+            _fsync(p)
+            files[rel] = {"bytes": p.stat().st_size, "sha256": _sha256(p), **({"rows": rows[rel]} if rel in rows else {})}
+        record = {**meta, "files": files}
+        rec = stage / COMPLETION_RECORD
+        rec.write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
+        _fsync(rec)
+    except BaseException as err:
+        # nothing has moved yet: the staging folder is all this write leaves, and on a full disk it
+        # would keep the disk full; the previous set is untouched
+        shutil.rmtree(stage, ignore_errors=True)
+        if isinstance(err, OSError) and not err.filename:
+            # a failed write names no file (ENOSPC, EIO): name the folder being written
+            raise OSError(err.errno, err.strerror, str(out_dir)) from None
+        raise
     old = out_dir / COMPLETION_RECORD
     _restore_partial_moves(out_dir, str(_record(old).get("spec_hash", ""))[:12])
     _finish_moves(out_dir)  # an earlier set a killed run was moving aside

@@ -1125,10 +1125,19 @@ def _claim_output(out: Path, spec: StudySpec, overwrite: bool, named: str = "--o
         raise SpecError(f"{named} '{out}' is in use by another designer run ({holder}); wait for it, or give "
                         "another --out (extra workers of one study share a --storage, not an output folder)") from None
     fh.seek(0)
+    # the study of a run that stopped here before writing its results (killed: the kernel released its
+    # lock, its record stays): not another study's to take without --overwrite
+    stopped = re.match(r"study (.+), pid \d+$", fh.read().strip())
+    prev = out / "meta.json"
+    if stopped and stopped.group(1) != spec.name and not prev.is_file() and not overwrite:
+        fh.close()
+        raise SpecError(f"{named} '{out}' holds the unfinished run of study '{stopped.group(1)}', not "
+                        f"'{spec.name}' (it stopped before writing its results; rerun it to continue); give another "
+                        "--out, or --overwrite to take the folder")
+    fh.seek(0)
     fh.truncate()
     fh.write(f"study {spec.name}, pid {os.getpid()}\n")
     fh.flush()
-    prev = out / "meta.json"
     if not designer_folder and not overwrite:
         foreign = sorted(n for n in FOREIGN_GUARDED if (out / n).exists())
         if foreign:
@@ -1309,7 +1318,10 @@ def explain_study(spec: StudySpec, *, gpus: int | None = None) -> dict[str, Any]
     out with their arithmetic, the strategy values the rules remove, and (with `gpus`) that count."""
     from designer.search.outer import build_outer_space, count_reason
     from designer.search.space import DesignSpace, explain_space
-    from designer.spec.network_study import study_catalog
+    from designer.spec.network_study import MAX_GPUS, study_catalog
+
+    if gpus is not None and not 1 <= gpus <= MAX_GPUS:
+        raise SpecError(f"--gpus {gpus}: allowed: 1 to {MAX_GPUS:,}")
 
     if spec.network is None:
         raise SpecError("field 'network': `designer space` needs the study's network section")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
@@ -16,6 +17,8 @@ def _fmt(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
+        if not math.isfinite(value):
+            return str(value)
         if value == int(value) and abs(value) < 1e15:
             return f"{int(value):,}"
         return f"{value:,.4g}"

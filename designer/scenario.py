@@ -21,7 +21,7 @@ from designer.perf.memory import gradient_bytes
 from designer.perf.model import PerfCalibration, evaluate_system, perf_calibration
 from designer.perf.records import Infeasible, Metrics
 from designer.spec.base import Record
-from designer.spec.catalog import Catalog, load_catalog
+from designer.spec.catalog import MAX_HB_GB_PER_S, MIN_HB_GB_PER_S, Catalog, load_catalog
 from designer.spec.llm import LLMSpec, Strategy, TrainingSpec
 from designer.spec.load import read_yaml, validate
 from designer.spec.models import load_model
@@ -51,7 +51,7 @@ class SystemChoice(Record):
     # Optional overrides of the platform's scale-up fabric (e.g. to study a torus HB domain).
     hb_topology: HBTopology | None = None
     torus_dims: tuple[int, ...] | None = None
-    hb_gb_per_s_per_direction: float | None = Field(default=None, gt=0)
+    hb_gb_per_s_per_direction: float | None = Field(default=None, ge=MIN_HB_GB_PER_S, le=MAX_HB_GB_PER_S)
     # Jobs on part of an HB domain (8, 64 or 128 GPUs of NVL72 racks): the GPUs the job uses in each
     # domain; the rest of the domain idles or runs other jobs. None means the whole domain.
     gpus_per_domain: int | None = Field(default=None, ge=1)

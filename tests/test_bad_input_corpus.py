@@ -5,7 +5,8 @@ The cases come from mutating valid files (a study, a co-design study with a goal
 scenario). What each mutation must do is read from the records' schema, not from the tool's answers:
 - every key of a record section renamed (a typo): an unknown key, with the original as the closest;
 - every required key dropped;
-- every number made a word, true, infinite or NaN; every number whose field has a lower bound put below it;
+- every number made a word, true, infinite or NaN; every number whose field has a lower bound put below it,
+  and above its upper bound where it has one;
 - every boolean made a word; every enum or literal given a value outside its choices.
 Bad command-line values are listed by hand at the end.
 """
@@ -94,6 +95,15 @@ def _lower_bound(field: Any) -> float | None:
     return None
 
 
+def _upper_bound(field: Any) -> float | None:
+    for m in field.metadata:
+        if isinstance(m, annotated_types.Lt):
+            return float(m.lt)
+        if isinstance(m, annotated_types.Le):
+            return float(m.le)
+    return None
+
+
 def _walk(data: Any, cls: type[BaseModel], path: tuple) -> Iterator[tuple[tuple, str, Any, Any, type[BaseModel]]]:
     """(path, key, value, field, record class) for every key of every record section in `data`."""
     if not isinstance(data, dict):
@@ -173,6 +183,12 @@ def _cases() -> list[tuple[str, str, dict, str, tuple[str, ...]]]:
                     bad = low - 1 if float(low).is_integer() else low - abs(low) - 1
                     bad = int(bad) if float(bad).is_integer() else bad
                     cases.append((f"{base}:below:{dotted}", base, _set(data, where, bad), "", (key, str(bad))))
+                high = _upper_bound(field)
+                if high is not None:
+                    # past a size, seed or ratio's upper bound (a typo; beyond it the arithmetic overflows)
+                    bad = int(high) + 1 if isinstance(value, int) else high * 10
+                    cases.append((f"{base}:above:{dotted}", base, _set(data, where, bad), "", (key, f"{bad:g}" if
+                                  isinstance(bad, float) else str(bad))))
             if kind == "choice" and isinstance(value, str):
                 cases.append((f"{base}:choice:{dotted}", base, _set(data, where, "no-such-choice"), "",
                               (key, "no-such-choice", str(choices[0]))))
@@ -297,6 +313,13 @@ def test_a_bad_flag_or_path_is_one_clear_line(argv, needles, tmp_path, monkeypat
     (("attention_window", "full_attention_every"), 1, ("model.attention_window.full_attention_every", "= 1", "2")),
     (("attention_window", "kind"), "slidng", ("model.attention_window.kind", "'slidng'", "'sliding' or 'chunked'")),
     (("moe", "top_k"), 0, ("model.moe.top_k", "= 0", "1")),
+    # sizes past any model's (designer.spec.llm MAX_*): typos, whose arithmetic would overflow
+    (("vocab_size",), 10**19, ("model.vocab_size", "10000000000000000000", "16777216")),
+    (("layers",), 10**12, ("model.layers", "1000000000000", "10000")),
+    (("moe", "capacity_factor"), 1e300, ("model.moe.capacity_factor", "1e+300", "16")),
+    # GPT-OSS-20B has 24 layers: 24 dense ones leave no MoE layer
+    (("moe", "first_dense_layers"), 24, ("first_dense_layers 24", "none of the 24", "0 to 23")),
+    (("moe", "moe_layer_interval"), 100, ("moe_layer_interval 100", "1 to 24")),
 ])
 def test_an_inline_model_names_its_own_field(path, value, needles, tmp_path, monkeypatch, capsys):
     # the scenario's model is a name or a record (`str | LLMSpec`): a bad record is reported at its
@@ -453,3 +476,38 @@ def test_a_path_that_is_no_file_says_what_it_is(tmp_path, monkeypatch, capsys):
     f.write_text(yaml.safe_dump(scenario, sort_keys=False))
     code, out, err = _invoke(["evaluate", str(f)], monkeypatch, capsys)
     assert code == 2 and f"field 'catalog.extra_files' = '{tmp_path}': a folder, not a file" in err, err
+
+
+def test_a_price_multiplier_past_a_thousand_is_refused(tmp_path, monkeypatch, capsys):
+    # a multiplier scales catalog prices; 1e300 left the MILP numerically meaningless ("raise the
+    # time limit" after 2 s of a 60 s limit), so it is refused where it is written
+    study = yaml.safe_load(BASES["network"][0].read_text())
+    study.setdefault("catalog", {})["price_multipliers"] = {"all": 1e300}
+    f = tmp_path / "network.yaml"
+    f.write_text(yaml.safe_dump(study, sort_keys=False))
+    code, out, err = _invoke(["network", str(f)], monkeypatch, capsys)
+    _check_one_line(code, out, err, ("price_multipliers", "'all'", "1e+300", "0 to 1000"))
+
+
+def test_json_output_is_strict_json_and_tables_print_infinities():
+    # RFC 8259 has no Infinity or NaN: they are written as null; the terminal tables print them as is
+    import json as _json
+
+    from designer.cli import _finite
+    from designer.report import _fmt
+
+    text = _json.dumps(_finite({"a": math.inf, "b": [1.5, -math.inf, math.nan], "c": "x"}), allow_nan=False)
+    assert _json.loads(text) == {"a": None, "b": [1.5, None, None], "c": "x"}
+    assert (_fmt(math.inf), _fmt(-math.inf), _fmt(2.0)) == ("inf", "-inf", "2")
+
+
+def test_a_solver_stop_before_the_time_limit_is_not_blamed_on_it():
+    from designer.network.api import _no_solution
+    from designer.network.solve import SolveOutcome
+
+    study = NetworkStudy.model_validate(yaml.safe_load(BASES["network"][0].read_text()))
+    limit = study.solver.time_limit_s
+    early = _no_solution(study, SolveOutcome("no_solution", "unknown", None, None, None, 1.9))
+    assert "stopped without a design after 1.9 s (unknown)" in str(early) and "raise the time limit" not in str(early)
+    late = _no_solution(study, SolveOutcome("no_solution", "maxTimeLimit", None, None, None, limit))
+    assert f"within solver.time_limit_s = {limit:g} s" in str(late) and "raise the time limit" in str(late)

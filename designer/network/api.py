@@ -93,6 +93,18 @@ def _solve_one(study: NetworkStudy, catalog: Catalog, hooks: Sequence[HookRef], 
     return design, slacks, outcome
 
 
+def _no_solution(study: NetworkStudy, outcome: SolveOutcome) -> SolverError:
+    """HiGHS stopped without a design: at the time limit (raise it), or for another reason before it
+    (numerics: prices, budgets or sizes far outside the catalog's range), which a longer limit would
+    not mend."""
+    if "time" in outcome.termination.lower() or outcome.solve_time_s >= 0.95 * study.solver.time_limit_s:
+        return SolverError(f"no design found within solver.time_limit_s = {study.solver.time_limit_s:g} s "
+                           f"({outcome.termination}); raise the time limit")
+    return SolverError(f"HiGHS stopped without a design after {outcome.solve_time_s:.1f} s ({outcome.termination}), "
+                       "well within solver.time_limit_s: check prices, budgets and sizes for values far outside "
+                       "the catalog's (catalog.price_multipliers, budgets)")
+
+
 def _run_stages(built: BuiltModel, study: NetworkStudy, catalog: Catalog, hooks: Sequence[HookRef], combos,
                 kind: str, opt, cost_stage) -> SolveOutcome:
     """Solve the built model with `opt`, then (max_gpus, max_flops) the lexicographic cost stage that
@@ -101,8 +113,7 @@ def _run_stages(built: BuiltModel, study: NetworkStudy, catalog: Catalog, hooks:
     if first.status == "infeasible":
         raise _explain(study, catalog, hooks, combos, kind)
     if first.status == "no_solution":
-        raise SolverError(f"no design found within solver.time_limit_s = {study.solver.time_limit_s:g} s "
-                          f"({first.termination}); raise the time limit")
+        raise _no_solution(study, first)
     if kind not in ("max_gpus", "max_flops"):
         return first
     # Lexicographic: keep the best GPU count (or FLOP/s) and then minimize capex.

@@ -251,6 +251,13 @@ def plane_layout(family: Family, n_gpus: int, hb_domain_size: int, nics_per_gpu:
     return nics_per_gpu, n_gpus // gpus_per_nic
 
 
+# Bounds of a port's speed (1 Gb/s to 100 Tb/s) and of the rails per GPU (16): past them a value is a
+# typo (a figure in bytes, an extra digit), and the counts it would give overflow the closed form
+MIN_PORT_GBPS = 1.0
+MAX_PORT_GBPS = 100_000.0
+MAX_NICS_PER_GPU = 16
+
+
 def validate_inputs(
     family: Family,
     n_gpus: int,
@@ -281,8 +288,11 @@ def validate_inputs(
     if gpus_per_nic > 1 and (nics_per_gpu != 1 or hb_domain_size % gpus_per_nic):
         raise SpecError(f"gpus_per_nic={gpus_per_nic}: a shared NIC needs nics_per_gpu 1 and an HB domain "
                         f"({hb_domain_size}) that it divides")
-    if not port_gbps > 0:
-        raise SpecError(f"port_gbps={port_gbps!r}: must be > 0")
+    if not MIN_PORT_GBPS <= port_gbps <= MAX_PORT_GBPS:
+        # from 1 Gb/s Ethernet to far past 1.6T ports; outside, a typo (a figure in bytes or bits)
+        raise SpecError(f"port_gbps={port_gbps!r}: allowed: {MIN_PORT_GBPS:g} to {MAX_PORT_GBPS:g}")
+    if nics_per_gpu > MAX_NICS_PER_GPU:
+        raise SpecError(f"nics_per_gpu={nics_per_gpu}: allowed: 1 to {MAX_NICS_PER_GPU} (rails per GPU)")
     if not oversubscription >= 1.0 or math.isinf(oversubscription):
         raise SpecError(f"oversubscription={oversubscription!r}: must be a finite ratio >= 1 (1 = non-blocking)")
     if family != Family.oversubscribed:

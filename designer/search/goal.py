@@ -120,12 +120,20 @@ def answer_goal(goal: Goal, points: Sequence[DesignPoint]) -> GoalAnswer | None:
         if not points:
             return GoalAnswer(False, text, None, message=f"no design meets {text}: no design has a feasible strategy")
         closest = min(points, key=lambda p: (max(p.excess(lim) for lim in goal.subject_to), p.metric(target)))
-        worst = max(goal.subject_to, key=lambda lim: closest.excess(lim))
-        others = [lim.text for lim in goal.subject_to if lim is not worst]
-        msg = (f"no design meets {worst.text}" + (f" under {' and '.join(others)}" if others else "")
-               + f"; closest is {_describe(closest)} at {_fmt(worst.metric, closest.metric(worst.metric))} "
-               f"({closest.excess(worst):+.1%} past the limit), {_fmt('capex_usd', closest.capex_usd)}, "
-               f"{closest.time_to_train_s / DAY_S:,.2f} days")
+        # every limit the closest design misses, worst first (it may miss more than one)
+        missed = sorted((lim for lim in goal.subject_to if closest.excess(lim) > 0), key=lambda lim: -closest.excess(lim))
+        misses = ", ".join(f"{_fmt(lim.metric, closest.metric(lim.metric))} ({closest.excess(lim):+.1%} past {lim.text})"
+                           for lim in missed)
+        msg = (f"no design meets {' and '.join(lim.text for lim in goal.subject_to)}; closest is {_describe(closest)}: "
+               f"{misses}; {_fmt('capex_usd', closest.capex_usd)}, {closest.time_to_train_s / DAY_S:,.2f} days")
+        # with several limits, the design nearest the worst-missed one among those meeting all the others
+        worst = missed[0]
+        others = [lim for lim in goal.subject_to if lim is not worst]
+        within = [p for p in points if others and all(p.excess(lim) <= 0 for lim in others)]
+        if len(missed) > 1 and within:
+            near = min(within, key=lambda p: (p.excess(worst), p.metric(target)))
+            msg += (f"; within {' and '.join(lim.text for lim in others)} the nearest is {_describe(near)} at "
+                    f"{_fmt(worst.metric, near.metric(worst.metric))} ({near.excess(worst):+.1%} past {worst.text})")
         return GoalAnswer(False, text, None, message=msg, closest=closest)
     best = min(ok, key=lambda p: (p.metric(target), p.capex_usd, p.time_to_train_s, p.design_id))
     binding = ""

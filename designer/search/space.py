@@ -344,7 +344,7 @@ class DesignSpace:
         tp_vals = [t for t in tp_candidates(space, hb_domain_size)
                    if tp_fits_hb(t, hb_domain_size, space.max_tp_hb_domains) and _tp_ok(llm, t)]
         # every depth up to max_pp: stages may be uneven (designer.spec.llm.pipeline_stage_layers)
-        pp_vals = [p for p in (space.pp or range(1, space.max_pp + 1)) if p <= llm.layers]
+        pp_vals = [p for p in (space.pp or range(1, min(space.max_pp, llm.layers) + 1)) if p <= llm.layers]
         cp_vals = [c for c in space.cp if c == 1 or training.sequence_length % (2 * c) == 0]
         if llm.moe is None:
             ep_vals = [1]  # expert parallelism has no meaning for a dense model

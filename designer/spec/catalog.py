@@ -41,6 +41,10 @@ DEFAULT_CATALOG = Path(__file__).resolve().parents[1] / "data" / "catalog.yaml"
 # (docs.nvidia.com/networking/display/800g200gpam4list, via prices-and-layout.md §2a). Broadcom claims
 # long-reach passive copper for Tomahawk-6 without a length, so the rule is kept in code, not only data.
 DAC_MAX_LANE_GBPS = 100.0
+# Scale-up bandwidth per GPU, one direction: from a PCIe-only part (PCIe 3.0 x16, ~16 GB/s, so at
+# least 1 GB/s) to well past NVLink 5 (900 GB/s): outside, a typo (a figure in bytes or Gb/s)
+MIN_HB_GB_PER_S = 1.0
+MAX_HB_GB_PER_S = 100_000.0
 
 
 class FigureKind(str, Enum):
@@ -138,7 +142,8 @@ class Gpu(Entry):
     # A100 80GB, of which CUDA reports a total capacity of 79.15 GiB), as Calculon models it (80 GiB)
     hbm_gib: float = Field(gt=0, description="HBM per GPU in GiB (2^30 bytes), as the vendor's 'GB' means it")
     hbm_tb_per_s: float = Field(gt=0)
-    hb_gb_per_s_per_direction: float = Field(gt=0, description="scale-up (NVLink) bandwidth per GPU, one direction")
+    hb_gb_per_s_per_direction: float = Field(ge=MIN_HB_GB_PER_S, le=MAX_HB_GB_PER_S,
+                                             description="scale-up (NVLink) bandwidth per GPU, one direction")
 
     def perf(self) -> GpuPerf:
         peak = {"bf16": self.bf16_tflops * units.TFLOPS_TO_FLOPS,
@@ -164,7 +169,8 @@ class Platform(Entry):
     hb_domain_size: int = Field(ge=1)
     hb_topology: HBTopology = HBTopology.switched
     torus_dims: tuple[int, ...] | None = None
-    hb_gb_per_s_per_direction: float | None = Field(default=None, gt=0, description="None means the GPU's figure")
+    hb_gb_per_s_per_direction: float | None = Field(default=None, ge=MIN_HB_GB_PER_S, le=MAX_HB_GB_PER_S,
+                                                    description="None means the GPU's figure")
     in_network_reduction: bool = False
     max_nics_per_gpu: int = Field(default=2, ge=1)
     # Below 1: a NIC may serve several GPUs (0.5: 4 NICs in an 8-GPU node, two GPUs per PCIe switch).

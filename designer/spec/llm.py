@@ -19,16 +19,28 @@ def _is_int(v: object) -> bool:
     return (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer())
 
 
+# Upper bounds of a model's sizes: far beyond any model trained (the largest published have 126 layers,
+# hidden 25,600, vocabularies up to ~1M and 384 routed experts), low enough that the performance
+# model's arithmetic stays finite (a size past them is a typo, refused in one line)
+MAX_LAYERS = 10_000
+MAX_WIDTH = 2**22  # hidden, FFN and head sizes
+MAX_HEADS = 65_536
+MAX_VOCAB = 2**24
+MAX_EXPERTS = 65_536
+# Megatron-Core's --moe-expert-capacity-factor: 1.0-2.0 in practice; past 16 no token is ever dropped
+MAX_CAPACITY_FACTOR = 16.0
+
+
 class MoESpec(Record):
-    experts: int = Field(ge=2)
+    experts: int = Field(ge=2, le=MAX_EXPERTS)
     top_k: int = Field(ge=1)
-    expert_ffn_size: int = Field(ge=1)
-    shared_experts: int = Field(default=0, ge=0)
+    expert_ffn_size: int = Field(ge=1, le=MAX_WIDTH)
+    shared_experts: int = Field(default=0, ge=0, le=MAX_EXPERTS)
     # Which layers are MoE: every `moe_layer_interval`-th layer after the first `first_dense_layers`.
-    moe_layer_interval: int = Field(default=1, ge=1)
-    first_dense_layers: int = Field(default=0, ge=0)
-    capacity_factor: float = Field(default=1.0, gt=0)
-    shared_expert_ffn_size: int | None = Field(default=None, ge=1, description="None means expert_ffn_size")
+    moe_layer_interval: int = Field(default=1, ge=1, le=MAX_LAYERS)
+    first_dense_layers: int = Field(default=0, ge=0, le=MAX_LAYERS)
+    capacity_factor: float = Field(default=1.0, gt=0, le=MAX_CAPACITY_FACTOR)
+    shared_expert_ffn_size: int | None = Field(default=None, ge=1, le=MAX_WIDTH, description="None means expert_ffn_size")
     # Node-limited routing (DeepSeek-V3 §2.1.2): each token's experts lie on at most this many nodes
     # (HB domains); None means unrestricted.
     max_nodes_per_token: int | None = Field(default=None, ge=1)
@@ -48,11 +60,11 @@ class MLASpec(Record):
     """Multi-head latent attention (DeepSeek-V2/V3, arXiv 2405.04434 §2.1): queries and keys/values
     pass through low-rank projections; each head has a no-RoPE part and a shared RoPE part."""
 
-    q_lora_rank: int | None = Field(default=None, ge=1, description="None means an uncompressed query projection")
-    kv_lora_rank: int = Field(ge=1)
-    qk_nope_head_dim: int = Field(ge=1)
-    qk_rope_head_dim: int = Field(ge=0)
-    v_head_dim: int = Field(ge=1)
+    q_lora_rank: int | None = Field(default=None, ge=1, le=MAX_WIDTH, description="None means an uncompressed query projection")
+    kv_lora_rank: int = Field(ge=1, le=MAX_WIDTH)
+    qk_nope_head_dim: int = Field(ge=1, le=MAX_WIDTH)
+    qk_rope_head_dim: int = Field(ge=0, le=MAX_WIDTH)
+    v_head_dim: int = Field(ge=1, le=MAX_WIDTH)
 
 
 class AttentionWindowSpec(Record):
@@ -77,13 +89,13 @@ class AttentionWindowSpec(Record):
 
 class LLMSpec(Record):
     name: str
-    layers: int = Field(ge=1)
-    hidden_size: int = Field(ge=1)
-    ffn_size: int = Field(ge=1, description="dense FFN inner size")
-    heads: int = Field(ge=1)
-    kv_heads: int | None = Field(default=None, ge=1, description="GQA key/value heads; None means heads")
-    head_dim: int | None = Field(default=None, ge=1, description="None means hidden_size // heads")
-    vocab_size: int = Field(ge=1)
+    layers: int = Field(ge=1, le=MAX_LAYERS)
+    hidden_size: int = Field(ge=1, le=MAX_WIDTH)
+    ffn_size: int = Field(ge=1, le=MAX_WIDTH, description="dense FFN inner size")
+    heads: int = Field(ge=1, le=MAX_HEADS)
+    kv_heads: int | None = Field(default=None, ge=1, le=MAX_HEADS, description="GQA key/value heads; None means heads")
+    head_dim: int | None = Field(default=None, ge=1, le=MAX_WIDTH, description="None means hidden_size // heads")
+    vocab_size: int = Field(ge=1, le=MAX_VOCAB)
     tied_embeddings: bool = False
     gated_mlp: bool = Field(default=False, description="SwiGLU-style MLP with three matrices")
     rotary_embedding: bool = Field(default=False, description="rotary position embedding (RoPE) applied to the queries and keys")
@@ -124,6 +136,15 @@ class LLMSpec(Record):
             raise ValueError(f"heads {self.heads} is not a multiple of kv_heads {self.kv_heads}")
         if self.head_dim is None and self.hidden_size % self.heads:
             raise ValueError(f"hidden_size {self.hidden_size} is not a multiple of heads {self.heads}")
+        moe = self.moe
+        if moe is not None and moe.first_dense_layers >= self.layers:
+            # no layer would be MoE: the model is dense, and its expert settings would say otherwise
+            raise ValueError(f"moe.first_dense_layers {moe.first_dense_layers} leaves none of the {self.layers} "
+                             f"layers MoE; allowed: 0 to {self.layers - 1}")
+        if moe is not None and moe.moe_layer_interval > self.layers - moe.first_dense_layers:
+            raise ValueError(f"moe.moe_layer_interval {moe.moe_layer_interval} leaves none of the "
+                             f"{self.layers - moe.first_dense_layers} layers after the dense ones MoE; allowed: 1 to "
+                             f"{self.layers - moe.first_dense_layers}")
         return self
 
 

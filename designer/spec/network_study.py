@@ -68,6 +68,9 @@ class Metric(str, Enum):
     facility_power_w = "facility_power_w"
 
 
+MAX_PRICE_MULTIPLIER = 1000.0
+
+
 class CatalogSource(Record):
     """The shipped catalog plus the user's files (entries with a known id update it) and multipliers."""
 
@@ -77,9 +80,11 @@ class CatalogSource(Record):
     @field_validator("price_multipliers")
     @classmethod
     def _nonneg(cls, v: dict[str, float]) -> dict[str, float]:
+        # a multiplier scales catalog prices (a discount, a premium, a scenario): beyond 1,000x it is a
+        # typo, and prices that far out of range leave the MILP numerically meaningless
         for k, f in v.items():
-            if f < 0:
-                raise ValueError(f"multiplier for '{k}' is {f}; must be >= 0")
+            if not 0 <= f <= MAX_PRICE_MULTIPLIER:
+                raise ValueError(f"multiplier for '{k}' is {f:g}; allowed: 0 to {MAX_PRICE_MULTIPLIER:g}")
         return v
 
 

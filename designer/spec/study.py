@@ -31,7 +31,7 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from designer.errors import SpecError
 from designer.spec.base import Record
-from designer.spec.llm import LLMSpec, Recompute, Schedule, TrainingSpec
+from designer.spec.llm import MAX_LAYERS, LLMSpec, Recompute, Schedule, TrainingSpec
 from designer.spec.load import read_yaml, validate
 from designer.usercode import CODE_REF_FORMS, CODE_REF_RE, resolve_path, study_module_file
 from designer.spec.costs import CostLines
@@ -99,7 +99,7 @@ class StrategySpace(Record):
     # memory forces wide TP; Megatron-LM supports it, Calculon's search includes it.
     max_tp_hb_domains: int = Field(default=1, ge=1)
     # Largest pipeline depth tried when `pp` is omitted (every depth up to it and the layer count).
-    max_pp: int = Field(default=64, ge=1)
+    max_pp: int = Field(default=64, ge=1, le=MAX_LAYERS)
 
     @field_validator("tp", "pp", "ep")
     @classmethod
@@ -161,7 +161,7 @@ class SearchSettings(Record):
 
     method: Literal["optuna", "exhaustive", "auto"] = "auto"
     n_trials: int = Field(default=200, ge=1, description="Optuna trials per design")
-    seed: int = Field(default=0, ge=0)
+    seed: int = Field(default=0, ge=0, le=2**32 - 1, description="Optuna's and numpy's seeds are 32-bit")
     sampler: SamplerName = "tpe"
     population_size: int = Field(default=32, ge=2, description="NSGA-II/III population")
     auto_max_exhaustive: int = Field(default=10_000_000, ge=0)
@@ -337,7 +337,7 @@ class RobustnessSettings(Record):
     every (family, platform) split, the front's designs among them (designer.analysis.robustness)."""
 
     samples: int = Field(default=1000, ge=10, le=1_000_000)
-    seed: int = Field(default=0, ge=0)
+    seed: int = Field(default=0, ge=0, le=2**32 - 1)
 
 
 def _nccl_release(v: object) -> object:

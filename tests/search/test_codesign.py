@@ -189,7 +189,11 @@ def test_goal_by_hand():
                                                                       "power_w": "<= 1e7"}})
     miss = answer_goal(g2, pts)
     assert not miss.met and miss.closest.design_id == "c"  # c is 20 % late (and 20 % over power)
-    assert miss.message.startswith("no design meets time_to_train_days <= 10 under power_w <= 1e+07; closest is 2,048 x b200")
+    # both limits it misses are named; within the power limit the nearest to 10 days is b, 22 days (+120 %)
+    assert miss.message == ("no design meets time_to_train_days <= 10 and power_w <= 1e+07; closest is 2,048 x b200 "
+                            "(rail-only, c): 12.00 days (+20.0% past time_to_train_days <= 10), 12.00 MW (+20.0% past "
+                            "power_w <= 1e+07); $250.0M, 12.00 days; within power_w <= 1e+07 the nearest is 2,048 x h100 "
+                            "(rail-optimized, b) at 22.00 days (+120.0% past time_to_train_days <= 10)")
 
 
 @pytest.mark.parametrize("goal,needle", [

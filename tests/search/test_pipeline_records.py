@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from designer.errors import InfeasibleDesign
+from designer.errors import InfeasibleDesign, SpecError
 from designer.pipeline import choose_method, run_study, run_worker, search_identity
 from designer.spec.study import load_study
 from tests.test_bad_input_corpus import _invoke as _cli  # the `designer` entry point in this process
@@ -131,6 +131,72 @@ def test_an_export_never_replaces_a_result_sets_file_or_a_special_file(tmp_path,
     # a new file is written
     code, _, _ = _cli(["pareto", str(a), "--export", str(tmp_path / "front.csv")], monkeypatch, capsys)
     assert code == 0 and (tmp_path / "front.csv").read_text().startswith("front_rank")
+
+
+def test_an_export_never_replaces_a_runs_trial_storage(tmp_path, monkeypatch, capsys):
+    # an Optuna run's journal is not one of the files meta.json lists, yet it holds every finished
+    # trial: replaced by an export, a killed run's trials would be gone. Refused by name inside a result
+    # set (with its storage lock and the run lock) and by content anywhere (a journal is JSON lines with
+    # Optuna's op_code)
+    from designer.search.runner import JOURNAL_NAME
+
+    spec = _spec(tmp_path, search={"method": "exhaustive", "seed": 0})
+    a, b = tmp_path / "a", tmp_path / "b"
+    run_study(spec, out_dir=a)
+    run_study(spec.with_updates(name="other"), out_dir=b)
+    journal = '{"op_code": 0, "worker_id": "w", "study_name": "s", "directions": [1]}\n'
+    for name in (JOURNAL_NAME, f"{JOURNAL_NAME}.lock", ".designer-run.lock"):
+        (b / name).write_text(journal if name == JOURNAL_NAME else "")
+        code, _, err = _cli(["pareto", str(a), "--export", str(b / name)], monkeypatch, capsys)
+        assert code == 2 and ("run state" in err or "Optuna journal" in err), err
+        assert (b / name).read_text() == (journal if name == JOURNAL_NAME else "")
+    elsewhere = tmp_path / "kept" / "trials.log"
+    elsewhere.parent.mkdir()
+    elsewhere.write_text(journal)
+    code, _, err = _cli(["pareto", str(a), "--export", str(elsewhere)], monkeypatch, capsys)
+    assert code == 2 and "is an Optuna journal" in err and elsewhere.read_text() == journal
+
+
+def test_another_study_does_not_take_the_folder_of_a_stopped_run(tmp_path):
+    # a run killed before writing its results leaves its lock record ("study NAME, pid N") and no
+    # meta.json: another study is refused there unless --overwrite; the stopped study itself reruns
+    spec = _spec(tmp_path, search={"method": "exhaustive", "seed": 0})
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".designer-run.lock").write_text("study stopped_one, pid 12345\n")
+    with pytest.raises(SpecError, match="holds the unfinished run of study 'stopped_one'"):
+        run_study(spec, out_dir=out)
+    assert (out / ".designer-run.lock").read_text() == "study stopped_one, pid 12345\n"
+    run_study(spec, out_dir=out, overwrite=True)
+    assert (out / "meta.json").is_file()
+    (out / ".designer-run.lock").write_text(f"study {spec.name}, pid 12345\n")
+    (out / "meta.json").unlink()
+    run_study(spec, out_dir=out)  # the same study continues
+    assert (out / "meta.json").is_file()
+
+
+def test_a_write_that_fails_leaves_no_staging_folder_and_names_the_folder(tmp_path, monkeypatch):
+    # a full disk while the set is staged: the staging folder goes (it would keep the disk full), the
+    # previous complete set stays, and the error names the folder being written
+    import errno
+
+    from designer import export
+
+    spec = _spec(tmp_path, search={"method": "exhaustive", "seed": 0})
+    out = tmp_path / "out"
+    run_study(spec, out_dir=out)
+    before = (out / "meta.json").read_bytes()
+    real = export._write_files
+
+    def full_disk(stage, **kw):
+        real(stage, **kw)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(export, "_write_files", full_disk)
+    with pytest.raises(OSError) as err:
+        run_study(spec.with_updates(search={"method": "exhaustive", "seed": 1}), out_dir=out)
+    assert err.value.errno == errno.ENOSPC and err.value.filename == str(out)
+    assert not list(out.glob(".staging-*")) and (out / "meta.json").read_bytes() == before
 
 
 def test_a_run_does_not_replace_files_it_did_not_write(tmp_path):
