@@ -48,6 +48,13 @@ ends of every link, NIC side included). Only rail-optimized, fat-tree and rail-o
         d_{l+1} = u_l                           links between tier l and l+1
     plane totals are multiplied by P; every switch has R ports (bought whole). Planes share
     switches only in the one-tier case; multi-tier planes are separate fabrics.
+    The top tier is counted by its ports, ceil(d_L / R), as the paper scales a partly filled top
+    tier: enough ports for every uplink, spread as evenly as whole links allow. Where the switches
+    below do not divide the top switches' ports evenly, that wiring is not strictly non-blocking
+    for every permutation (full switches below need identical uplink vectors: 1,152 GPUs on 64-port
+    switches, 36 leaves, take 32 spines for that, not 18), and rail-pure leaves beyond R
+    (NVL72 domains on 64-port switches) cannot be; the counts, the bisection and the performance
+    model keep the even-spread reading.
     Oversubscription does not re-split ports: tier-b switches keep h down and h up ports and leave
     the uplink ports they do not need empty, so r shrinks only the tiers above b.
     validity for oversubscribed: 1 <= b <= L-1 and u_b >= s_b (every tier-b switch keeps an uplink).
