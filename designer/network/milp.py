@@ -279,12 +279,17 @@ def component_prices(catalog: Catalog, switch_id: str, radix: int, port_gbps: fl
             raise SpecError(f"catalog {what} '{entry.id}' has no {missing}; add it in a catalog file or drop the choice")
     t_usd, t_w = _per_port(optic, "optic")
     d_usd, d_w = _per_port(dac, "DAC") if dac is not None else (0.0, 0.0)
+    # the NIC's end of an optical NIC link: a single-port module of the optic's class (layout.nic_end_module)
+    nic_end = nic_end_module(optic, catalog.media, port_gbps)
+    n_usd, n_w = _per_port(nic_end, "optic") if nic_end is not None else (None, None)
     return ComponentPrices(
         name=f"catalog:{switch_id}-{radix}/{optic.id}/{dac.id if dac else 'no-dac'}/{nic_id}",
         switch_port_usd=sw.price_usd / radix, switch_port_w=sw.power_w / radix,
-        transceiver_usd=t_usd, transceiver_w=t_w, dac_usd=d_usd, dac_w=d_w,
-        nic_usd=nic.price_usd, nic_w=nic.power_w,
-        source=f"designer catalog entries {switch_id}, {optic.id}, {dac.id if dac else '-'}, {nic_id}")
+        transceiver_usd=t_usd, transceiver_w=t_w, nic_transceiver_usd=n_usd, nic_transceiver_w=n_w,
+        dac_usd=d_usd, dac_w=d_w, nic_usd=nic.price_usd, nic_w=nic.power_w,
+        source=f"designer catalog entries {switch_id}, {optic.id}" + (f" (NIC end {nic_end.id})" if nic_end is not None
+                                                                     and nic_end.id != optic.id else "")
+        + f", {dac.id if dac else '-'}, {nic_id}")
 
 
 def _combo_prices(catalog: Catalog, switch_id: str, radix: int, nic_id: str) -> ComponentPrices:

@@ -117,6 +117,10 @@ class ComponentPrices(Record):
     switch_port_w: float = Field(ge=0)
     transceiver_usd: float = Field(ge=0)
     transceiver_w: float = Field(ge=0)
+    # the transceiver at the NIC end of an optical NIC link, where the NIC's cage takes another module
+    # (a single-port one opposite a twin-port switch module); None: transceiver_usd / _w, as the papers count
+    nic_transceiver_usd: float | None = Field(default=None, ge=0)
+    nic_transceiver_w: float | None = Field(default=None, ge=0)
     dac_usd: float = Field(default=0.0, ge=0)
     dac_w: float = Field(default=0.0, ge=0)
     nic_usd: float = Field(default=0.0, ge=0)
@@ -511,12 +515,16 @@ def bill_of_materials(
     nic_count = n_gpus * nics_per_gpu // gpus_per_nic
     bisection_links = min(endpoints, tiers[boundary - 1].up_links // planes) if boundary else endpoints
 
+    # the NIC end of every optical NIC link may take its own module (ComponentPrices.nic_transceiver_*)
+    nic_ends = link_layers[link_name(0)] if not dac_for_nic_links else 0
+    nic_t_usd = prices.transceiver_usd if prices.nic_transceiver_usd is None else prices.nic_transceiver_usd
+    nic_t_w = prices.transceiver_w if prices.nic_transceiver_w is None else prices.nic_transceiver_w
     switch_cost_usd = switch_port_count * prices.switch_port_usd
-    optics_cost_usd = transceiver_count * prices.transceiver_usd
+    optics_cost_usd = (transceiver_count - nic_ends) * prices.transceiver_usd + nic_ends * nic_t_usd
     dac_cost_usd = dac_count * prices.dac_usd
     nic_cost_usd = nic_count * prices.nic_usd
     switch_power_w = switch_port_count * prices.switch_port_w
-    optics_power_w = transceiver_count * prices.transceiver_w
+    optics_power_w = (transceiver_count - nic_ends) * prices.transceiver_w + nic_ends * nic_t_w
     dac_power_w = dac_count * prices.dac_w
     nic_power_w = nic_count * prices.nic_w
 

@@ -557,3 +557,21 @@ def test_an_optical_nic_link_ends_in_the_nics_own_module(platform, nic, switch, 
     assert dict(d.media_modules) == {switch_end: 4096 / 2 + 4096, nic_end: 4096}
     assert d.optics_capex_usd == pytest.approx(4096 * (s.price_usd / 2 + n.price_usd) + 4096 * s.price_usd, rel=1e-12)
     assert d.bom.optics_power_w == pytest.approx(4096 * (s.power_w / 2 + n.power_w) + 4096 * s.power_w, rel=1e-12)
+
+
+def test_the_catalog_priced_bom_prices_the_nic_end_as_the_milp_does():
+    # `designer bom --prices catalog:qm9790` (the closed form at catalog prices) and the MILP's design of
+    # the same fabric buy the same optics: the NIC end of each optical NIC link in a 400G single-port
+    # SR4, the switch ends in halves of twin-port 2xSR4 modules (by hand: 4096 x (700 + 550) + 4096 x 1100)
+    from designer.network.prices import bom_from_cli
+
+    bom = bom_from_cli(topology="rail-only", n_gpus=4096, hb_domain_size=8, radix=64, prices="catalog:qm9790",
+                       port_gbps=400.0, nics_per_gpu=1, oversubscription=1.0, oversubscribed_level=None,
+                       convention="physical", catalog_files=(), gpus_per_nic=1)
+    assert bom["optics_cost_usd"] == pytest.approx(4096 * (700 + 550) + 4096 * 1100, rel=1e-12)
+    assert bom["optics_power_w"] == pytest.approx(4096 * (8 + 7.5) + 4096 * 15, rel=1e-12)
+    # the paper's price sets keep one price per transceiver, NIC ends included (railonly.md §2)
+    paper = bom_from_cli(topology="rail-only", n_gpus=4096, hb_domain_size=8, radix=64, prices="railonly-v5",
+                         port_gbps=400.0, nics_per_gpu=1, oversubscription=1.0, oversubscribed_level=None,
+                         convention="physical", catalog_files=(), gpus_per_nic=1)
+    assert paper["optics_cost_usd"] == pytest.approx(paper["transceiver_count"] * 199.0, rel=1e-12)
