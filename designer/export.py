@@ -268,8 +268,9 @@ def write_outputs(out_dir: Path, *, pareto: pd.DataFrame, trials: pd.DataFrame, 
         # would keep the disk full; the previous set is untouched
         shutil.rmtree(stage, ignore_errors=True)
         if isinstance(err, OSError) and not err.filename:
-            # a failed write names no file (ENOSPC, EIO): name the folder being written
-            raise OSError(err.errno, err.strerror, str(out_dir)) from None
+            # a failed write names no file (ENOSPC, EIO; pyarrow's IOError has neither errno nor
+            # strerror): name the folder being written, and keep the message
+            raise OSError(err.errno, err.strerror or str(err), str(out_dir)) from None
         raise
     old = out_dir / COMPLETION_RECORD
     _restore_partial_moves(out_dir, str(_record(old).get("spec_hash", ""))[:12])

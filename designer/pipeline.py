@@ -1126,10 +1126,15 @@ def _claim_output(out: Path, spec: StudySpec, overwrite: bool, named: str = "--o
                         "another --out (extra workers of one study share a --storage, not an output folder)") from None
     fh.seek(0)
     # the study of a run that stopped here before writing its results (killed: the kernel released its
-    # lock, its record stays): not another study's to take without --overwrite
+    # lock, its record stays) with state a rerun continues from (its trial storage, a set it was
+    # writing): not another study's to take without --overwrite. A run refused before any of that
+    # (bad flags, an infeasible design) left nothing to keep.
+    from designer.search.runner import JOURNAL_NAME
+
     stopped = re.match(r"study (.+), pid \d+$", fh.read().strip())
     prev = out / "meta.json"
-    if stopped and stopped.group(1) != spec.name and not prev.is_file() and not overwrite:
+    state = (out / JOURNAL_NAME).exists() or any(out.glob(".staging-*"))
+    if stopped and stopped.group(1) != spec.name and state and not prev.is_file() and not overwrite:
         fh.close()
         raise SpecError(f"{named} '{out}' holds the unfinished run of study '{stopped.group(1)}', not "
                         f"'{spec.name}' (it stopped before writing its results; rerun it to continue); give another "

@@ -319,7 +319,6 @@ def test_a_bad_flag_or_path_is_one_clear_line(argv, needles, tmp_path, monkeypat
     (("moe", "capacity_factor"), 1e300, ("model.moe.capacity_factor", "1e+300", "16")),
     # GPT-OSS-20B has 24 layers: 24 dense ones leave no MoE layer
     (("moe", "first_dense_layers"), 24, ("first_dense_layers 24", "none of the 24", "0 to 23")),
-    (("moe", "moe_layer_interval"), 100, ("moe_layer_interval 100", "1 to 24")),
 ])
 def test_an_inline_model_names_its_own_field(path, value, needles, tmp_path, monkeypatch, capsys):
     # the scenario's model is a name or a record (`str | LLMSpec`): a bad record is reported at its

@@ -462,22 +462,36 @@ def medium_option(m: Any, role: str = "link") -> MediumOption:
                         w_per_link=m.power_w * per_port * ends, ports_per_module=m.ports_per_module)
 
 
+def nic_end_modules(switch_end: Any, candidates: Sequence[Any], port_gbps: float) -> list[Any]:
+    """The modules a NIC's cage can take opposite `switch_end` on a NIC-leaf link: single-port,
+    one-ended modules (no cable) of the port's speed, of the switch end's kind and reach class (one
+    fibre type end to end), among `candidates` (already eligible at the port's speed and lane rate).
+    A NIC port holds one module per port: ConnectX-7 a 400G single-port OSFP, ConnectX-8 an 800G
+    single-port OSFP224, while the switch side takes twin-port modules (prices-and-layout.md §2a: "400G
+    single-port OSFP SR4/DR4 (NIC side, CX-7)", catalog osfp_400g_sr4 / osfp_400g_dr4 /
+    osfp_800g_dr4_nic). Each is a separate option, so a link's reach is chosen by its length. Empty:
+    the catalog has none (or `switch_end` is a cable)."""
+    if switch_end.ends_per_module != 1:
+        return []
+    return [m for m in candidates if m.ports_per_module == 1 and m.ends_per_module == 1 and m.gbps == port_gbps
+            and m.kind == switch_end.kind and m.reach_class == switch_end.reach_class
+            and m.price_usd is not None and m.power_w is not None]
+
+
 def nic_end_module(switch_end: Any, candidates: Sequence[Any], port_gbps: float) -> Any | None:
-    """The module a NIC's cage takes opposite `switch_end` on a NIC-leaf link: a single-port module
-    of the port's speed, of the switch end's kind and reach class (one fibre type end to end), the
-    cheapest of `candidates` (already eligible at the port's speed and lane rate). A NIC port holds one
-    module per port: ConnectX-7 a 400G single-port OSFP, ConnectX-8 an 800G single-port OSFP224,
-    while the switch side takes twin-port modules (prices-and-layout.md §2a: "400G single-port OSFP
-    SR4/DR4 (NIC side, CX-7)", catalog osfp_400g_sr4 / osfp_400g_dr4 / osfp_800g_dr4_nic). None: the
-    catalog has no such module."""
-    fits = [m for m in candidates if m.ports_per_module == 1 and m.gbps == port_gbps and m.kind == switch_end.kind
-            and m.reach_class == switch_end.reach_class and m.price_usd is not None and m.power_w is not None]
-    return min(fits, key=lambda m: (m.price_usd, m.power_w, m.id)) if fits else None
+    """The NIC end a fixed-price bill of materials takes (one price per transceiver): of nic_end_modules,
+    the cheapest reaching as far as the switch end, else the longest reaching. None: none."""
+    fits = nic_end_modules(switch_end, candidates, port_gbps)
+    if not fits:
+        return None
+    far = [m for m in fits if m.reach_m >= switch_end.reach_m]
+    return (min(far, key=lambda m: (m.price_usd, m.power_w, m.id)) if far
+            else max(fits, key=lambda m: (m.reach_m, -m.price_usd, m.id)))
 
 
 def nic_link_option(switch_end: Any, nic_end: Any | None) -> MediumOption:
     """An optical NIC-leaf link priced end by end: the switch end's share of its (twin-port) module and
-    the NIC end's single-port module (nic_end_module). Where the catalog has no NIC-side module of the
+    the NIC end's single-port module (nic_end_modules). Where the catalog has no NIC-side module of the
     switch module's class, or the switch module is itself single-port, one module type serves both ends."""
     s = medium_option(switch_end)
     if nic_end is None or nic_end.id == switch_end.id:
@@ -641,6 +655,7 @@ def fabric_layout(layout: FloorLayout, plan: RackPlan, *, n_domains: int, nic_li
 __all__ = [
     "COPPER_KINDS", "FabricLayout", "LengthBand", "LinkLayer", "MediumOption", "RackPlan", "cheapest_reaching",
     "eligible", "fabric_layout", "layer_lengths", "layer_worst_m", "leaf_span_racks", "length_bands",
-    "link_lane_gbps", "longest", "medium_option", "nic_end_module", "nic_link_option", "no_reach_message",
+    "link_lane_gbps", "longest", "medium_option", "nic_end_module", "nic_end_modules",
+    "nic_link_option", "no_reach_message",
     "rack_nic_links", "rack_plan",
 ]

@@ -87,6 +87,7 @@ from designer.network.layout import (
     link_lane_gbps,
     medium_option,
     nic_end_module,
+    nic_end_modules,
     nic_link_option,
     no_reach_message,
     rack_plan,
@@ -317,7 +318,7 @@ def _media_candidates(catalog: Catalog, policy: Any, port_gbps: float, lane_gbps
     """(optical, copper, NIC-leaf optical) media that can carry the port (designer.network.layout.eligible),
     priced per link. A medium named in the study (choices.media.optic / .dac) is the only one of its
     side. The NIC-leaf optical links are the optical ones with the NIC's end in a single-port module
-    (layout.nic_end_module, nic_link_option)."""
+    (layout.nic_end_modules, nic_link_option)."""
     rule = getattr(catalog, "reach_rule", None)
 
     def ok(m: LinkMedia) -> bool:
@@ -342,9 +343,11 @@ def _media_candidates(catalog: Catalog, policy: Any, port_gbps: float, lane_gbps
             out.append(tuple(medium_option(m) for m in chosen))
         if not copper:
             modules = chosen
-    # the NIC's end: a single-port module of the catalog's (the named optic names the switch end)
+    # the NIC's end: each single-port module of the catalog's that fits (the named optic names the switch
+    # end); a cable, or a module with none to face it, serves both ends itself
     nic_ends = [m for m in catalog.media if m.kind.value not in COPPER_MEDIA_KINDS and ok(m) and offered(m)]
-    nic_optical = tuple(nic_link_option(m, nic_end_module(m, nic_ends, port_gbps)) for m in modules)
+    nic_optical = tuple(nic_link_option(m, n) for m in modules
+                        for n in (nic_end_modules(m, nic_ends, port_gbps) or [None]))
     return out[0], out[1], nic_optical
 
 

@@ -141,10 +141,6 @@ class LLMSpec(Record):
             # no layer would be MoE: the model is dense, and its expert settings would say otherwise
             raise ValueError(f"moe.first_dense_layers {moe.first_dense_layers} leaves none of the {self.layers} "
                              f"layers MoE; allowed: 0 to {self.layers - 1}")
-        if moe is not None and moe.moe_layer_interval > self.layers - moe.first_dense_layers:
-            raise ValueError(f"moe.moe_layer_interval {moe.moe_layer_interval} leaves none of the "
-                             f"{self.layers - moe.first_dense_layers} layers after the dense ones MoE; allowed: 1 to "
-                             f"{self.layers - moe.first_dense_layers}")
         return self
 
 

@@ -575,3 +575,26 @@ def test_the_catalog_priced_bom_prices_the_nic_end_as_the_milp_does():
                          port_gbps=400.0, nics_per_gpu=1, oversubscription=1.0, oversubscribed_level=None,
                          convention="physical", catalog_files=(), gpus_per_nic=1)
     assert paper["optics_cost_usd"] == pytest.approx(paper["transceiver_count"] * 199.0, rel=1e-12)
+
+
+def test_each_nic_end_module_is_an_option_so_the_links_length_chooses_the_reach():
+    # a 500 m twin-port DR4 at the switch faces either the catalog's 100 m single-port DR4 or a 500 m
+    # one: both pairs are offered (a 200 m NIC link needs the second), each priced end by end; a cable
+    # (AOC) is never paired with another cable, it is both ends itself
+    from types import SimpleNamespace as M
+
+    from designer.network.layout import nic_end_module, nic_end_modules, nic_link_option
+
+    def medium(id_, kind, ports, reach, usd, w, ends=1):
+        return M(id=id_, kind=kind, reach_class="single_mode_dr" if kind == "optic" else None, gbps=400,
+                 ports_per_module=ports, ends_per_module=ends, reach_m=reach, price_usd=usd, power_w=w)
+
+    twin = medium("twin_500", "optic", 2, 500, 1300, 17)
+    short, long_ = medium("nic_100", "optic", 1, 100, 800, 9), medium("nic_500", "optic", 1, 500, 850, 9)
+    assert [m.id for m in nic_end_modules(twin, [short, long_, twin], 400)] == ["nic_100", "nic_500"]
+    pairs = {o.label: (o.reach_m, o.usd_per_link) for o in (nic_link_option(twin, n) for n in (short, long_))}
+    assert pairs == {"twin_500+nic_100": (100, 650 + 800), "twin_500+nic_500": (500, 650 + 850)}
+    # one price per NIC end (the closed form): the cheapest reaching as far as the switch end
+    assert nic_end_module(twin, [short, long_], 400).id == "nic_500"
+    aoc, aoc10 = medium("aoc_30", "aoc", 1, 30, 900, 16, ends=2), medium("aoc_10", "aoc", 1, 10, 700, 16, ends=2)
+    assert nic_end_modules(aoc, [aoc, aoc10], 400) == [] and nic_end_module(aoc, [aoc10], 400) is None

@@ -158,15 +158,26 @@ def test_an_export_never_replaces_a_runs_trial_storage(tmp_path, monkeypatch, ca
 
 
 def test_another_study_does_not_take_the_folder_of_a_stopped_run(tmp_path):
-    # a run killed before writing its results leaves its lock record ("study NAME, pid N") and no
-    # meta.json: another study is refused there unless --overwrite; the stopped study itself reruns
+    # a run killed before writing its results leaves its lock record ("study NAME, pid N"), no
+    # meta.json and its trial storage: another study is refused there unless --overwrite; the stopped
+    # study itself reruns
+    from designer.search.runner import JOURNAL_NAME
+
     spec = _spec(tmp_path, search={"method": "exhaustive", "seed": 0})
     out = tmp_path / "out"
     out.mkdir()
     (out / ".designer-run.lock").write_text("study stopped_one, pid 12345\n")
+    (out / JOURNAL_NAME).write_text("")  # the trials a rerun of stopped_one would continue from
     with pytest.raises(SpecError, match="holds the unfinished run of study 'stopped_one'"):
         run_study(spec, out_dir=out)
     assert (out / ".designer-run.lock").read_text() == "study stopped_one, pid 12345\n"
+    # a run refused before it stored anything (bad flags, an infeasible design) left nothing to keep
+    (out / JOURNAL_NAME).unlink()
+    run_study(spec, out_dir=out)
+    assert (out / "meta.json").is_file()
+    (out / "meta.json").unlink()
+    (out / ".designer-run.lock").write_text("study stopped_one, pid 12345\n")
+    (out / JOURNAL_NAME).write_text("")
     run_study(spec, out_dir=out, overwrite=True)
     assert (out / "meta.json").is_file()
     (out / ".designer-run.lock").write_text(f"study {spec.name}, pid 12345\n")
