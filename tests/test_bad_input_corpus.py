@@ -86,22 +86,20 @@ def _kind(annotation: Any) -> tuple[str, tuple]:
     return ("choice", tuple(choices)) if choices else ("other", ())
 
 
-def _lower_bound(field: Any) -> float | None:
+def _bound(field: Any, strict: type, inclusive: type) -> float | None:
+    """The field's bound of one side (annotated_types.Gt/Ge or Lt/Le), as a float; None: unbounded."""
     for m in field.metadata:
-        if isinstance(m, annotated_types.Gt):
-            return float(m.gt)
-        if isinstance(m, annotated_types.Ge):
-            return float(m.ge)
+        if isinstance(m, (strict, inclusive)):
+            return float(next(v for v in (getattr(m, a, None) for a in ("gt", "ge", "lt", "le")) if v is not None))
     return None
+
+
+def _lower_bound(field: Any) -> float | None:
+    return _bound(field, annotated_types.Gt, annotated_types.Ge)
 
 
 def _upper_bound(field: Any) -> float | None:
-    for m in field.metadata:
-        if isinstance(m, annotated_types.Lt):
-            return float(m.lt)
-        if isinstance(m, annotated_types.Le):
-            return float(m.le)
-    return None
+    return _bound(field, annotated_types.Lt, annotated_types.Le)
 
 
 def _walk(data: Any, cls: type[BaseModel], path: tuple) -> Iterator[tuple[tuple, str, Any, Any, type[BaseModel]]]:
