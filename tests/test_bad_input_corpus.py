@@ -415,10 +415,11 @@ def test_a_value_past_what_the_solver_or_the_outputs_hold_is_refused(field, valu
     _check_one_line(code, out, err, needles)
 
 
-@pytest.mark.parametrize("limit", ["<= 0", "<= -5"])
+@pytest.mark.parametrize("limit", ["<= 0", "<= -5", ">= 0", ">= -1"])
 def test_a_goal_limit_no_design_can_meet_is_refused(limit, tmp_path, monkeypatch, capsys):
     # every metric a goal limits is positive: '<= 0' (or below) cannot be met, and is bad input rather
-    # than a goal missed "by +25 %" (a relative margin on a zero limit means nothing)
+    # than a goal missed "by +25 %" (a relative margin on a zero limit means nothing); '>= 0' (or below)
+    # holds for every design, a slip rather than a limit
     code, out, err = _space_with(("goal",), {"minimize": "capex_usd", "subject_to": {"time_to_train_days": limit}},
                                  tmp_path, monkeypatch, capsys)
     _check_one_line(code, out, err, ("goal.subject_to.time_to_train_days", "must be > 0"))

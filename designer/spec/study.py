@@ -261,6 +261,10 @@ class Goal(Record):
                 # every metric a goal limits (cost, time, power, energy) is positive
                 raise ValueError(f"goal.subject_to.{lim.metric} = '<= {lim.rhs:g}': no design can meet it; the limit "
                                  "must be > 0")
+            if lim.sense == ">=" and lim.rhs <= 0:
+                # ... so a lower limit at or below 0 holds for every design: a slip, not a limit
+                raise ValueError(f"goal.subject_to.{lim.metric} = '>= {lim.rhs:g}': every design meets it; the limit "
+                                 "must be > 0")
         return self
 
     @property
