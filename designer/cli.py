@@ -314,16 +314,6 @@ def pareto(
             typer.echo(f"front written to {export}")
 
 
-def _is_optuna_journal(path: Path) -> bool:
-    """Whether `path` starts as Optuna's JournalFileBackend log does: a JSON line carrying an op_code."""
-    try:
-        with open(path, "rb") as fh:
-            record = json.loads(fh.readline(1 << 16))
-    except (OSError, ValueError, UnicodeDecodeError):
-        return False
-    return isinstance(record, dict) and "op_code" in record
-
-
 def _check_export_target(export: Path, out_dir: Path) -> None:
     """An export never replaces a file of a designer result set (a folder whose meta.json lists it:
     this study's, another's, or one moved to previous/), a run's state (its Optuna journal and locks,
@@ -335,10 +325,10 @@ def _check_export_target(export: Path, out_dir: Path) -> None:
         # a file of the study's own set: overwriting it would break the folder's completion record
         raise SpecError(f"--export '{export}': is one of the study's own result files; give a path outside "
                         f"'{out_dir}' or a new name")
-    from designer.search.runner import JOURNAL_NAME
+    from designer.search.runner import JOURNAL_NAME, is_journal
 
     target = export.resolve()
-    if target.is_file() and _is_optuna_journal(target):
+    if target.is_file() and is_journal(target):
         raise SpecError(f"--export '{export}': is an Optuna journal (a study's trial storage); give a new file path")
     # a run's own state, which meta.json does not list: its trial storage, the storage's lock, the run lock
     run_state = {JOURNAL_NAME, f"{JOURNAL_NAME}.lock", ".designer-run.lock"}

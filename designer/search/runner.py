@@ -103,6 +103,17 @@ def _redact_text(text: str) -> str:
     return re.sub(r"(://[^:/@\s]+):[^@\s]*@", r"\1:***@", text)
 
 
+def is_journal(path: Path) -> bool:
+    """Whether the file at `path` starts as Optuna's JournalFileBackend log does: a JSON line carrying
+    an op_code."""
+    try:
+        with open(path, "rb") as f:
+            op = json.loads(f.readline(1 << 20).decode("utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(op, dict) and "op_code" in op
+
+
 def _check_journal(path: Path, named: str = "--storage") -> None:
     """Refuse a file that is not an Optuna journal: designer never modifies a file it did not create.
     `named`: how the message names where the path came from."""
@@ -112,14 +123,7 @@ def _check_journal(path: Path, named: str = "--storage") -> None:
         raise SpecError(f"{named} '{path}': not a file; give a journal file path or a database URL")
     if path.stat().st_size == 0:
         return
-    with open(path, "rb") as f:
-        first = f.readline(1 << 20)
-    try:
-        op = json.loads(first.decode("utf-8"))
-        ok = isinstance(op, dict) and "op_code" in op
-    except (ValueError, UnicodeDecodeError):
-        ok = False
-    if not ok:
+    if not is_journal(path):
         raise SpecError(f"{named} '{path}': not an Optuna journal (its first line is no journal operation); "
                         "designer never modifies a file it did not create: give a new path")
 
@@ -765,6 +769,6 @@ def get_study_attr(storage: BaseStorage, name: str, key: str) -> Any:
     return st.user_attrs.get(key)
 
 
-__all__ = ["journal_lock", "JOURNAL_NAME", "check_identity", "redact_url", "OUTER_SAMPLERS", "OuterSettings", "PerTrialSeededSampler", "RunnerSettings",
+__all__ = ["journal_lock", "JOURNAL_NAME", "is_journal", "check_identity", "redact_url", "OUTER_SAMPLERS", "OuterSettings", "PerTrialSeededSampler", "RunnerSettings",
            "collect", "get_study_attr", "open_storage", "outer_study_name", "owner_tag", "StaleTrials",
            "run_optuna", "run_outer_optuna", "set_study_attr", "study_name_for", "trials_summary"]
