@@ -37,7 +37,7 @@ STRATEGY_COLUMNS: tuple[str, ...] = (
     "zero_stage", "zeropp_quantized_weights", "zeropp_quantized_gradients", "zeropp_hierarchical_partition",
     "recompute", "overlap_dp_comm", "overlap_tp_comm", "offload_optimizer", "offload_weights",
     "offload_activation_layers", "cp_comm", "overlap_ep_comm", "moe_dispatcher", "cuda_graphs",
-    "global_batch_sequences",
+    "global_batch_sequences", "pp_first_stage_layers", "pp_last_stage_layers",
 )
 DESIGN_COLUMNS: tuple[str, ...] = (
     "design_id", "design_source", "label", "family", "platform", "gpu", "n_gpus", "n_domains", "spare_domains",
@@ -113,7 +113,8 @@ def metrics_columns(metrics_row: Mapping[str, Any], power_w: float) -> dict[str,
 # type pandas gives them.
 _INT = ("front_rank", "trial_number", "n_gpus", "n_domains", "hb_domain_size", "radix", "n_tiers", "switch_count",
         "transceiver_count", "dac_count", "nic_count", "tp", "pp", "dp", "ep", "cp", "microbatch_size",
-        "virtual_stages", "zero_stage", "offload_activation_layers", "global_batch_sequences", "space_size",
+        "virtual_stages", "zero_stage", "offload_activation_layers", "global_batch_sequences",
+        "pp_first_stage_layers", "pp_last_stage_layers", "space_size",
         "n_evaluations")
 _BOOL = ("sequence_parallel", "zeropp_quantized_weights", "zeropp_quantized_gradients", "zeropp_hierarchical_partition",
          "overlap_dp_comm", "overlap_tp_comm", "offload_optimizer", "offload_weights", "overlap_ep_comm", "cuda_graphs",

@@ -824,6 +824,8 @@ def _strategies_frame(problem: Problem, cands: list[Candidate], tables: list[Sco
             df[name] = [options[int(x)] for x in cols[name]]
         df["global_batch_sequences"] = np.where(cols["global_batch_sequences"] > 0, cols["global_batch_sequences"],
                                                 problem.training.global_batch_sequences)
+        for name in ("pp_first_stage_layers", "pp_last_stage_layers"):
+            df[name] = pd.Series(cols[name], dtype="Int64").mask(cols[name] < 0)
         df.insert(0, "trial_number", t.trial_number)
         df.insert(0, "search_method", t.method)
         df.insert(0, "design_id", c.design_id)

@@ -66,7 +66,7 @@ from designer.perf import memory as mem
 from designer.perf.placement import (TIER_HB, TIER_NAMES, TIER_RAIL, TIER_SPINE, GroupArrays, group_shape,
                                      hsdp_groups, merge_groups, place)
 from designer.perf.records import StrategyArrays
-from designer.spec.llm import LLMSpec, TrainingSpec
+from designer.spec.llm import LLMSpec, TrainingSpec, pipeline_stage_layers
 from designer.spec.system import ClusterSystem
 
 
@@ -382,6 +382,74 @@ def default_end_stages(n_layers: int, pp: np.ndarray) -> tuple[np.ndarray, np.nd
     first = rest - last
     use = (pp >= 2) & (n_layers % np.maximum(pp, 1) != 0) & (last >= 1)
     return np.where(use, first, -1), np.where(use, last, -1)
+
+
+# The least share of the busiest stage's work a balanced split must save over Megatron's own split to
+# be offered: the FLOP count leaves out what each stage's layers also wait on (their TP, EP and
+# pipeline communication, which the output layer does not add to), a difference of this order, and each
+# split offered adds a copy of its pipeline depth's strategies to the search.
+BALANCED_SPLIT_MIN_GAIN = 0.02
+
+
+def balanced_end_stages(llm: LLMSpec, sequence_length: int, pp: int, min_end_layers: int = 1,
+                        min_gain: float = BALANCED_SPLIT_MIN_GAIN) -> tuple[int, int] | None:
+    """The end stages' layers that balance the stages' work, or None where Megatron's own split
+    (`default_end_stages`, the even split when pp divides the layers) leaves the busiest stage less
+    than `min_gain` more work.
+
+    What a stage holds, in forward FLOPs per token: its layers (dense or MoE by position; the causal
+    attention core counted half), plus, on the last stage, the output layer with the loss and every
+    MTP module (a layer, its 2h -> h projection and the shared output head; flop_counts). The input
+    embedding is a lookup and counts nothing. Among the splits whose middle stages hold equal layer
+    counts (Megatron's --decoder-first/last-pipeline-num-layers form, so the launch is two flags) and
+    whose end stages hold at least `min_end_layers` layers, the one with the least work on its busiest
+    stage, where that is less than Megatron's split leaves; among equals the lighter first stage (under
+    1F1B it holds the most microbatches in flight). This is the weighting Megatron's --account-for-embedding/loss-in-pipeline-split
+    makes with a layer per end, with the work measured, as DeepSeek-V3's published layouts do (61 layers
+    and an MTP module on 16 stages: 4 + 14 x 4 + 1, Megatron-Bridge deepseek_v3.py)."""
+    L = llm.layers
+    if pp < 2 or pp > L:
+        return None
+    s = sequence_length
+    n_dense, n_moe = cmp.layer_kinds(llm)
+    a_d, mlp_d, core_d = layer_flops_per_token(llm, False, s)
+    cost_dense = a_d + mlp_d + 0.5 * core_d
+    if n_moe:
+        a_m, mlp_m, core_m = layer_flops_per_token(llm, True, s)
+        cost_moe = a_m + mlp_m + 0.5 * core_m
+        fd, interval = llm.moe.first_dense_layers, llm.moe.moe_layer_interval
+        cost = [cost_moe if i >= fd and (i - fd) % interval == 0 else cost_dense for i in range(L)]
+    else:
+        cost_moe = cost_dense
+        cost = [cost_dense] * L
+    h = llm.hidden_size
+    head = 2.0 * h * llm.vocab_size
+    last_extra = head + llm.mtp_layers * (cost_moe + 2 * 2 * h * h + head)
+    prefix = np.concatenate([[0.0], np.cumsum(cost)])
+
+    def busiest(stages: tuple[int, ...]) -> float:
+        """The busiest stage's work, in dense layers (rounded, so that equal splits tie exactly)."""
+        bounds = np.concatenate([[0], np.cumsum(stages)])
+        work = prefix[bounds[1:]] - prefix[bounds[:-1]]
+        work[-1] += last_extra
+        return round(float(work.max()) / cost_dense, 9)
+
+    d_first, d_last = (int(x[0]) for x in default_end_stages(L, np.array([pp])))
+    megatron = pipeline_stage_layers(L, pp, None if d_first < 0 else d_first, None if d_last < 0 else d_last)
+    best_key, best = (busiest(megatron), 0, megatron[0]), megatron
+    # the middle count that balances lies within a layer or two of the mean (the end stages absorb the
+    # rest, and their extra work is a few layers' worth)
+    mids = [0] if pp == 2 else range(max(1, L // pp - 1), -(-L // pp) + 3)
+    for m in mids:
+        rest = L - (pp - 2) * m
+        for first in range(min_end_layers, rest - min_end_layers + 1):
+            stages = (first,) + (m,) * (pp - 2) + (rest - first,)
+            key = (busiest(stages), 1, first)
+            if key < best_key:
+                best_key, best = key, stages
+    if best == megatron or best_key[0] > (1 - min_gain) * busiest(megatron):
+        return None
+    return best[0], best[-1]
 
 
 def stage_layout(llm: LLMSpec, S: StrategyArrays) -> StageLayout:

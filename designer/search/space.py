@@ -44,6 +44,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from designer.errors import SpecError
+from designer.perf.iteration import balanced_end_stages
 from designer.spec.llm import LLMSpec, Recompute, Schedule, Strategy, TrainingSpec
 from designer.spec.study import StrategySpace
 
@@ -60,14 +61,16 @@ COLUMNS: tuple[str, ...] = (
     "zero_stage", "zeropp_quantized_weights", "zeropp_quantized_gradients", "zeropp_hierarchical_partition",
     "recompute", "overlap_dp_comm", "overlap_tp_comm", "offload_optimizer", "offload_weights",
     "offload_activation_layers", "cp_comm", "overlap_ep_comm", "moe_dispatcher", "cuda_graphs",
-    "global_batch_sequences",
+    "global_batch_sequences", "pp_first_stage_layers", "pp_last_stage_layers",
 )
 # Columns holding an index into a tuple of option names (like schedule and recompute).
 CODED: dict[str, tuple[str, ...]] = {"cp_comm": ("p2p", "all_gather", "a2a"), "moe_dispatcher": ("alltoall", "allgather", "deepep")}
 LAYOUT_DIMS: tuple[str, ...] = ("tp", "pp", "cp", "ep")
-# The free grid's dimensions; "schedule" is a (schedule, virtual stages) option.
+# The free grid's dimensions; "schedule" is a (schedule, virtual stages) option; "pipeline_split"
+# (PIPELINE_SPLITS) is written as the end stages' layer counts, -1 for Megatron's own split.
+PIPELINE_SPLITS: tuple[str, ...] = ("megatron", "balanced")
 FREE_DIMS: tuple[str, ...] = (
-    "sequence_parallel", "microbatch_size", "schedule", "zero_stage", "zeropp_quantized_weights",
+    "sequence_parallel", "microbatch_size", "schedule", "pipeline_split", "zero_stage", "zeropp_quantized_weights",
     "zeropp_quantized_gradients", "zeropp_hierarchical_partition", "recompute", "overlap_dp_comm",
     "overlap_tp_comm", "offload_optimizer", "offload_weights", "offload_activation_layers", "cp_comm",
     "overlap_ep_comm", "moe_dispatcher", "cuda_graphs",
@@ -89,7 +92,9 @@ def strategy_key(s: Strategy) -> tuple:
             bool(s.zeropp_hierarchical_partition), RECOMPUTES.index(s.recompute), bool(s.overlap_dp_comm),
             bool(s.overlap_tp_comm), bool(s.offload_optimizer), bool(s.offload_weights), s.offload_activation_layers,
             CODED["cp_comm"].index(s.cp_comm), bool(s.overlap_ep_comm), CODED["moe_dispatcher"].index(s.moe_dispatcher),
-            bool(s.cuda_graphs), s.global_batch_sequences or 0)
+            bool(s.cuda_graphs), s.global_batch_sequences or 0,
+            -1 if s.pp_first_stage_layers is None else s.pp_first_stage_layers,
+            -1 if s.pp_last_stage_layers is None else s.pp_last_stage_layers)
 
 
 def strategy_from_key(key: tuple) -> Strategy:
@@ -99,6 +104,8 @@ def strategy_from_key(key: tuple) -> Strategy:
     for c, names in CODED.items():
         d[c] = names[int(d[c])]
     d["global_batch_sequences"] = int(d["global_batch_sequences"]) or None
+    for c in ("pp_first_stage_layers", "pp_last_stage_layers"):
+        d[c] = None if int(d[c]) < 0 else int(d[c])
     return Strategy(**{k: (v.item() if isinstance(v, np.generic) else v) for k, v in d.items()})
 
 
@@ -233,16 +240,17 @@ def _typed(col: str, values: np.ndarray) -> np.ndarray:
 # blocks: a layout's valid free rows are then the product of each block's valid rows, and that product
 # taken in row-major order is the free grid's own order. The rules per block: sequence parallelism
 # needs tp > 1; a microbatch x schedule pair must split the batch (and interleaving and DualPipe need
-# their pipeline depth); ZeRO++ and weight offload need ZeRO-3 (the same for every layout); Ulysses
+# their pipeline depth), and a balanced pipeline split exists only where it differs from Megatron's
+# and leaves each end stage a layer per virtual stage (two under DualPipe, whose ranks hold halves); ZeRO++ and weight offload need ZeRO-3 (the same for every layout); Ulysses
 # (cp_comm a2a) needs tp * cp to divide the heads; the other dimensions have no rule.
 _BLOCKS: tuple[tuple[str, ...], ...] = (
     ("sequence_parallel",),
-    ("microbatch_size", "schedule"),
+    ("microbatch_size", "schedule", "pipeline_split"),
     ("zero_stage", "zeropp_quantized_weights", "zeropp_quantized_gradients", "zeropp_hierarchical_partition",
      "recompute", "overlap_dp_comm", "overlap_tp_comm", "offload_optimizer", "offload_weights"),
     ("offload_activation_layers",), ("cp_comm",), ("overlap_ep_comm",), ("moe_dispatcher",), ("cuda_graphs",),
 )
-_PAIR_BLOCK = 1  # the microbatch x schedule block, which also sets each row's global batch
+_PAIR_BLOCK = 1  # the microbatch x schedule x pipeline split block, which also sets each row's global batch
 assert tuple(d for b in _BLOCKS for d in b) == FREE_DIMS, "the blocks must tile FREE_DIMS in order"
 
 # Built spaces, least recently used first out. A co-design run asks for the space of the same
@@ -370,6 +378,7 @@ class DesignSpace:
             "sequence_parallel": tuple(space.sequence_parallel),
             "microbatch_size": tuple(space.microbatch_sizes),
             "schedule": tuple(sched_opts),
+            "pipeline_split": tuple(PIPELINE_SPLITS.index(p) for p in space.pipeline_split),
             "zero_stage": tuple(space.zero_stages),
             "zeropp_quantized_weights": tuple(space.zeropp_quantized_weights),
             "zeropp_quantized_gradients": tuple(space.zeropp_quantized_gradients),
@@ -434,7 +443,18 @@ class DesignSpace:
         ok = batch >= 0
         ok &= (code != _INTERLEAVED) | ((pp >= 2) & (pp * stages <= self.llm.layers))
         ok &= (code != _DUALPIPE) | ((pp >= 2) & (pp % 2 == 0))
-        pairs = np.stack([mi[ok], si[ok]], axis=1)
+        # x the pipeline split: balanced only where it exists for this depth and suits the schedule
+        splits = v["pipeline_split"]
+        n_split = len(splits)
+        mi, si, ki = np.repeat(mi, n_split), np.repeat(si, n_split), np.tile(np.arange(n_split), len(ok))
+        code, stages, batch, ok = (np.repeat(x, n_split) for x in (code, stages, batch, ok))
+        ends = self._balanced_ends(pp)
+        if ends is None:
+            ok &= splits[ki] == 0
+        else:
+            need = np.where(code == _DUALPIPE, 2, np.where(code == _INTERLEAVED, stages, 1))
+            ok &= (splits[ki] == 0) | (min(ends) >= need)
+        pairs = np.stack([mi[ok], si[ok], ki[ok]], axis=1)
         cp_comm = all_of("cp_comm")
         if cp > 1 and self.llm.heads % (tp * cp):
             cp_comm = cp_comm[v["cp_comm"] != CODED["cp_comm"].index("a2a")]
@@ -497,12 +517,29 @@ class DesignSpace:
         for k, (dims, block) in enumerate(zip(_BLOCKS, f.blocks)):
             for j, d in enumerate(dims):
                 vals = self._values[d][block[:, j]]
+                if d == "pipeline_split":
+                    continue  # written below as the end stages' layer counts
                 if d == "schedule":
                     spread("schedule", k, vals[:, 0])
                     spread("virtual_stages", k, vals[:, 1])
                 else:
                     spread(d, k, vals)
         spread("global_batch_sequences", _PAIR_BLOCK, f.pair_batch)
+        ends = self._balanced_ends(int(self.layouts[layout][1]))
+        balanced = self._values["pipeline_split"][f.blocks[_PAIR_BLOCK][:, 2]] == 1
+        for j, col in enumerate(("pp_first_stage_layers", "pp_last_stage_layers")):
+            spread(col, _PAIR_BLOCK, np.where(balanced, ends[j] if ends else -1, -1))
+
+    def _balanced_ends(self, pp: int) -> tuple[int, int] | None:
+        """The end stages of the balanced split at depth `pp`, None where it is Megatron's."""
+        return self._balanced_by_depth.get(pp)
+
+    @cached_property
+    def _balanced_by_depth(self) -> dict[int, tuple[int, int] | None]:
+        if 1 not in self._values["pipeline_split"]:
+            return {}
+        return {int(pp): balanced_end_stages(self.llm, self.training.sequence_length, int(pp))
+                for pp in np.unique(self.layouts[:, 1])}
 
     def _rows_of(self, layouts: list[int]) -> StrategyTable:
         n = int(sum(self._layout_counts[i] for i in layouts))
@@ -569,6 +606,8 @@ class DesignSpace:
             return schedule_label(SCHEDULES[value[0]], value[1])
         if dim == "recompute":
             return RECOMPUTES[value].value
+        if dim == "pipeline_split":
+            return PIPELINE_SPLITS[int(value)]
         if dim in CODED:
             return CODED[dim][int(value)]
         return value.item() if isinstance(value, np.generic) else value
@@ -598,6 +637,8 @@ class DesignSpace:
                 fd += (cols["schedule"] != sched) + 0.5 * (cols["virtual_stages"] != v)
             elif d == "recompute":
                 fd += cols["recompute"] != RECOMPUTES.index(Recompute(want))
+            elif d == "pipeline_split":
+                fd += (cols["pp_first_stage_layers"] >= 0) != (want == "balanced")
             elif d == "microbatch_size":
                 fd += np.abs(np.log2(cols[d]) - math.log2(int(want)))
             elif d in ("zero_stage", "offload_activation_layers"):
@@ -662,12 +703,20 @@ def reference_layout_rows(ds: DesignSpace) -> Iterator[tuple[int, dict[str, np.n
         ok &= ~(c["offload_weights"] & (c["zero_stage"] != 3))
         if cp > 1 and ds.llm.heads % (tp * cp):
             ok &= c["cp_comm"] != CODED["cp_comm"].index("a2a")
+        balanced = c["pipeline_split"] == PIPELINE_SPLITS.index("balanced")
+        ends = balanced_end_stages(ds.llm, ds.training.sequence_length, pp) if balanced.any() else None
+        if ends is None:
+            ok &= ~balanced
+        else:
+            ok &= ~balanced | (~inter | (min(ends) >= c["virtual_stages"])) & (~dual | (min(ends) >= 2))
         rows = np.flatnonzero(ok)
         k = len(rows)
         part = {"tp": np.full(k, tp, np.int64), "pp": np.full(k, pp, np.int64), "dp": np.full(k, dp, np.int64),
                 "ep": np.full(k, ep, np.int64), "cp": np.full(k, cp, np.int64),
                 "global_batch_sequences": batch[rows]}
-        part.update({name: col[rows] for name, col in c.items()})
+        part.update({name: col[rows] for name, col in c.items() if name != "pipeline_split"})
+        for j, name in enumerate(("pp_first_stage_layers", "pp_last_stage_layers")):
+            part[name] = np.where(balanced[rows], ends[j] if ends else -1, -1).astype(np.int64)
         yield i, part
 
 

@@ -93,6 +93,11 @@ class StrategySpace(Record):
     moe_dispatcher: tuple[Literal["alltoall", "allgather", "deepep"], ...] = ("alltoall",)
     # the iteration captured in CUDA graphs (a smaller host floor per collective)
     cuda_graphs: tuple[bool, ...] = (False,)
+    # How layers split over pipeline stages: Megatron's own split (even, or its uneven form when pp
+    # does not divide the layers), and/or the end stages sized to balance the work with the output
+    # layer, loss and MTP modules on the last stage (designer.perf.iteration.balanced_end_stages),
+    # tried where it differs from Megatron's; the launch then states the end stages' layer counts.
+    pipeline_split: tuple[Literal["megatron", "balanced"], ...] = ("megatron", "balanced")
     # Widest TP group in HB domains: 1 keeps every TP group inside one NVLink domain; n > 1 also tries
     # tp = m x domain size for m <= n (when `tp` is omitted) and accepts such values when listed. Its
     # all-reduces then cross the network (hierarchically, on the same rails), so it pays off only where
@@ -141,7 +146,7 @@ class StrategySpace(Record):
             raise ValueError(f"{info.field_name}: give at least one of true, false")
         return tuple(sorted(set(v)))
 
-    @field_validator("schedules", "recompute", "cp_comm", "moe_dispatcher")
+    @field_validator("schedules", "recompute", "cp_comm", "moe_dispatcher", "pipeline_split")
     @classmethod
     def _enums(cls, v, info):  # noqa: ANN001
         if not v:

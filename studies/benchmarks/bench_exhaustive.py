@@ -12,7 +12,9 @@ loading, the network solve, the search, the Parquet/CSV export and the report), 
 time, the child's peak RSS and what it wrote.
 
 wide: 8,208,000 strategies; 10m: 10,260,000 (wide, with 3 offloaded activation layers among the
-choices too); narrow: about 1M.
+choices too); narrow: about 1M. Each keeps to Megatron's own pipeline split (`pipeline_split:
+[megatron]`), so its size stays comparable across versions; --balanced adds the balanced split, as the
+default strategy space does (10m: 12,711,600 strategies).
 """
 
 from __future__ import annotations
@@ -39,13 +41,15 @@ app = typer.Typer(add_completion=False)
 
 @app.command()
 def main(space_name: str = typer.Option("wide", "--space", help="wide (8.2M strategies), 10m (10.3M) or narrow (about 1M)"),
+         balanced: bool = typer.Option(False, "--balanced", help="also the balanced pipeline split (the default space's)"),
          cli: bool = typer.Option(False, "--cli", help="run the study through `designer run` in a child process")) -> None:
     if space_name not in ("wide", "10m", "narrow"):
         raise typer.BadParameter(f"--space {space_name}: give wide, 10m or narrow")
     space = {"cp": [1, 2, 4, 8], "cp_comm": ["p2p", "all_gather", "a2a"], "microbatch_sizes": [1, 2, 4, 8],
              "schedules": ["1f1b", "interleaved", "zero_bubble", "gpipe"], "virtual_stages": [2, 4],
              "zero_stages": [0, 1, 2, 3], "recompute": ["none", "selective", "full"],
-             "overlap_tp_comm": [False, True], "offload_optimizer": [False, True], "max_pp": 16}
+             "overlap_tp_comm": [False, True], "offload_optimizer": [False, True], "max_pp": 16,
+             "pipeline_split": ["megatron", "balanced"] if balanced else ["megatron"]}
     if space_name != "narrow":
         space.update(offload_activation_layers=[0, 1, 2, 4], offload_weights=[False, True], cuda_graphs=[False, True],
                      overlap_dp_comm=[False, True], virtual_stages=[2, 3, 4], microbatch_sizes=[1, 2, 4, 8, 16])

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from designer.search.exhaustive import Candidate, Problem, check_space, run_exhaustive
-from designer.search.space import (COLUMNS, DESIGN_SPACE_CACHE_SIZE, DesignSpace, _build_cached, design_space,
+from designer.search.space import (COLUMNS, FREE_DIMS, DESIGN_SPACE_CACHE_SIZE, DesignSpace, _build_cached, design_space,
                                    divisors, invalid_reason, reference_chunks, strategy_key)
 from designer.spec.llm import LLMSpec, MoESpec, Recompute, Schedule, Strategy, TrainingSpec
 from designer.spec.models import load_model
@@ -151,7 +151,8 @@ def test_free_rows_choices_and_contains_agree_with_the_table(case):
         rows = ds.free_rows(i)
         assert np.all(np.diff(rows) > 0) and ds.free_mask(i).sum() == len(rows)
         idx = np.unravel_index(rows, ds.free_shape)
-        for name, j in (("microbatch_size", 1), ("zero_stage", 3), ("cp_comm", 13)):
+        for name in ("microbatch_size", "zero_stage", "cp_comm"):
+            j = FREE_DIMS.index(name)
             values = np.array(ds.free_values[name])[idx[j]]
             np.testing.assert_array_equal(values, table.columns[name][start:start + len(rows)])
         start += len(rows)
