@@ -28,7 +28,7 @@ def test_bom_json_has_the_documented_keys_and_paper_counts():
 @pytest.mark.parametrize(
     "args, needle",
     [
-        (["--topology", "rail-only", "--gpus", "1000", "--hb-domain", "256", "--radix", "64"], "multiple of hb_domain_size"),
+        (["--topology", "rail-only", "--gpus", "1000", "--hb-domain", "256", "--radix", "64"], "--gpus 1000: must be a multiple of --hb-domain 256"),
         (["--topology", "mesh", "--gpus", "1024", "--hb-domain", "8", "--radix", "64"], "allowed: rail-optimized"),
         (["--topology", "rail-only", "--gpus", "1024", "--hb-domain", "8", "--radix", "63"], "radix"),
         (["--topology", "rail-only", "--gpus", "1024", "--hb-domain", "8", "--radix", "64", "--prices", "cheap"], "allowed: railonly-v1"),

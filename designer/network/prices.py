@@ -8,6 +8,7 @@ over its ports, the optic's price per port end, the NIC's price).
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,14 @@ def _enum(enum_cls: Any, value: str, field: str) -> Any:
         raise SpecError(f"{field} = {value!r}: allowed: {allowed}") from None
 
 
+# `designer bom`'s options by the bill_of_materials fields they set, as an error message names them
+# ("n_gpus=0: ..."): the message then names what the user typed ("--gpus 0: ...").
+_BOM_OPTIONS = {"n_gpus": "--gpus", "hb_domain_size": "--hb-domain", "radix": "--radix", "nics_per_gpu": "--nics-per-gpu",
+                "gpus_per_nic": "--gpus-per-nic", "oversubscribed_level": "--oversubscribed-level",
+                "family": "--topology"}
+_CLI_NAMES = re.compile(r"\b(" + "|".join(_BOM_OPTIONS) + r")=")
+
+
 def bom_from_cli(*, topology: str, n_gpus: int, hb_domain_size: int, radix: int, prices: str,
                  port_gbps: float, nics_per_gpu: int, oversubscription: float,
                  oversubscribed_level: int | None, convention: str,
@@ -75,9 +84,13 @@ def bom_from_cli(*, topology: str, n_gpus: int, hb_domain_size: int, radix: int,
         if prices not in ids:
             raise SpecError(f"--prices = {prices!r}: allowed: {', '.join(sorted(ids))}, or catalog:SWITCH_ID")
         component_prices = prices_from_price_set(catalog, prices)
-    bom = bill_of_materials(family, n_gpus, hb_domain_size, radix, prices=component_prices, port_gbps=port_gbps,
-                            nics_per_gpu=nics_per_gpu, oversubscription=oversubscription,
-                            oversubscribed_level=oversubscribed_level, convention=conv, gpus_per_nic=gpus_per_nic)
+    try:
+        bom = bill_of_materials(family, n_gpus, hb_domain_size, radix, prices=component_prices, port_gbps=port_gbps,
+                                nics_per_gpu=nics_per_gpu, oversubscription=oversubscription,
+                                oversubscribed_level=oversubscribed_level, convention=conv, gpus_per_nic=gpus_per_nic)
+    except SpecError as e:
+        # the message names the record's fields; the command's user typed its options
+        raise SpecError(_CLI_NAMES.sub(lambda m: _BOM_OPTIONS[m.group(1)] + " ", str(e))) from None
     data = bom.model_dump(mode="json")
     # The short names the command documents, beside the full record.
     data["switches"] = bom.switch_count
