@@ -443,17 +443,14 @@ class DesignSpace:
         ok = batch >= 0
         ok &= (code != _INTERLEAVED) | ((pp >= 2) & (pp * stages <= self.llm.layers))
         ok &= (code != _DUALPIPE) | ((pp >= 2) & (pp % 2 == 0))
-        # x the pipeline split: balanced only where it exists for this depth and suits the schedule
+        # x the pipeline split: a balanced row where the balanced split exists for this depth and suits
+        # the schedule; elsewhere it would repeat Megatron's, so it stays only when Megatron's is not listed
         splits = v["pipeline_split"]
         n_split = len(splits)
         mi, si, ki = np.repeat(mi, n_split), np.repeat(si, n_split), np.tile(np.arange(n_split), len(ok))
         code, stages, batch, ok = (np.repeat(x, n_split) for x in (code, stages, batch, ok))
-        ends = self._balanced_ends(pp)
-        if ends is None:
-            ok &= splits[ki] == 0
-        else:
-            need = np.where(code == _DUALPIPE, 2, np.where(code == _INTERLEAVED, stages, 1))
-            ok &= (splits[ki] == 0) | (min(ends) >= need)
+        ok &= ((splits[ki] == PIPELINE_SPLITS.index("megatron")) | (self._split_ends(pp, code, stages, splits[ki])[0] >= 0)
+               | (PIPELINE_SPLITS.index("megatron") not in splits))
         pairs = np.stack([mi[ok], si[ok], ki[ok]], axis=1)
         cp_comm = all_of("cp_comm")
         if cp > 1 and self.llm.heads % (tp * cp):
@@ -525,18 +522,28 @@ class DesignSpace:
                 else:
                     spread(d, k, vals)
         spread("global_batch_sequences", _PAIR_BLOCK, f.pair_batch)
-        ends = self._balanced_ends(int(self.layouts[layout][1]))
-        balanced = self._values["pipeline_split"][f.blocks[_PAIR_BLOCK][:, 2]] == 1
-        for j, col in enumerate(("pp_first_stage_layers", "pp_last_stage_layers")):
-            spread(col, _PAIR_BLOCK, np.where(balanced, ends[j] if ends else -1, -1))
+        pair = f.blocks[_PAIR_BLOCK]
+        sched = self._values["schedule"][pair[:, 1]]
+        ends = self._split_ends(int(self.layouts[layout][1]), sched[:, 0], sched[:, 1],
+                                self._values["pipeline_split"][pair[:, 2]])
+        spread("pp_first_stage_layers", _PAIR_BLOCK, ends[0])
+        spread("pp_last_stage_layers", _PAIR_BLOCK, ends[1])
 
-    def _balanced_ends(self, pp: int) -> tuple[int, int] | None:
-        """The end stages of the balanced split at depth `pp`, None where it is Megatron's."""
-        return self._balanced_by_depth.get(pp)
+    def _split_ends(self, pp: int, code: np.ndarray, stages: np.ndarray, split: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per (schedule code, virtual stages, split) row at depth `pp`, the end stages' layer counts, -1
+        for Megatron's split: a balanced row takes the balanced split where it exists and leaves each end
+        stage a layer per virtual stage (two under DualPipe, whose ranks hold halves of two stages)."""
+        ends = self._balanced_by_depth.get(pp)
+        if ends is None:
+            none = np.full(len(split), -1, np.int64)
+            return none, none
+        need = np.where(code == _DUALPIPE, 2, np.where(code == _INTERLEAVED, stages, 1))
+        use = (split == PIPELINE_SPLITS.index("balanced")) & (min(ends) >= need)
+        return np.where(use, ends[0], -1).astype(np.int64), np.where(use, ends[1], -1).astype(np.int64)
 
     @cached_property
     def _balanced_by_depth(self) -> dict[int, tuple[int, int] | None]:
-        if 1 not in self._values["pipeline_split"]:
+        if PIPELINE_SPLITS.index("balanced") not in self._values["pipeline_split"]:
             return {}
         return {int(pp): balanced_end_stages(self.llm, self.training.sequence_length, int(pp))
                 for pp in np.unique(self.layouts[:, 1])}
@@ -705,10 +712,13 @@ def reference_layout_rows(ds: DesignSpace) -> Iterator[tuple[int, dict[str, np.n
             ok &= c["cp_comm"] != CODED["cp_comm"].index("a2a")
         balanced = c["pipeline_split"] == PIPELINE_SPLITS.index("balanced")
         ends = balanced_end_stages(ds.llm, ds.training.sequence_length, pp) if balanced.any() else None
-        if ends is None:
-            ok &= ~balanced
-        else:
-            ok &= ~balanced | (~inter | (min(ends) >= c["virtual_stages"])) & (~dual | (min(ends) >= 2))
+        # a balanced row runs the balanced split where it exists and the schedule allows it, and else
+        # repeats Megatron's split, kept only when Megatron's is not among the choices
+        runs_balanced = balanced & (ends is not None)
+        if ends is not None:
+            runs_balanced &= (~inter | (min(ends) >= c["virtual_stages"])) & (~dual | (min(ends) >= 2))
+        if PIPELINE_SPLITS.index("megatron") in ds.free_values["pipeline_split"]:
+            ok &= ~balanced | runs_balanced
         rows = np.flatnonzero(ok)
         k = len(rows)
         part = {"tp": np.full(k, tp, np.int64), "pp": np.full(k, pp, np.int64), "dp": np.full(k, dp, np.int64),
@@ -716,7 +726,7 @@ def reference_layout_rows(ds: DesignSpace) -> Iterator[tuple[int, dict[str, np.n
                 "global_batch_sequences": batch[rows]}
         part.update({name: col[rows] for name, col in c.items() if name != "pipeline_split"})
         for j, name in enumerate(("pp_first_stage_layers", "pp_last_stage_layers")):
-            part[name] = np.where(balanced[rows], ends[j] if ends else -1, -1).astype(np.int64)
+            part[name] = np.where(runs_balanced[rows], ends[j] if ends else -1, -1).astype(np.int64)
         yield i, part
 
 

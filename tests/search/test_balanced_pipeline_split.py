@@ -6,7 +6,7 @@ from designer.launch import megatron_pipeline_layout
 from designer.perf.iteration import balanced_end_stages
 from designer.perf.model import Metrics, evaluate_system, load_perf_calibration
 from designer.search.space import DesignSpace
-from designer.spec.llm import LLMSpec, Schedule, TrainingSpec
+from designer.spec.llm import LLMSpec, Recompute, Schedule, TrainingSpec
 from designer.spec.models import load_model
 from designer.spec.study import StrategySpace
 from tests.perf import modern_runs
@@ -82,3 +82,18 @@ def test_the_balanced_split_is_faster_where_the_last_stage_paced():
     assert balanced.iteration_time_s < 0.95 * megatron.iteration_time_s
     measured = row["measured"]["tokens_per_s_per_gpu"]
     assert abs(balanced.tokens_per_s / row["gpus"] / measured - 1) < abs(megatron.tokens_per_s / row["gpus"] / measured - 1)
+
+
+def test_a_balanced_only_space_keeps_megatrons_split_where_no_balanced_one_runs():
+    llm = load_model("deepseek-v3")
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=2048, total_tokens=1e12)
+    space = StrategySpace(tp=(1,), pp=(1, 16), ep=(8,), sequence_parallel=(False,), microbatch_sizes=(1,),
+                          schedules=(Schedule.one_f_one_b, Schedule.interleaved), virtual_stages=(2,),
+                          recompute=(Recompute.full,), pipeline_split=("balanced",))
+    ds = DesignSpace.build_uncached(llm, tr, space, n_gpus=256, hb_domain_size=8)
+    got = {(s.pp, s.schedule, s.pp_first_stage_layers, s.pp_last_stage_layers) for s in ds.table().strategies()}
+    # pp 1 has no split; interleaving two chunks cannot run 4 + 14 x 4 + 1 (the last rank's second chunk
+    # would be empty), so it keeps Megatron's; 1F1B on 16 stages runs the balanced split
+    assert got == {(1, Schedule.one_f_one_b, None, None), (16, Schedule.one_f_one_b, 4, 1),
+                   (16, Schedule.interleaved, None, None)}
+    assert "pipeline_split" not in ds.choices

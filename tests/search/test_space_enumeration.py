@@ -120,6 +120,13 @@ GRID_CASES = {
                                                                schedules=(Schedule.one_f_one_b, Schedule.dualpipe),
                                                                moe_dispatcher=("alltoall", "deepep"),
                                                                overlap_ep_comm=(False, True), max_pp=16), 2048, 8),
+    # the balanced pipeline split under every schedule, beside Megatron's and alone
+    "deepseek-v3-splits": ("deepseek-v3", _tr(4096, 4096), dict(ep=(8, 32), schedules=tuple(Schedule),
+                                                                virtual_stages=(2, 3), microbatch_sizes=(1, 2),
+                                                                max_pp=32), 2048, 8),
+    "deepseek-v3-balanced-only": ("deepseek-v3", _tr(4096, 4096), dict(ep=(8, 32), schedules=tuple(Schedule),
+                                                                       virtual_stages=(2, 3), microbatch_sizes=(1, 2),
+                                                                       pipeline_split=("balanced",), max_pp=32), 2048, 8),
     "mixtral-list": ("mixtral-8x7b", TrainingSpec(sequence_length=4096, global_batch_sequences=[512, 480, 544],
                                                   total_tokens=1e12),
                      dict(cp=(1, 2), microbatch_sizes=(1, 2, 3), recompute=(Recompute.full,), max_pp=8), 960, 8),
