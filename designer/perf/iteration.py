@@ -153,6 +153,8 @@ REASONS = {
     26: ("compatibility", "an MoE model with linear biases needs expert_tp 1"),
     27: ("compatibility", "an MoE model with tp > 1 needs sequence parallelism"),
     28: ("divisibility", "interleaved schedule needs the microbatches of a pipeline schedule to be a multiple of pp"),
+    29: ("compatibility", "Megatron-Core's EP all-to-all overlap needs EP, the alltoall or deepep dispatcher, "
+                          "virtual stages when pp > 1, no full or MoE recompute and at most one MTP layer"),
 }
 
 
@@ -1628,6 +1630,17 @@ def feasibility_codes(llm: LLMSpec, training: TrainingSpec, S: StrategyArrays, s
     rounds = np.maximum(m // np.maximum(S.pp, 1), 1)
     group = np.where(S.batch_first, rounds, np.maximum(S.pp, 1))
     flag(inter & (m % group != 0), 28)
+    if llm.moe is not None:
+        # Megatron-Core's 1F1B all-to-all overlap (overlap_moe_expert_parallel_comm) runs only where
+        # TransformerConfig.__post_init__ lets it: expert parallelism, the alltoall or flex (DeepEP)
+        # dispatcher, virtual stages when pp > 1, no full recomputation, no 'moe' recompute module
+        # (M3573, 45b8eac95) and at most one MTP layer. DualPipe overlaps its own way.
+        megatron_overlap = S.overlap_ep & (S.schedule != mem.SCHEDULE_DUALPIPE)
+        refused = ((S.ep < 2) | S.ag_dispatch | ((S.pp > 1) & ((S.schedule != mem.SCHEDULE_INTERLEAVED) | (S.v < 2)))
+                   | (S.recompute == mem.RECOMPUTE_FULL)
+                   | ((S.recompute == mem.RECOMPUTE_SELECTIVE) & ((S.rc_modules & mem.RC_MOE) != 0))
+                   | (llm.mtp_layers > 1))
+        flag(megatron_overlap & refused, 29)
     return code
 
 

@@ -209,6 +209,12 @@ def _reason(code: int, llm: LLMSpec, training: TrainingSpec, st: Strategy, syste
              "experts only at expert_tp 1"),
         27: (f"tp {st.tp} without sequence_parallel on {llm.name}, an MoE model: Megatron-Core's MoE layer "
              "trains with tensor parallelism only under sequence parallelism (set sequence_parallel: true)"),
+        29: ("overlap_ep_comm: Megatron-Core runs the 1F1B all-to-all overlap only with expert parallelism, the "
+             "alltoall or deepep dispatcher, the interleaved schedule when pp > 1, no full recompute and no 'moe' "
+             f"recompute module, and at most one MTP layer (the strategy has ep {st.ep}, {st.moe_dispatcher}, pp "
+             f"{st.pp} {st.schedule.value} v {st.virtual_stages}, recompute {st.recompute.value}"
+             + (f" {[m.value for m in st.recompute_modules]}" if st.recompute_modules else "")
+             + f"; the model has {llm.mtp_layers} MTP layers)"),
         28: (f"the interleaved schedule runs microbatches in groups of pp {st.pp}: the "
              f"{B // (st.dp * st.microbatch_size) // max(st.pipeline_flushes, 1)} microbatches of a pipeline schedule "
              "must be a multiple of it (Megatron-Core raises otherwise; use 1f1b)"

@@ -242,7 +242,8 @@ def _typed(col: str, values: np.ndarray) -> np.ndarray:
 # needs tp > 1; a microbatch x schedule pair must split the batch (and interleaving and DualPipe need
 # their pipeline depth), and a balanced pipeline split exists only where it differs from Megatron's
 # and leaves each end stage a layer per virtual stage (two under DualPipe, whose ranks hold halves); ZeRO++ and weight offload need ZeRO-3 (the same for every layout); Ulysses
-# (cp_comm a2a) needs tp * cp to divide the heads; the other dimensions have no rule.
+# (cp_comm a2a) needs tp * cp to divide the heads; a dense model takes the first EP overlap and
+# dispatcher values (it has neither); the other dimensions have no rule.
 _BLOCKS: tuple[tuple[str, ...], ...] = (
     ("sequence_parallel",),
     ("microbatch_size", "schedule", "pipeline_split"),
@@ -455,8 +456,10 @@ class DesignSpace:
         cp_comm = all_of("cp_comm")
         if cp > 1 and self.llm.heads % (tp * cp):
             cp_comm = cp_comm[v["cp_comm"] != CODED["cp_comm"].index("a2a")]
+        # a dense model has no all-to-all to overlap and no dispatcher: the first value of each
+        moe_only = (lambda d: all_of(d)) if self.llm.moe is not None else (lambda d: all_of(d)[:1])
         blocks = (sp, pairs, self._zero_block, all_of("offload_activation_layers"), cp_comm,
-                  all_of("overlap_ep_comm"), all_of("moe_dispatcher"), all_of("cuda_graphs"))
+                  moe_only("overlap_ep_comm"), moe_only("moe_dispatcher"), all_of("cuda_graphs"))
         for b in blocks:
             b.setflags(write=False)
         return _LayoutFactors(blocks, batch[ok])
@@ -710,6 +713,9 @@ def reference_layout_rows(ds: DesignSpace) -> Iterator[tuple[int, dict[str, np.n
         ok &= ~(c["offload_weights"] & (c["zero_stage"] != 3))
         if cp > 1 and ds.llm.heads % (tp * cp):
             ok &= c["cp_comm"] != CODED["cp_comm"].index("a2a")
+        if ds.llm.moe is None:
+            ok &= (c["overlap_ep_comm"] == ds.free_values["overlap_ep_comm"][0]) \
+                & (c["moe_dispatcher"] == ds.free_values["moe_dispatcher"][0])
         balanced = c["pipeline_split"] == PIPELINE_SPLITS.index("balanced")
         ends = balanced_end_stages(ds.llm, ds.training.sequence_length, pp) if balanced.any() else None
         # a balanced row runs the balanced split where it exists and the schedule allows it, and else

@@ -88,9 +88,12 @@ class StrategySpace(Record):
     offload_activation_layers: tuple[int, ...] = (0,)
     # context-parallel attention: ring (p2p), all-gathered K,V, or Ulysses all-to-all (a2a)
     cp_comm: tuple[Literal["p2p", "all_gather", "a2a"], ...] = ("p2p",)
-    # MoE: hide the all-to-alls behind another microbatch (1F1B A2A overlap); the dispatcher
-    overlap_ep_comm: tuple[bool, ...] = (False,)
-    moe_dispatcher: tuple[Literal["alltoall", "allgather", "deepep"], ...] = ("alltoall",)
+    # MoE: hide the all-to-alls behind another microbatch (Megatron-Core's 1F1B A2A overlap, where it
+    # runs: designer.perf.iteration.feasibility_codes), and the dispatcher: Megatron-Core's default
+    # all-to-all or the node-deduplicating DeepEP (its flex dispatcher). A dense model, which has
+    # neither, takes the first of each.
+    overlap_ep_comm: tuple[bool, ...] = (False, True)
+    moe_dispatcher: tuple[Literal["alltoall", "allgather", "deepep"], ...] = ("alltoall", "deepep")
     # the iteration captured in CUDA graphs (a smaller host floor per collective)
     cuda_graphs: tuple[bool, ...] = (False,)
     # How layers split over pipeline stages: Megatron's own split (even, or its uneven form when pp

@@ -63,7 +63,8 @@ def test_the_search_tries_the_balanced_split_and_the_launch_states_it():
     only = DesignSpace.build_uncached(llm, tr, space.model_copy(update={"pipeline_split": ("megatron",)}),
                                       n_gpus=256, hb_domain_size=8)
     assert all(s.pp_first_stage_layers is None for s in only.table().strategies())
-    assert ds.size - only.size == len(space.recompute)  # one balanced 1F1B row per recompute option
+    # one balanced 1F1B row per recompute option, EP overlap and dispatcher
+    assert ds.size - only.size == len(space.recompute) * len(space.overlap_ep_comm) * len(space.moe_dispatcher)
 
 
 def test_the_balanced_split_is_faster_where_the_last_stage_paced():

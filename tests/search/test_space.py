@@ -8,6 +8,7 @@ from designer.errors import SpecError
 from designer.search.space import design_space, invalid_reason, strategy_key
 from designer.spec.llm import LLMSpec, MoESpec, Recompute, Schedule, Strategy, TrainingSpec
 from designer.spec.study import StrategySpace, StudySpec
+from tests.search.split_rules import moe_values_apply, split_ends
 
 TINY = LLMSpec(name="tiny", layers=4, hidden_size=64, ffn_size=16, heads=4, kv_heads=4, vocab_size=100)
 TINY_TRAIN = TrainingSpec(sequence_length=1024, global_batch_sequences=8, total_tokens=1e9)
@@ -38,8 +39,8 @@ def _brute_force(llm, training, space, n_gpus, hb):
         if n_gpus % (tp * pp * cp):
             continue
         dp = n_gpus // (tp * pp * cp)
-        for sp, mbs, (sc, v), z, qw, qg, hp, rc, odp, otp, off, offw, offa, cpc, oep, disp, cg in itertools.product(
-                space.sequence_parallel, space.microbatch_sizes, scheds, space.zero_stages,
+        for sp, mbs, (sc, v), split, z, qw, qg, hp, rc, odp, otp, off, offw, offa, cpc, oep, disp, cg in itertools.product(
+                space.sequence_parallel, space.microbatch_sizes, scheds, space.pipeline_split, space.zero_stages,
                 space.zeropp_quantized_weights, space.zeropp_quantized_gradients, space.zeropp_hierarchical_partition,
                 space.recompute, space.overlap_dp_comm, space.overlap_tp_comm, space.offload_optimizer,
                 space.offload_weights, space.offload_activation_layers, space.cp_comm, space.overlap_ep_comm,
@@ -49,6 +50,10 @@ def _brute_force(llm, training, space, n_gpus, hb):
                          zeropp_hierarchical_partition=hp, recompute=rc, overlap_dp_comm=odp, overlap_tp_comm=otp,
                          offload_optimizer=off, offload_weights=offw, offload_activation_layers=offa, cp_comm=cpc,
                          overlap_ep_comm=oep, moe_dispatcher=disp, cuda_graphs=cg)
+            ends = split_ends(llm, training, space, pp, sc, v, split)
+            if ends is None or not moe_values_apply(llm, space, oep, disp):
+                continue
+            s = s.model_copy(update=dict(pp_first_stage_layers=ends[0], pp_last_stage_layers=ends[1]))
             if invalid_reason(s, llm, training, n_gpus, hb) is None:
                 out.add(strategy_key(s))
     return out

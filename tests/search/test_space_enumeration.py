@@ -13,6 +13,7 @@ from designer.search.space import (COLUMNS, FREE_DIMS, DESIGN_SPACE_CACHE_SIZE, 
 from designer.spec.llm import LLMSpec, MoESpec, Recompute, Schedule, Strategy, TrainingSpec
 from designer.spec.models import load_model
 from designer.spec.study import StrategySpace
+from tests.search.split_rules import moe_values_apply, split_ends
 
 TINY = LLMSpec(name="tiny", layers=4, hidden_size=64, ffn_size=16, heads=4, kv_heads=4, vocab_size=100)
 GQA = LLMSpec(name="gqa", layers=12, hidden_size=96, ffn_size=48, heads=12, kv_heads=2, vocab_size=10)
@@ -40,8 +41,8 @@ def _scalar_enumeration(llm, training, space, n_gpus, hb):
         if n_gpus % (tp * pp * cp):
             continue
         dp = n_gpus // (tp * pp * cp)
-        for sp, mbs, (sc, v), z, qw, qg, hp, rc, odp, otp, off, offw, offa, cpc, oep, disp, cg in itertools.product(
-                space.sequence_parallel, space.microbatch_sizes, scheds, space.zero_stages,
+        for sp, mbs, (sc, v), split, z, qw, qg, hp, rc, odp, otp, off, offw, offa, cpc, oep, disp, cg in itertools.product(
+                space.sequence_parallel, space.microbatch_sizes, scheds, space.pipeline_split, space.zero_stages,
                 space.zeropp_quantized_weights, space.zeropp_quantized_gradients, space.zeropp_hierarchical_partition,
                 space.recompute, space.overlap_dp_comm, space.overlap_tp_comm, space.offload_optimizer,
                 space.offload_weights, space.offload_activation_layers, space.cp_comm, space.overlap_ep_comm,
@@ -51,6 +52,10 @@ def _scalar_enumeration(llm, training, space, n_gpus, hb):
                           zeropp_hierarchical_partition=hp, recompute=rc, overlap_dp_comm=odp, overlap_tp_comm=otp,
                           offload_optimizer=off, offload_weights=offw, offload_activation_layers=offa, cp_comm=cpc,
                           overlap_ep_comm=oep, moe_dispatcher=disp, cuda_graphs=cg)
+            ends = split_ends(llm, training, space, pp, sc, v, split)
+            if ends is None or not moe_values_apply(llm, space, oep, disp):
+                continue
+            fields.update(pp_first_stage_layers=ends[0], pp_last_stage_layers=ends[1])
             for b in batches:
                 s = Strategy(**fields, global_batch_sequences=None if b == t else b)
                 if invalid_reason(s, llm, training, n_gpus, hb) is None:

@@ -1,0 +1,26 @@
+"""The scalar statement of two strategy-space rules the brute-force enumerations in these tests apply
+(designer.search.space states them vectorized): the pipeline split a row runs, and a dense model's
+single EP overlap and dispatcher values."""
+
+from designer.perf.iteration import balanced_end_stages
+from designer.spec.llm import Schedule
+
+
+def split_ends(llm, training, space, pp, schedule, virtual_stages, split):
+    """(first, last) end-stage layers the row runs, (None, None) for Megatron's split, None when the
+    row does not exist: a balanced row runs the balanced split where one exists at this depth and each
+    end stage holds a layer per virtual stage (two under DualPipe); elsewhere it would repeat
+    Megatron's split, so it exists only when Megatron's is not a choice."""
+    if split == "megatron":
+        return None, None
+    ends = balanced_end_stages(llm, training.sequence_length, pp)
+    need = 2 if schedule == Schedule.dualpipe else virtual_stages if schedule == Schedule.interleaved else 1
+    if ends is not None and min(ends) >= need:
+        return ends
+    return None if "megatron" in space.pipeline_split else (None, None)
+
+
+def moe_values_apply(llm, space, overlap_ep_comm, moe_dispatcher):
+    """A dense model has no all-to-all to overlap and no dispatcher: only the first listed values."""
+    return llm.moe is not None or (overlap_ep_comm == space.overlap_ep_comm[0]
+                                   and moe_dispatcher == space.moe_dispatcher[0])
