@@ -214,7 +214,7 @@ def _reason(code: int, llm: LLMSpec, training: TrainingSpec, st: Strategy, syste
              f"recompute module, and at most one MTP layer (the strategy has ep {st.ep}, {st.moe_dispatcher}, pp "
              f"{st.pp} {st.schedule.value} v {st.virtual_stages}, recompute {st.recompute.value}"
              + (f" {[m.value for m in st.recompute_modules]}" if st.recompute_modules else "")
-             + f"; the model has {llm.mtp_layers} MTP layers)"),
+             + f"; the model has {llm.mtp_layers} MTP layer{'' if llm.mtp_layers == 1 else 's'})"),
         28: (f"the interleaved schedule runs microbatches in groups of pp {st.pp}: the "
              f"{B // (st.dp * st.microbatch_size) // max(st.pipeline_flushes, 1)} microbatches of a pipeline schedule "
              "must be a multiple of it (Megatron-Core raises otherwise; use 1f1b)"
