@@ -497,8 +497,8 @@ def megatron_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus: i
     ep_overlap = False
     if s.overlap_ep_comm and llm.moe is not None and s.ep > 1:
         # TransformerConfig.__post_init__ on overlap_moe_expert_parallel_comm: alltoall/flex
-        # dispatcher, virtual pipeline when pp > 1, no full recompute, no 'moe' recompute module, and a
-        # bf16/fp16 model (always here: fp8/fp4 GEMMs run in a --bf16 model)
+        # dispatcher, virtual pipeline when pp > 1, no full recompute, no 'moe' recompute module, at
+        # most one MTP layer, and a bf16/fp16 model (always here: fp8/fp4 GEMMs run in a --bf16 model)
         why = []
         if s.moe_dispatcher == "allgather":
             why.append("the allgather dispatcher")
@@ -506,6 +506,8 @@ def megatron_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus: i
             why.append("pp > 1 without virtual stages")
         if s.recompute == Recompute.full or "moe" in [m.value for m in s.recompute_modules]:
             why.append("recompute of the MoE block")
+        if llm.mtp_layers > 1:
+            why.append(f"{llm.mtp_layers} MTP layers")
         if why:
             notes.append(f"EP all-to-all overlap not written: Megatron-LM refuses it with {', '.join(why)}")
         else:

@@ -263,6 +263,8 @@ FLAG_CASES = [
     (["bom", "--topology", "rail-only", "--gpus", "1024", "--hb-domain", "0"], ("--hb-domain 0",)),
     (["bom", "--topology", "rail-only", "--gpus", "1024", "--radix", "1"], ("--radix 1",)),
     (["bom", "--topology", "rail-only", "--gpus", "1024", "--nics-per-gpu", "0"], ("--nics-per-gpu 0",)),
+    (["bom", "--topology", "oversubscribed", "--gpus", "1024", "--radix", "16", "--oversubscription", "0.5"],
+     ("--oversubscription 0.5",)),
     (["bom", "--topology", "rail-only", "--gpus", "1024", "--prices", "cheap"], ("cheap", "railonly-v5")),
     (["bom", "--topology", "rail-only", "--gpus", "1024", "--convention", "metric"], ("metric", "physical")),
     (["bom", "--topology", "rail-only", "--gpus", "1024", "--port-gbps", "-400"], ("-400",)),

@@ -420,36 +420,51 @@ def balanced_end_stages(llm: LLMSpec, sequence_length: int, pp: int, min_end_lay
         a_m, mlp_m, core_m = layer_flops_per_token(llm, True, s)
         cost_moe = a_m + mlp_m + 0.5 * core_m
         fd, interval = llm.moe.first_dense_layers, llm.moe.moe_layer_interval
-        cost = [cost_moe if i >= fd and (i - fd) % interval == 0 else cost_dense for i in range(L)]
+        i = np.arange(L)
+        cost = np.where((i >= fd) & ((i - fd) % interval == 0), cost_moe, cost_dense)
     else:
         cost_moe = cost_dense
-        cost = [cost_dense] * L
+        cost = np.full(L, cost_dense)
     h = llm.hidden_size
     head = 2.0 * h * llm.vocab_size
     last_extra = head + llm.mtp_layers * (cost_moe + 2 * 2 * h * h + head)
     prefix = np.concatenate([[0.0], np.cumsum(cost)])
 
-    def busiest(stages: tuple[int, ...]) -> float:
-        """The busiest stage's work, in dense layers (rounded, so that equal splits tie exactly)."""
-        bounds = np.concatenate([[0], np.cumsum(stages)])
-        work = prefix[bounds[1:]] - prefix[bounds[:-1]]
-        work[-1] += last_extra
-        return round(float(work.max()) / cost_dense, 9)
+    def in_layers(work):
+        """Work in dense layers, rounded so that equal splits tie exactly."""
+        return np.round(np.asarray(work) / cost_dense, 9)
 
     d_first, d_last = (int(x[0]) for x in default_end_stages(L, np.array([pp])))
     megatron = pipeline_stage_layers(L, pp, None if d_first < 0 else d_first, None if d_last < 0 else d_last)
-    best_key, best = (busiest(megatron), 0, megatron[0]), megatron
-    # the middle count that balances lies within a layer or two of the mean (the end stages absorb the
-    # rest, and their extra work is a few layers' worth)
-    mids = [0] if pp == 2 else range(max(1, L // pp - 1), -(-L // pp) + 3)
+    bounds = np.concatenate([[0], np.cumsum(megatron)])
+    meg_work = prefix[bounds[1:]] - prefix[bounds[:-1]]
+    meg_work[-1] += last_extra
+    meg_busiest = float(in_layers(meg_work.max()))
+    best_key, best = (meg_busiest, 0, megatron[0]), megatron
+    # a split that beats Megatron's holds no stage of more than k_max layers: the middle count m and the
+    # end stages lie within it, and the ends then take the rest (L - (pp - 2) m >= 2 min_end_layers)
+    k_max = int(meg_work.max() // cost.min())
+    if pp == 2:
+        mids = range(0, 1)
+    else:
+        mids = range(max(1, -(-(L - 2 * k_max) // (pp - 2))), min(k_max, (L - 2 * min_end_layers) // (pp - 2)) + 1)
     for m in mids:
         rest = L - (pp - 2) * m
-        for first in range(min_end_layers, rest - min_end_layers + 1):
-            stages = (first,) + (m,) * (pp - 2) + (rest - first,)
-            key = (busiest(stages), 1, first)
-            if key < best_key:
-                best_key, best = key, stages
-    if best == megatron or best_key[0] > (1 - min_gain) * busiest(megatron):
+        first = np.arange(max(min_end_layers, rest - k_max), min(k_max, rest - min_end_layers) + 1)
+        if not len(first):
+            continue
+        # every candidate first-stage size of this middle count at once, from the prefix sums
+        work = prefix[first] - prefix[0]
+        if pp > 2:
+            starts = first[:, None] + m * np.arange(pp - 2)[None, :]
+            work = np.maximum(work, (prefix[starts + m] - prefix[starts]).max(axis=1))
+        work = np.maximum(work, prefix[L] - prefix[first + (pp - 2) * m] + last_extra)
+        busy = in_layers(work)
+        j = int(np.lexsort((first, busy))[0])  # the least busy, then the lighter first stage
+        key = (float(busy[j]), 1, int(first[j]))
+        if key < best_key:
+            best_key, best = key, (int(first[j]),) + (m,) * (pp - 2) + (rest - int(first[j]),)
+    if best == megatron or best_key[0] > (1 - min_gain) * meg_busiest:
         return None
     return best[0], best[-1]
 

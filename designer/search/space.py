@@ -243,13 +243,14 @@ def _typed(col: str, values: np.ndarray) -> np.ndarray:
 # their pipeline depth), and a balanced pipeline split exists only where it differs from Megatron's
 # and leaves each end stage a layer per virtual stage (two under DualPipe, whose ranks hold halves); ZeRO++ and weight offload need ZeRO-3 (the same for every layout); Ulysses
 # (cp_comm a2a) needs tp * cp to divide the heads; a dense model takes the first EP overlap and
-# dispatcher values (it has neither); the other dimensions have no rule.
+# dispatcher values (it has neither), and an MoE model overlaps its all-to-all only with ep > 1, the
+# alltoall or deepep dispatcher and at most one MTP layer; the other dimensions have no rule.
 _BLOCKS: tuple[tuple[str, ...], ...] = (
     ("sequence_parallel",),
     ("microbatch_size", "schedule", "pipeline_split"),
     ("zero_stage", "zeropp_quantized_weights", "zeropp_quantized_gradients", "zeropp_hierarchical_partition",
      "recompute", "overlap_dp_comm", "overlap_tp_comm", "offload_optimizer", "offload_weights"),
-    ("offload_activation_layers",), ("cp_comm",), ("overlap_ep_comm",), ("moe_dispatcher",), ("cuda_graphs",),
+    ("offload_activation_layers",), ("cp_comm",), ("overlap_ep_comm", "moe_dispatcher"), ("cuda_graphs",),
 )
 _PAIR_BLOCK = 1  # the microbatch x schedule x pipeline split block, which also sets each row's global batch
 assert tuple(d for b in _BLOCKS for d in b) == FREE_DIMS, "the blocks must tile FREE_DIMS in order"
@@ -456,10 +457,8 @@ class DesignSpace:
         cp_comm = all_of("cp_comm")
         if cp > 1 and self.llm.heads % (tp * cp):
             cp_comm = cp_comm[v["cp_comm"] != CODED["cp_comm"].index("a2a")]
-        # a dense model has no all-to-all to overlap and no dispatcher: the first value of each
-        moe_only = (lambda d: all_of(d)) if self.llm.moe is not None else (lambda d: all_of(d)[:1])
         blocks = (sp, pairs, self._zero_block, all_of("offload_activation_layers"), cp_comm,
-                  moe_only("overlap_ep_comm"), moe_only("moe_dispatcher"), all_of("cuda_graphs"))
+                  self._ep_block(ep), all_of("cuda_graphs"))
         for b in blocks:
             b.setflags(write=False)
         return _LayoutFactors(blocks, batch[ok])
@@ -531,6 +530,21 @@ class DesignSpace:
                                 self._values["pipeline_split"][pair[:, 2]])
         spread("pp_first_stage_layers", _PAIR_BLOCK, ends[0])
         spread("pp_last_stage_layers", _PAIR_BLOCK, ends[1])
+
+    def _ep_block(self, ep: int) -> np.ndarray:
+        """The valid (EP overlap, dispatcher) rows of a layout with `ep`: a dense model has no all-to-all
+        to overlap and no dispatcher, so it takes the first value of each; the 1F1B all-to-all overlap
+        runs with ep > 1, the alltoall or deepep dispatcher and at most one MTP layer (Megatron-Core's
+        TransformerConfig; its rules on the schedule and the recompute are the model's, code 29)."""
+        n_ov, n_disp = len(self.free_values["overlap_ep_comm"]), len(self.free_values["moe_dispatcher"])
+        ov, disp = (x.reshape(-1) for x in np.indices((n_ov, n_disp)))
+        if self.llm.moe is None:
+            keep = (ov == 0) & (disp == 0)
+        else:
+            overlap = self._values["overlap_ep_comm"][ov]
+            allgather = self._values["moe_dispatcher"][disp] == CODED["moe_dispatcher"].index("allgather")
+            keep = ~(overlap & ((ep < 2) | allgather | (self.llm.mtp_layers > 1)))
+        return np.stack([ov[keep], disp[keep]], axis=1).astype(np.int64)
 
     def _split_ends(self, pp: int, code: np.ndarray, stages: np.ndarray, split: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per (schedule code, virtual stages, split) row at depth `pp`, the end stages' layer counts, -1
@@ -716,6 +730,9 @@ def reference_layout_rows(ds: DesignSpace) -> Iterator[tuple[int, dict[str, np.n
         if ds.llm.moe is None:
             ok &= (c["overlap_ep_comm"] == ds.free_values["overlap_ep_comm"][0]) \
                 & (c["moe_dispatcher"] == ds.free_values["moe_dispatcher"][0])
+        else:
+            ok &= ~(c["overlap_ep_comm"] & ((ep < 2) | (c["moe_dispatcher"] == CODED["moe_dispatcher"].index("allgather"))
+                                            | (ds.llm.mtp_layers > 1)))
         balanced = c["pipeline_split"] == PIPELINE_SPLITS.index("balanced")
         ends = balanced_end_stages(ds.llm, ds.training.sequence_length, pp) if balanced.any() else None
         # a balanced row runs the balanced split where it exists and the schedule allows it, and else

@@ -47,3 +47,13 @@ def test_more_than_one_mtp_layer_is_refused():
     assert isinstance(m, Infeasible) and "2 MTP layers" in m.reason
     assert isinstance(evaluate_system(llm, TRAIN, BASE.model_copy(update=dict(overlap_ep_comm=False)),
                                       cluster("h100_sxm", 16), calib=CAL), Metrics)
+
+
+def test_the_launch_writes_the_overlap_only_where_megatron_core_runs_it():
+    from designer.launch import megatron_launch
+
+    args = megatron_launch(MOE, TRAIN, BASE, 16, 8)
+    assert "--overlap-moe-expert-parallel-comm" in args.script_args
+    two_mtp = megatron_launch(MOE.model_copy(update=dict(mtp_layers=2)), TRAIN, BASE, 16, 8)
+    assert "--overlap-moe-expert-parallel-comm" not in two_mtp.script_args
+    assert any("2 MTP layers" in n for n in two_mtp.notes)

@@ -1,6 +1,6 @@
 """The scalar statement of two strategy-space rules the brute-force enumerations in these tests apply
-(designer.search.space states them vectorized): the pipeline split a row runs, and a dense model's
-single EP overlap and dispatcher values."""
+(designer.search.space states them vectorized): the pipeline split a row runs, and the EP overlap
+and dispatcher values a model and layout take."""
 
 from designer.perf.iteration import balanced_end_stages
 from designer.spec.llm import Schedule
@@ -20,7 +20,10 @@ def split_ends(llm, training, space, pp, schedule, virtual_stages, split):
     return None if "megatron" in space.pipeline_split else (None, None)
 
 
-def moe_values_apply(llm, space, overlap_ep_comm, moe_dispatcher):
-    """A dense model has no all-to-all to overlap and no dispatcher: only the first listed values."""
-    return llm.moe is not None or (overlap_ep_comm == space.overlap_ep_comm[0]
-                                   and moe_dispatcher == space.moe_dispatcher[0])
+def moe_values_apply(llm, space, overlap_ep_comm, moe_dispatcher, ep):
+    """A dense model has no all-to-all to overlap and no dispatcher: only the first listed values. An
+    MoE model overlaps its all-to-all only with ep > 1, the alltoall or deepep dispatcher and at most
+    one MTP layer (Megatron-Core's TransformerConfig)."""
+    if llm.moe is None:
+        return overlap_ep_comm == space.overlap_ep_comm[0] and moe_dispatcher == space.moe_dispatcher[0]
+    return not (overlap_ep_comm and (ep < 2 or moe_dispatcher == "allgather" or llm.mtp_layers > 1))

@@ -35,6 +35,15 @@ def test_the_toy_split_by_hand():
     assert balanced_end_stages(TOY, 1024, 1) is None
 
 
+def test_a_heavy_output_layer_moves_the_middle_stages_far_from_the_mean():
+    # 24 layers of 8h^2 + 2 * 2 * 3,072 * h + (2 * 2,048 * 12 * 128) / 2 = 17,301,504 FLOPs per token
+    # (h = 768); the output layer 2 * h * 120,000 = 184,320,000 is 10.65 layers. On 3 stages the last
+    # holds it: with one layer there (11.65), f + m = 23 leaves the busiest at 12 (11 + 12 or 12 + 11;
+    # the lighter first stage wins); two layers there make it 12.65. Megatron's 8 + 8 + 8 leaves 18.65.
+    llm = LLMSpec(name="wide-head", layers=24, hidden_size=768, ffn_size=3072, heads=12, vocab_size=120_000)
+    assert balanced_end_stages(llm, 2048, 3) == (11, 1)
+
+
 def test_deepseek_v3_on_16_stages_is_its_published_layout():
     # Megatron-Bridge's DeepSeek-V3 recipes on PP 16 run 4 + 14 x 4 + 1 layers with the MTP module and the
     # loss on the last stage (deepseek_v3.py, layout "Et*4|(t*4|)*14tmL"); Megatron's own uneven split

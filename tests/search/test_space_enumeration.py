@@ -53,7 +53,7 @@ def _scalar_enumeration(llm, training, space, n_gpus, hb):
                           offload_optimizer=off, offload_weights=offw, offload_activation_layers=offa, cp_comm=cpc,
                           overlap_ep_comm=oep, moe_dispatcher=disp, cuda_graphs=cg)
             ends = split_ends(llm, training, space, pp, sc, v, split)
-            if ends is None or not moe_values_apply(llm, space, oep, disp):
+            if ends is None or not moe_values_apply(llm, space, oep, disp, ep):
                 continue
             fields.update(pp_first_stage_layers=ends[0], pp_last_stage_layers=ends[1])
             for b in batches:
