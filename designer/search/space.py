@@ -828,6 +828,12 @@ def explain_space(llm: LLMSpec, training: TrainingSpec, space: StrategySpace, *,
     if llm.moe is None:
         if space.ep and any(e != 1 for e in space.ep):
             out.append(Removed("ep", [e for e in space.ep if e != 1], "a dense model has no experts"))
+        # listed by the study (the defaults name two of each for MoE models): only the first serves
+        for dim in ("overlap_ep_comm", "moe_dispatcher"):
+            values = getattr(space, dim)
+            if dim in space.model_fields_set and len(values) > 1:
+                out.append(Removed(dim, list(values[1:]), f"a dense model has no all-to-all: {values[0]!r} "
+                                                          "(the first listed) serves"))
     else:
         for e in (space.ep or ()):
             if llm.moe.experts % e:

@@ -107,3 +107,14 @@ def test_a_balanced_only_space_keeps_megatrons_split_where_no_balanced_one_runs(
     assert got == {(1, Schedule.one_f_one_b, None, None), (16, Schedule.one_f_one_b, 4, 1),
                    (16, Schedule.interleaved, None, None)}
     assert "pipeline_split" not in ds.choices
+
+
+def test_designer_space_says_a_dense_model_ignores_listed_moe_values():
+    from designer.search.space import explain_space
+
+    llm, tr = load_model("llama3-70b"), TrainingSpec(sequence_length=8192, global_batch_sequences=512, total_tokens=1e12)
+    listed = explain_space(llm, tr, StrategySpace(moe_dispatcher=("alltoall", "deepep")), hb_domain_size=8)
+    assert [(r.dim, r.value) for r in listed if r.dim == "moe_dispatcher"] == [("moe_dispatcher", ["deepep"])]
+    # the defaults (two values each, for MoE models) are not the study's doing: nothing to report
+    assert not [r for r in explain_space(llm, tr, StrategySpace(), hb_domain_size=8)
+                if r.dim in ("moe_dispatcher", "overlap_ep_comm")]
