@@ -378,8 +378,9 @@ def check_identity(storage: BaseStorage, name: str, identity: str) -> None:
         return
     if have is not None and have != identity:
         raise SpecError(
-            f"storage already holds study '{name}' from a different spec or seed (identity {have[:12]} != "
-            f"{identity[:12]}); use a new --out folder or --storage, or the original spec")
+            f"storage already holds study '{name}' from a different spec or seed, or a designer release whose "
+            f"defaults differ (identity {have[:12]} != {identity[:12]}); use a new --out folder or --storage, or "
+            "the original spec and release")
 
 
 def _open_study(storage: BaseStorage, name: str, problem: Problem, cand: Candidate, settings: RunnerSettings,
