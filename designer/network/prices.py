@@ -60,8 +60,8 @@ def _enum(enum_cls: Any, value: str, field: str) -> Any:
 
 # `designer bom`'s options by the bill_of_materials fields they set, as an error message names them
 # ("n_gpus=0: ..."): the message then names what the user typed ("--gpus 0: ...").
-_BOM_OPTIONS = {"n_gpus": "--gpus", "hb_domain_size": "--hb-domain", "radix": "--radix", "nics_per_gpu": "--nics-per-gpu",
-                "gpus_per_nic": "--gpus-per-nic", "oversubscribed_level": "--oversubscribed-level",
+_BOM_OPTIONS = {"n_gpus": "--gpus", "hb_domain_size": "--hb-domain", "radix": "--radix",
+                "nics_per_gpu": "--nics-per-gpu", "gpus_per_nic": "--gpus-per-nic", "oversubscribed_level": "--oversubscribed-level",
                 "family": "--topology", "oversubscription": "--oversubscription", "port_gbps": "--port-gbps",
                 "convention": "--convention"}
 _CLI_NAMES = re.compile(r"\b(" + "|".join(_BOM_OPTIONS) + r")=")

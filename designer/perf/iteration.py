@@ -406,9 +406,10 @@ def balanced_end_stages(llm: LLMSpec, sequence_length: int, pp: int, min_end_lay
     counts (Megatron's --decoder-first/last-pipeline-num-layers form, so the launch is two flags) and
     whose end stages hold at least `min_end_layers` layers, the one with the least work on its busiest
     stage, where that is less than Megatron's split leaves; among equals the lighter first stage (under
-    1F1B it holds the most microbatches in flight). This is the weighting Megatron's --account-for-embedding/loss-in-pipeline-split
-    makes with a layer per end, with the work measured, as DeepSeek-V3's published layouts do (61 layers
-    and an MTP module on 16 stages: 4 + 14 x 4 + 1, Megatron-Bridge deepseek_v3.py)."""
+    1F1B it holds the most microbatches in flight). This is the weighting Megatron's
+    --account-for-embedding/loss-in-pipeline-split makes with a layer per end, with the work measured,
+    as DeepSeek-V3's published layouts do (61 layers and an MTP module on 16 stages: 4 + 14 x 4 + 1,
+    Megatron-Bridge deepseek_v3.py)."""
     L = llm.layers
     if pp < 2 or pp > L:
         return None

@@ -241,8 +241,9 @@ def _typed(col: str, values: np.ndarray) -> np.ndarray:
 # taken in row-major order is the free grid's own order. The rules per block: sequence parallelism
 # needs tp > 1; a microbatch x schedule pair must split the batch (and interleaving and DualPipe need
 # their pipeline depth), and a balanced pipeline split exists only where it differs from Megatron's
-# and leaves each end stage a layer per virtual stage (two under DualPipe, whose ranks hold halves); ZeRO++ and weight offload need ZeRO-3 (the same for every layout); Ulysses
-# (cp_comm a2a) needs tp * cp to divide the heads; a dense model takes the first EP overlap and
+# and leaves each end stage a layer per virtual stage (two under DualPipe, whose ranks hold halves);
+# ZeRO++ and weight offload need ZeRO-3 (the same for every layout); Ulysses (cp_comm a2a)
+# needs tp * cp to divide the heads; a dense model takes the first EP overlap and
 # dispatcher values (it has neither), and an MoE model overlaps its all-to-all only with ep > 1, the
 # alltoall or deepep dispatcher and at most one MTP layer; the other dimensions have no rule.
 _BLOCKS: tuple[tuple[str, ...], ...] = (
@@ -451,8 +452,9 @@ class DesignSpace:
         n_split = len(splits)
         mi, si, ki = np.repeat(mi, n_split), np.repeat(si, n_split), np.tile(np.arange(n_split), len(ok))
         code, stages, batch, ok = (np.repeat(x, n_split) for x in (code, stages, batch, ok))
-        ok &= ((splits[ki] == PIPELINE_SPLITS.index("megatron")) | (self._split_ends(pp, code, stages, splits[ki])[0] >= 0)
-               | (PIPELINE_SPLITS.index("megatron") not in splits))
+        megatron = PIPELINE_SPLITS.index("megatron")
+        ok &= ((splits[ki] == megatron) | (self._split_ends(pp, code, stages, splits[ki])[0] >= 0)
+               | (megatron not in splits))
         pairs = np.stack([mi[ok], si[ok], ki[ok]], axis=1)
         cp_comm = all_of("cp_comm")
         if cp > 1 and self.llm.heads % (tp * cp):
@@ -546,7 +548,8 @@ class DesignSpace:
             keep = ~(overlap & ((ep < 2) | allgather | (self.llm.mtp_layers > 1)))
         return np.stack([ov[keep], disp[keep]], axis=1).astype(np.int64)
 
-    def _split_ends(self, pp: int, code: np.ndarray, stages: np.ndarray, split: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _split_ends(self, pp: int, code: np.ndarray, stages: np.ndarray,
+                    split: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per (schedule code, virtual stages, split) row at depth `pp`, the end stages' layer counts, -1
         for Megatron's split: a balanced row takes the balanced split where it exists and leaves each end
         stage a layer per virtual stage (two under DualPipe, whose ranks hold halves of two stages)."""
@@ -731,8 +734,8 @@ def reference_layout_rows(ds: DesignSpace) -> Iterator[tuple[int, dict[str, np.n
             ok &= (c["overlap_ep_comm"] == ds.free_values["overlap_ep_comm"][0]) \
                 & (c["moe_dispatcher"] == ds.free_values["moe_dispatcher"][0])
         else:
-            ok &= ~(c["overlap_ep_comm"] & ((ep < 2) | (c["moe_dispatcher"] == CODED["moe_dispatcher"].index("allgather"))
-                                            | (ds.llm.mtp_layers > 1)))
+            allgather = c["moe_dispatcher"] == CODED["moe_dispatcher"].index("allgather")
+            ok &= ~(c["overlap_ep_comm"] & ((ep < 2) | allgather | (ds.llm.mtp_layers > 1)))
         balanced = c["pipeline_split"] == PIPELINE_SPLITS.index("balanced")
         ends = balanced_end_stages(ds.llm, ds.training.sequence_length, pp) if balanced.any() else None
         # a balanced row runs the balanced split where it exists and the schedule allows it, and else
