@@ -101,13 +101,8 @@ def train_iterations(s: Strategy, training: TrainingSpec) -> int:
 
 
 def moe_layer_pattern(llm: LLMSpec) -> list[int]:
-    """1 for an MoE layer, 0 for a dense one (designer.perf.compute: layer i is MoE when i >=
-    first_dense_layers and (i - first_dense_layers) % moe_layer_interval == 0)."""
-    moe = llm.moe
-    if moe is None:
-        return [0] * llm.layers
-    return [int(i >= moe.first_dense_layers and (i - moe.first_dense_layers) % moe.moe_layer_interval == 0)
-            for i in range(llm.layers)]
+    """1 for an MoE layer, 0 for a dense one (LLMSpec.moe_layer_flags)."""
+    return [int(f) for f in llm.moe_layer_flags()]
 
 
 def _run_length_pattern(bits: list[int]) -> str:

@@ -767,11 +767,7 @@ def tp_replicated_layer_params(llm: LLMSpec, moe_layer: bool) -> float:
 
 def layer_kinds(llm: LLMSpec) -> tuple[int, int]:
     """(dense layers, MoE layers)."""
-    if llm.moe is None:
-        return llm.layers, 0
-    moe = llm.moe
-    n_moe = sum(1 for i in range(llm.layers)
-                if i >= moe.first_dense_layers and (i - moe.first_dense_layers) % moe.moe_layer_interval == 0)
+    n_moe = sum(llm.moe_layer_flags())
     return llm.layers - n_moe, n_moe
 
 

@@ -414,18 +414,13 @@ def balanced_end_stages(llm: LLMSpec, sequence_length: int, pp: int, min_end_lay
     if pp < 2 or pp > L:
         return None
     s = sequence_length
-    n_dense, n_moe = cmp.layer_kinds(llm)
     a_d, mlp_d, core_d = layer_flops_per_token(llm, False, s)
     cost_dense = a_d + mlp_d + 0.5 * core_d
-    if n_moe:
+    cost_moe = cost_dense
+    if llm.moe is not None:
         a_m, mlp_m, core_m = layer_flops_per_token(llm, True, s)
         cost_moe = a_m + mlp_m + 0.5 * core_m
-        fd, interval = llm.moe.first_dense_layers, llm.moe.moe_layer_interval
-        i = np.arange(L)
-        cost = np.where((i >= fd) & ((i - fd) % interval == 0), cost_moe, cost_dense)
-    else:
-        cost_moe = cost_dense
-        cost = np.full(L, cost_dense)
+    cost = np.where(llm.moe_layer_flags(), cost_moe, cost_dense)
     h = llm.hidden_size
     head = 2.0 * h * llm.vocab_size
     last_extra = head + llm.mtp_layers * (cost_moe + 2 * 2 * h * h + head)

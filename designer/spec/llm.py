@@ -116,6 +116,15 @@ class LLMSpec(Record):
     def kv_heads_effective(self) -> int:
         return self.kv_heads or self.heads
 
+    def moe_layer_flags(self) -> tuple[bool, ...]:
+        """Per layer, first to last, whether it is an MoE layer: every `moe_layer_interval`-th layer
+        after the first `first_dense_layers` (none in a dense model)."""
+        moe = self.moe
+        if moe is None:
+            return (False,) * self.layers
+        return tuple(i >= moe.first_dense_layers and (i - moe.first_dense_layers) % moe.moe_layer_interval == 0
+                     for i in range(self.layers))
+
     def expert_tp_for(self, tp, expert_tp):
         """The expert tensor parallelism a strategy runs (arrays or ints; expert_tp 0 or None: unset):
         its own, else Megatron's default, tp, except for an MoE model with linear biases, which
