@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -1400,7 +1400,16 @@ def optimizer_term(ctx: _Context, sp_: StageParams):
     return np.where(S.offload_opt | S.offload_w, offloaded, on_gpu)
 
 
-def layer_activation_bytes(ctx: _Context):
+class LayerActivations(NamedTuple):
+    """Saved activation bytes of one layer per microbatch (layer_activation_bytes)."""
+    dense: np.ndarray  # a dense layer's, as the strategy recomputes
+    moe: np.ndarray  # an MoE layer's on the busiest EP rank (TrainingSpec.moe_load_balance)
+    dense_full: np.ndarray  # a dense layer's without recompute: the working set rematerialised
+    moe_full: np.ndarray  # an MoE layer's without recompute, on the busiest EP rank
+    moe_mean: np.ndarray  # an MoE layer's at the mean routed load (the busiest rank's under forced balance)
+
+
+def layer_activation_bytes(ctx: _Context) -> LayerActivations:
     """Saved activations of one layer per microbatch, dense and MoE, as recomputed and without
     recompute (the working set of a layer being rematerialised)."""
     llm, S, shape = ctx.llm, ctx.S, ctx.shape
@@ -1415,16 +1424,19 @@ def layer_activation_bytes(ctx: _Context):
     # Megatron's block method: the recomputed share of the layers keeps its input, the rest all of it
     f = np.where(S.recompute == mem.RECOMPUTE_FULL, ctx.full, 1.0)
 
-    def kept(moe_layer: bool):
-        as_set = mem.activation_bytes_per_layer(llm, moe_layer=moe_layer, recompute=S.recompute, **kw)
-        none = mem.activation_bytes_per_layer(llm, moe_layer=moe_layer, recompute=np.zeros(shape, int), **kw)
+    def kept(moe_layer: bool, **over):
+        args = {**kw, **over}
+        as_set = mem.activation_bytes_per_layer(llm, moe_layer=moe_layer, recompute=S.recompute, **args)
+        none = mem.activation_bytes_per_layer(llm, moe_layer=moe_layer, recompute=np.zeros(shape, int), **args)
         return f * as_set + (1.0 - f) * none, none
 
     act_d, full_d = kept(False)
     if llm.moe is None:
-        return act_d, np.zeros(shape), full_d, np.zeros(shape)
+        zero = np.zeros(shape)
+        return LayerActivations(act_d, zero, full_d, zero, zero)
     act_m, full_m = kept(True)
-    return act_d, act_m, full_d, full_m
+    act_m_mean = kept(True, expert_load=1.0)[0] if ctx.expert_load != 1.0 else act_m
+    return LayerActivations(act_d, act_m, full_d, full_m, act_m_mean)
 
 
 def activation_offload_term(ctx: _Context, dense: LayerTimes, moe: LayerTimes | None, acts):
@@ -1438,7 +1450,7 @@ def activation_offload_term(ctx: _Context, dense: LayerTimes, moe: LayerTimes | 
     n_dense, n_moe = cmp.layer_kinds(ctx.llm)
     n = n_dense + n_moe
     per_stage = n / ctx.pp
-    act_d, act_m, _, _ = acts
+    act_d, act_m = acts.dense, acts.moe
     act = (n_dense * act_d + n_moe * act_m) / n
     fwd = (n_dense * dense.fwd_s + (n_moe * moe.fwd_s if moe is not None else 0.0)) / n
     bwd = (n_dense * dense.bwd_s + (n_moe * moe.bwd_s if moe is not None else 0.0)) / n
@@ -1455,16 +1467,26 @@ def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams, acts) -> dict[
     st = ctx.stages
     s = ctx.training.sequence_length
     mcal = ctx.calib.memory
-    act_d, act_m, full_d, full_m = acts
+    act_d, act_m, full_d, full_m = acts.dense, acts.moe, acts.dense_full, acts.moe_full
 
-    def stage_act(n, n_moe):
+    def moe_layer_act(held_moe):
+        # A learned router's busiest EP rank (ctx.expert_load) is a per-layer, per-microbatch maximum:
+        # it paces each layer, but the rank holding the peak holds the sum over the MoE layers in its
+        # stages, and the ranks that are busiest differ from layer to layer (each has its own router).
+        # Over n independent layers the highest sum exceeds the mean by 1/√n of one layer's excess (the
+        # same quantile of a sum of n like spreads over the EP ranks); the microbatches in flight are
+        # taken as fully correlated (one router state per step), the conservative side.
+        return acts.moe_mean + (act_m - acts.moe_mean) / np.sqrt(np.maximum(held_moe, 1.0))
+
+    def stage_act(n, n_moe, held_moe=None):
         # activation offload: the offloaded layers' saved tensors leave HBM once written (the last
         # layer's stay: the backward starts on them)
         kept = 1.0 - np.minimum(S.offload_act, np.maximum(n - 1, 0)) / np.maximum(n, 1)
-        return ((n - n_moe) * act_d + n_moe * act_m) * kept
+        per_moe = moe_layer_act(n_moe if held_moe is None else held_moe)
+        return ((n - n_moe) * act_d + n_moe * per_moe) * kept
 
     def offloaded_act(n, n_moe):
-        return (n - n_moe) * act_d + n_moe * act_m - stage_act(n, n_moe)
+        return (n - n_moe) * act_d + n_moe * moe_layer_act(n_moe) - stage_act(n, n_moe)
 
     inflight = mem.in_flight_factor(S.schedule, ctx.pp, ctx.m_flush, ctx.v)
     # working set of the layer being recomputed / back-propagated (Korthikanti §5: full recompute
@@ -1499,9 +1521,11 @@ def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams, acts) -> dict[
     if np.any(ctx.dualpipe):
         # DualPipe: every rank holds PP + 1 microbatches' worth of a stage's activations (DeepSeek-V3
         # Table 2) over its two stages, the first and the last (with the logits) or two middle ones
-        pair_ends = (inflight * np.maximum(stage_act(st.first, st.first_moe), stage_act(st.last, st.last_moe))
+        ends_moe = st.first_moe + st.last_moe
+        pair_ends = (inflight * np.maximum(stage_act(st.first, st.first_moe, ends_moe),
+                                           stage_act(st.last, st.last_moe, ends_moe))
                      + work + logits_act + mtp_act)
-        pair_mid = np.where(ctx.pp > 2, inflight * stage_act(st.mid_max, st.mid_moe) + work, 0.0)
+        pair_mid = np.where(ctx.pp > 2, inflight * stage_act(st.mid_max, st.mid_moe, 2 * st.mid_moe) + work, 0.0)
         first_act = np.where(ctx.dualpipe, pair_ends, first_act)
         last_act = np.where(ctx.dualpipe, pair_ends, last_act)
         mid_act = np.where(ctx.dualpipe, pair_mid, mid_act)

@@ -138,3 +138,38 @@ def test_a_stated_busiest_rank_load_replaces_the_calibrated_one():
         TrainingSpec(**{**learned.model_dump(), "moe_load_balance": "forced", "moe_busiest_rank_load": 1.5})
     with pytest.raises(ValidationError, match="moe_busiest_rank_load"):
         TrainingSpec(**{**learned.model_dump(), "moe_busiest_rank_load": 0.8})
+
+
+@pytest.mark.parametrize("pp, schedule, held_moe, in_flight", [(1, "1f1b", 32, 1), (4, "1f1b", 8, 4),
+                                                              (4, "dualpipe", 16, 5)])
+def test_the_held_activations_carry_the_busiest_rank_excess_over_root_n_layers(pp, schedule, held_moe, in_flight):
+    """The rank at the memory peak holds the routed tokens of every MoE layer of its stages. Each
+    layer has its own router, so its busiest EP rank differs from layer to layer, and the highest
+    sum over n such layers exceeds the mean by a 1/√n of one layer's excess. Mixtral 8x7B (32 MoE
+    layers) without recomputation: on one stage (n = 32, one microbatch in flight), on the first of
+    4 stages under 1F1B (8 layers, 4 microbatches) and under DualPipe, whose ranks hold two stages
+    (16 layers, PP + 1 = 5 microbatches of a stage). The learned-minus-forced activation bytes are
+    then in_flight · (layers of a stage) · (one layer's excess) / √n, one layer's excess taken from
+    the per-layer formula at the two loads."""
+    from designer.perf import memory as mem
+    from designer.perf.iteration import iteration_arrays
+    from designer.perf.records import StrategyArrays
+    from designer.spec.llm import Strategy
+    from tests.perf.systems import cluster
+
+    llm = load_model("mixtral-8x7b")
+    sy = cluster("h100_sxm", 32)
+    s = Strategy(tp=2, pp=pp, dp=32 // (2 * pp), ep=4, expert_tp=1, sequence_parallel=True, microbatch_size=1,
+                 recompute="none", schedule=schedule)
+    base = dict(sequence_length=4096, global_batch_sequences=64, total_tokens=1e9)
+    got = {}
+    for balance in ("forced", "learned"):
+        tr = TrainingSpec(**base, moe_load_balance=balance)
+        got[balance] = float(iteration_arrays(llm, tr, StrategyArrays.from_strategies([s]), sy, CALIB)["activations_bytes"][0])
+    kw = dict(moe_layer=True, b=1.0, s=4096, tp=2.0, cp=1.0, sp=True, recompute=0, flash=True, etp=1.0)
+    excess = float(mem.activation_bytes_per_layer(llm, expert_load=LOAD, **kw)
+                   - mem.activation_bytes_per_layer(llm, expert_load=1.0, **kw))
+    assert excess > 0
+    stage_layers = 32 // pp
+    want = in_flight * stage_layers * excess / np.sqrt(held_moe)
+    assert got["learned"] - got["forced"] == pytest.approx(want, rel=1e-9)
