@@ -29,13 +29,13 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from designer.spec.llm import Strategy, TrainingSpec
+from designer.spec.llm import Recompute, RecomputeModule, Strategy, TrainingSpec
 
 # Strategy columns, in the order they appear in every CSV.
 STRATEGY_COLUMNS: tuple[str, ...] = (
     "tp", "pp", "dp", "ep", "cp", "sequence_parallel", "microbatch_size", "schedule", "virtual_stages",
     "zero_stage", "zeropp_quantized_weights", "zeropp_quantized_gradients", "zeropp_hierarchical_partition",
-    "recompute", "overlap_dp_comm", "overlap_tp_comm", "offload_optimizer", "offload_weights",
+    "recompute", "recompute_modules", "overlap_dp_comm", "overlap_tp_comm", "offload_optimizer", "offload_weights",
     "offload_activation_layers", "cp_comm", "overlap_ep_comm", "moe_dispatcher", "cuda_graphs",
     "global_batch_sequences", "pp_first_stage_layers", "pp_last_stage_layers",
 )
@@ -86,8 +86,16 @@ def strategy_columns(s: Strategy, training: TrainingSpec) -> dict[str, Any]:
     d = s.model_dump()
     d["schedule"] = s.schedule.value
     d["recompute"] = s.recompute.value
+    d["recompute_modules"] = recompute_modules_label(s)
     d["global_batch_sequences"] = s.global_batch_sequences or training.global_batch_sequences
     return {c: d[c] for c in STRATEGY_COLUMNS}
+
+
+def recompute_modules_label(s: Strategy) -> str | None:
+    """Selective recompute's modules joined by '+' (Megatron's default: core_attn); empty otherwise."""
+    if s.recompute != Recompute.selective:
+        return None
+    return "+".join(m.value for m in (s.recompute_modules or (RecomputeModule.core_attn,)))
 
 
 def metrics_columns(metrics_row: Mapping[str, Any], power_w: float) -> dict[str, Any]:
@@ -120,7 +128,7 @@ _BOOL = ("sequence_parallel", "zeropp_quantized_weights", "zeropp_quantized_grad
          "overlap_dp_comm", "overlap_tp_comm", "offload_optimizer", "offload_weights", "overlap_ep_comm", "cuda_graphs",
          "feasible")
 _STR = ("design_id", "design_source", "label", "family", "platform", "gpu", "nic", "switch", "schedule", "recompute",
-        "cp_comm", "moe_dispatcher", "binding_tier", "search_method", "megatron_args", "reason", "front_group")
+        "recompute_modules", "cp_comm", "moe_dispatcher", "binding_tier", "search_method", "megatron_args", "reason", "front_group")
 _FLOAT = ("nics_per_gpu", "port_gbps", "oversubscription", "scaleout_gbps_per_gpu", "compute_capex_usd",
           "network_capex_usd", "capex_usd", "compute_power_w", "network_power_w", "power_w",
           *(c for c in METRIC_COLUMNS if c != "binding_tier"), "memory_per_gpu_gb", "energy_mwh")

@@ -445,6 +445,12 @@ def test_a_goal_limit_no_design_can_meet_is_refused(limit, tmp_path, monkeypatch
      ("global_batch_sequences.tolerance = 2", "must be a fraction"), ("global_batch_tolerance",)),
     (("training", "global_batch_sequences"), [0, 512],
      ("global_batch_sequences = [0, 512]", "every batch must be an integer >= 1"), ("global_batch_choices", ";")),
+    # selective recompute's module lists: a module Megatron-LM lacks, no list, a whole-layer policy mixed
+    (("strategy_space", "recompute_modules"), [["layernorm", "attn_core"]],
+     ("strategy_space.recompute_modules.0.1", "'attn_core'", "'core_attn'"), ()),
+    (("strategy_space", "recompute_modules"), [], ("strategy_space.recompute_modules", "at least one list"), ()),
+    (("strategy_space", "recompute_modules"), [["alternate_matmuls", "layernorm"]],
+     ("strategy_space.recompute_modules", "alternate_matmuls", "must be listed alone"), ()),
     # a goal limit on no metric, in its mapping form: the key written, with the metrics allowed
     (("goal",), {"minimize": "capex_usd", "subject_to": {"colour": "<= 5"}},
      ("goal.subject_to.colour", "allowed: capex_usd"), ("subject_to.0", "goal: goal")),

@@ -219,7 +219,7 @@ class Infeasible:
 _SCHEDULES = ("gpipe", "1f1b", "interleaved", "zero_bubble", "dualpipe")  # codes 0-4 (perf.memory.SCHEDULE_*)
 _RECOMPUTES = ("none", "selective", "full")  # codes 0, 1, 2 (perf.memory.RECOMPUTE_*)
 # bit of each selective-recompute module in StrategyArrays.rc_modules (perf.memory.RC_*)
-_RECOMPUTE_MODULES = ("core_attn", "layernorm", "mlp", "moe", "moe_act", "mla_up_proj", "attn_out_proj",
+RECOMPUTE_MODULE_BITS = ("core_attn", "layernorm", "mlp", "moe", "moe_act", "mla_up_proj", "attn_out_proj",
                       "alternate_matmuls")
 _ATTENTION_KERNELS = ("flash", "flash2", "flash3", "cudnn", "unfused", "triton")  # codes 0-5
 _RANK_ORDERS = ("tp-cp-dp-pp", "tp-cp-pp-dp")  # codes 0, 1
@@ -229,7 +229,7 @@ CP_COMMS = ("p2p", "all_gather", "a2a")  # codes 0-2 (Strategy.cp_comm)
 def recompute_module_mask(modules) -> int:
     """Bitmask of selective-recompute modules; no modules means Megatron's default, core_attn."""
     names = [m.value if hasattr(m, "value") else str(m) for m in modules] or ["core_attn"]
-    return sum(1 << _RECOMPUTE_MODULES.index(n) for n in set(names))
+    return sum(1 << RECOMPUTE_MODULE_BITS.index(n) for n in set(names))
 
 
 @dataclass(frozen=True)
@@ -237,7 +237,7 @@ class StrategyArrays:
     """Many `Strategy` records as numpy columns (one entry per strategy) for the vectorized model.
 
     schedule: 0 gpipe, 1 1f1b, 2 interleaved, 3 zero_bubble, 4 dualpipe; recompute: 0 none,
-    1 selective, 2 full; rc_modules: bitmask of _RECOMPUTE_MODULES (used when selective);
+    1 selective, 2 full; rc_modules: bitmask of RECOMPUTE_MODULE_BITS (used when selective);
     etp: expert tensor parallelism, 0 = tp; kernel: index into _ATTENTION_KERNELS; order: index into _RANK_ORDERS; pp_first / pp_last: layers
     of the end stages, -1 for the even split; shard_group: HSDP shard group, 0 = the whole DP x CP
     group; bucket_bytes: 0 = the calibration default; offload_w / offload_act: weight offload and the
@@ -356,7 +356,7 @@ class StrategyArrays:
 
         rc = Recompute(_RECOMPUTES[int(self.recompute[i])])
         mask = int(self.rc_modules[i])
-        modules = tuple(RecomputeModule(n) for j, n in enumerate(_RECOMPUTE_MODULES) if mask >> j & 1)
+        modules = tuple(RecomputeModule(n) for j, n in enumerate(RECOMPUTE_MODULE_BITS) if mask >> j & 1)
         if rc != Recompute.selective or modules == (RecomputeModule.core_attn,):
             modules = ()
         return Strategy(

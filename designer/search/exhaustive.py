@@ -170,7 +170,8 @@ def to_strategy_arrays(table: StrategyTable) -> StrategyArrays:
         offload_act=c["offload_activation_layers"], cp_comm=c["cp_comm"], overlap_ep=c["overlap_ep_comm"],
         dedup=c["moe_dispatcher"] == CODED["moe_dispatcher"].index("deepep"),
         ag_dispatch=c["moe_dispatcher"] == CODED["moe_dispatcher"].index("allgather"), graphs=c["cuda_graphs"],
-        batch=c["global_batch_sequences"], pp_first=c["pp_first_stage_layers"], pp_last=c["pp_last_stage_layers"])
+        batch=c["global_batch_sequences"], pp_first=c["pp_first_stage_layers"], pp_last=c["pp_last_stage_layers"],
+        rc_modules=c["recompute_modules"])
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,8 @@ import numpy as np
 
 from designer.errors import SpecError
 from designer.perf.iteration import balanced_end_stages
-from designer.spec.llm import LLMSpec, Recompute, Schedule, Strategy, TrainingSpec
+from designer.perf.records import RECOMPUTE_MODULE_BITS, recompute_module_mask
+from designer.spec.llm import LLMSpec, Recompute, RecomputeModule, Schedule, Strategy, TrainingSpec
 from designer.spec.study import StrategySpace
 
 # Integer codes used in the columnar table; the order is fixed (it is part of the table's meaning).
@@ -53,6 +54,7 @@ SCHEDULES: tuple[Schedule, ...] = (Schedule.gpipe, Schedule.one_f_one_b, Schedul
                                    Schedule.zero_bubble, Schedule.dualpipe)
 RECOMPUTES: tuple[Recompute, ...] = (Recompute.none, Recompute.selective, Recompute.full)
 _INTERLEAVED = SCHEDULES.index(Schedule.interleaved)
+_DEFAULT_MODULES = recompute_module_mask(())  # Megatron's default module list, core_attn
 _DUALPIPE = SCHEDULES.index(Schedule.dualpipe)
 
 # Column order of a StrategyTable (= the fields of designer.spec.llm.Strategy).
@@ -61,19 +63,21 @@ COLUMNS: tuple[str, ...] = (
     "zero_stage", "zeropp_quantized_weights", "zeropp_quantized_gradients", "zeropp_hierarchical_partition",
     "recompute", "overlap_dp_comm", "overlap_tp_comm", "offload_optimizer", "offload_weights",
     "offload_activation_layers", "cp_comm", "overlap_ep_comm", "moe_dispatcher", "cuda_graphs",
-    "global_batch_sequences", "pp_first_stage_layers", "pp_last_stage_layers",
+    "global_batch_sequences", "pp_first_stage_layers", "pp_last_stage_layers", "recompute_modules",
 )
 # Columns holding an index into a tuple of option names (like schedule and recompute).
 CODED: dict[str, tuple[str, ...]] = {"cp_comm": ("p2p", "all_gather", "a2a"), "moe_dispatcher": ("alltoall", "allgather", "deepep")}
 LAYOUT_DIMS: tuple[str, ...] = ("tp", "pp", "cp", "ep")
 # The free grid's dimensions; "schedule" is a (schedule, virtual stages) option; "pipeline_split"
-# (PIPELINE_SPLITS) is written as the end stages' layer counts, -1 for Megatron's own split.
+# (PIPELINE_SPLITS) is written as the end stages' layer counts, -1 for Megatron's own split;
+# "recompute_modules" holds a bitmask of selective recompute's modules (perf.records.recompute_module_mask;
+# a row that is not selective holds that of Megatron's default, core_attn).
 PIPELINE_SPLITS: tuple[str, ...] = ("megatron", "balanced")
 FREE_DIMS: tuple[str, ...] = (
     "sequence_parallel", "microbatch_size", "schedule", "pipeline_split", "zero_stage", "zeropp_quantized_weights",
-    "zeropp_quantized_gradients", "zeropp_hierarchical_partition", "recompute", "overlap_dp_comm",
-    "overlap_tp_comm", "offload_optimizer", "offload_weights", "offload_activation_layers", "cp_comm",
-    "overlap_ep_comm", "moe_dispatcher", "cuda_graphs",
+    "zeropp_quantized_gradients", "zeropp_hierarchical_partition", "recompute", "recompute_modules",
+    "overlap_dp_comm", "overlap_tp_comm", "offload_optimizer", "offload_weights", "offload_activation_layers",
+    "cp_comm", "overlap_ep_comm", "moe_dispatcher", "cuda_graphs",
 )
 
 
@@ -94,7 +98,7 @@ def strategy_key(s: Strategy) -> tuple:
             CODED["cp_comm"].index(s.cp_comm), bool(s.overlap_ep_comm), CODED["moe_dispatcher"].index(s.moe_dispatcher),
             bool(s.cuda_graphs), s.global_batch_sequences or 0,
             -1 if s.pp_first_stage_layers is None else s.pp_first_stage_layers,
-            -1 if s.pp_last_stage_layers is None else s.pp_last_stage_layers)
+            -1 if s.pp_last_stage_layers is None else s.pp_last_stage_layers, recompute_module_mask(s.recompute_modules))
 
 
 def strategy_from_key(key: tuple) -> Strategy:
@@ -106,6 +110,7 @@ def strategy_from_key(key: tuple) -> Strategy:
     d["global_batch_sequences"] = int(d["global_batch_sequences"]) or None
     for c in ("pp_first_stage_layers", "pp_last_stage_layers"):
         d[c] = None if int(d[c]) < 0 else int(d[c])
+    d["recompute_modules"] = recompute_modules_of(int(d["recompute_modules"])) if d["recompute"] == Recompute.selective else ()
     return Strategy(**{k: (v.item() if isinstance(v, np.generic) else v) for k, v in d.items()})
 
 
@@ -230,6 +235,40 @@ _BOOL_COLS = {"sequence_parallel", "zeropp_quantized_weights", "zeropp_quantized
               "offload_weights", "overlap_ep_comm", "cuda_graphs"}
 
 
+def module_masks(llm: LLMSpec, lists: tuple[tuple[RecomputeModule, ...], ...]) -> tuple[int, ...]:
+    """The study's selective-recompute module lists as bitmasks for `llm`: modules the model lacks
+    (moe and moe_act without experts, mla_up_proj without MLA) leave a list, a list left empty is
+    dropped, and lists left alike merge (the first kept). No list left: Megatron's default."""
+    absent = set()
+    if llm.moe is None:
+        absent |= {RecomputeModule.moe, RecomputeModule.moe_act}
+    if llm.mla is None:
+        absent.add(RecomputeModule.mla_up_proj)
+    masks = []
+    for modules in lists:
+        kept = tuple(m for m in modules if m not in absent)
+        if modules and not kept:
+            continue
+        masks.append(recompute_module_mask(kept))
+    return tuple(dict.fromkeys(masks)) or (recompute_module_mask(()),)
+
+
+def recompute_modules_of(mask: int) -> tuple[RecomputeModule, ...]:
+    """The modules of a bitmask; () for Megatron's default (core_attn alone)."""
+    if mask == recompute_module_mask(()):
+        return ()
+    return tuple(RecomputeModule(n) for j, n in enumerate(RECOMPUTE_MODULE_BITS) if mask >> j & 1)
+
+
+def module_label(mask: int) -> str:
+    """A module list as a sampler's categorical value: its modules joined by '+'."""
+    return "+".join(m.value for m in (recompute_modules_of(mask) or (RecomputeModule.core_attn,)))
+
+
+def module_mask_of_label(label: str) -> int:
+    return recompute_module_mask(tuple(RecomputeModule(n) for n in label.split("+")))
+
+
 def _typed(col: str, values: np.ndarray) -> np.ndarray:
     if col in _BOOL_COLS:
         return values.astype(bool)
@@ -242,7 +281,8 @@ def _typed(col: str, values: np.ndarray) -> np.ndarray:
 # needs tp > 1; a microbatch x schedule pair must split the batch (and interleaving and DualPipe need
 # their pipeline depth), and a balanced pipeline split exists only where it differs from Megatron's
 # and leaves each end stage a layer per virtual stage (two under DualPipe, whose ranks hold halves);
-# ZeRO++ and weight offload need ZeRO-3 (the same for every layout); Ulysses (cp_comm a2a)
+# ZeRO++ and weight offload need ZeRO-3 and only selective recompute tries module lists (the same
+# for every layout); Ulysses (cp_comm a2a)
 # needs tp * cp to divide the heads; a dense model takes the first EP overlap and
 # dispatcher values (it has neither), and an MoE model overlaps its all-to-all only with ep > 1, the
 # alltoall or deepep dispatcher and at most one MTP layer; the other dimensions have no rule.
@@ -250,7 +290,7 @@ _BLOCKS: tuple[tuple[str, ...], ...] = (
     ("sequence_parallel",),
     ("microbatch_size", "schedule", "pipeline_split"),
     ("zero_stage", "zeropp_quantized_weights", "zeropp_quantized_gradients", "zeropp_hierarchical_partition",
-     "recompute", "overlap_dp_comm", "overlap_tp_comm", "offload_optimizer", "offload_weights"),
+     "recompute", "recompute_modules", "overlap_dp_comm", "overlap_tp_comm", "offload_optimizer", "offload_weights"),
     ("offload_activation_layers",), ("cp_comm",), ("overlap_ep_comm", "moe_dispatcher"), ("cuda_graphs",),
 )
 _PAIR_BLOCK = 1  # the microbatch x schedule x pipeline split block, which also sets each row's global batch
@@ -387,6 +427,7 @@ class DesignSpace:
             "zeropp_quantized_gradients": tuple(space.zeropp_quantized_gradients),
             "zeropp_hierarchical_partition": tuple(space.zeropp_hierarchical_partition),
             "recompute": tuple(RECOMPUTES.index(r) for r in space.recompute),
+            "recompute_modules": module_masks(llm, space.recompute_modules),
             "overlap_dp_comm": tuple(space.overlap_dp_comm),
             "overlap_tp_comm": tuple(space.overlap_tp_comm),
             "offload_optimizer": tuple(space.offload_optimizer),
@@ -421,13 +462,15 @@ class DesignSpace:
     @cached_property
     def _zero_block(self) -> np.ndarray:
         """The valid rows of the ZeRO block, the same for every layout: ZeRO++ and weight offload
-        need ZeRO-3."""
+        need ZeRO-3; a row that is not selective recompute takes the first module list."""
         dims = _BLOCKS[2]
         idx = np.indices(tuple(len(self.free_values[d]) for d in dims)).reshape(len(dims), -1).T
         v = {d: self._values[d][idx[:, j]] for j, d in enumerate(dims)}
         not3 = v["zero_stage"] != 3
         zpp = v["zeropp_quantized_weights"] | v["zeropp_quantized_gradients"] | v["zeropp_hierarchical_partition"]
-        out = idx[~((zpp | v["offload_weights"]) & not3)].astype(np.int64)
+        modules_unused = (v["recompute"] != RECOMPUTES.index(Recompute.selective)) & (
+            v["recompute_modules"] != self.free_values["recompute_modules"][0])
+        out = idx[~(((zpp | v["offload_weights"]) & not3) | modules_unused)].astype(np.int64)
         out.setflags(write=False)
         return out
 
@@ -525,6 +568,10 @@ class DesignSpace:
                     spread("virtual_stages", k, vals[:, 1])
                 else:
                     spread(d, k, vals)
+        # a row that is not selective recompute took the first module list; it recomputes no module
+        rows = slice(start, end)
+        out["recompute_modules"][rows] = np.where(out["recompute"][rows] == RECOMPUTES.index(Recompute.selective),
+                                                  out["recompute_modules"][rows], _DEFAULT_MODULES)
         spread("global_batch_sequences", _PAIR_BLOCK, f.pair_batch)
         pair = f.blocks[_PAIR_BLOCK]
         sched = self._values["schedule"][pair[:, 1]]
@@ -633,6 +680,8 @@ class DesignSpace:
             return schedule_label(SCHEDULES[value[0]], value[1])
         if dim == "recompute":
             return RECOMPUTES[value].value
+        if dim == "recompute_modules":
+            return module_label(int(value))
         if dim == "pipeline_split":
             return PIPELINE_SPLITS[int(value)]
         if dim in CODED:
@@ -664,6 +713,8 @@ class DesignSpace:
                 fd += (cols["schedule"] != sched) + 0.5 * (cols["virtual_stages"] != v)
             elif d == "recompute":
                 fd += cols["recompute"] != RECOMPUTES.index(Recompute(want))
+            elif d == "recompute_modules":
+                fd += cols["recompute_modules"] != module_mask_of_label(str(want))
             elif d == "pipeline_split":
                 fd += (cols["pp_first_stage_layers"] >= 0) != (want == "balanced")
             elif d == "microbatch_size":
@@ -719,6 +770,10 @@ def reference_layout_rows(ds: DesignSpace) -> Iterator[tuple[int, dict[str, np.n
             c[d] = _typed(d, np.array(vals, dtype=np.int64)[grid[:, j]])
     inter, dual = c["schedule"] == _INTERLEAVED, c["schedule"] == _DUALPIPE
     zpp = c["zeropp_quantized_weights"] | c["zeropp_quantized_gradients"] | c["zeropp_hierarchical_partition"]
+    # module lists belong to selective recompute: the other rows take the first, and recompute none
+    selective = c["recompute"] == RECOMPUTES.index(Recompute.selective)
+    modules_ok = selective | (c["recompute_modules"] == ds.free_values["recompute_modules"][0])
+    c["recompute_modules"] = np.where(selective, c["recompute_modules"], _DEFAULT_MODULES)
     for i in range(len(ds.layouts)):
         tp, pp, dp, cp, ep = (int(x) for x in ds.layouts[i])
         batch = _split_batch(ds.training, dp, pp, c["microbatch_size"], c["schedule"])
@@ -728,6 +783,7 @@ def reference_layout_rows(ds: DesignSpace) -> Iterator[tuple[int, dict[str, np.n
         ok &= ~dual | ((pp >= 2) & (pp % 2 == 0))
         ok &= ~(zpp & (c["zero_stage"] != 3))
         ok &= ~(c["offload_weights"] & (c["zero_stage"] != 3))
+        ok &= modules_ok
         if cp > 1 and ds.llm.heads % (tp * cp):
             ok &= c["cp_comm"] != CODED["cp_comm"].index("a2a")
         if ds.llm.moe is None:
@@ -841,6 +897,16 @@ def explain_space(llm: LLMSpec, training: TrainingSpec, space: StrategySpace, *,
         for e in (space.ep or ()):
             if llm.moe.experts % e:
                 out.append(Removed("ep", e, f"does not divide the {llm.moe.experts} experts"))
+    lacks = {RecomputeModule.moe: "experts", RecomputeModule.moe_act: "experts", RecomputeModule.mla_up_proj: "MLA"}
+    lacks = {m: what for m, what in lacks.items() if (llm.moe is None if what == "experts" else llm.mla is None)}
+    for modules in space.recompute_modules:
+        absent = [m.value for m in modules if m in lacks]
+        if absent:
+            kept = [m.value for m in modules if m not in lacks]
+            has_not = " or ".join(dict.fromkeys(lacks[RecomputeModule(m)] for m in absent))
+            fate = f"runs as {kept}" if kept else "is dropped"
+            out.append(Removed("recompute_modules", absent,
+                               f"{llm.name} has no {has_not}: the list {[m.value for m in modules]} {fate}"))
     if n_gpus is not None:
         ds = DesignSpace.build(llm, training, space, n_gpus=n_gpus, hb_domain_size=hb_domain_size)
         live = sum(1 for i in range(len(ds.layouts)) if ds._layout_counts[i] > 0)
@@ -860,5 +926,5 @@ def design_space(llm: LLMSpec, training: TrainingSpec, space: StrategySpace, *, 
 
 __all__ = ["COLUMNS", "DESIGN_SPACE_CACHE_SIZE", "DesignSpace", "RECOMPUTES", "Removed", "explain_space", "SCHEDULES",
            "StrategyTable", "clear_design_space_cache", "design_space", "invalid_reason", "tp_candidates", "tp_fits_hb", "reference_chunks",
-           "reference_layout_rows",
+           "reference_layout_rows", "module_label", "module_mask_of_label", "module_masks", "recompute_modules_of",
            "schedule_label", "strategy_from_key", "strategy_key"]

@@ -31,7 +31,7 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from designer.errors import SpecError
 from designer.spec.base import Record
-from designer.spec.llm import MAX_LAYERS, LLMSpec, Recompute, Schedule, TrainingSpec
+from designer.spec.llm import MAX_LAYERS, LLMSpec, Recompute, RecomputeModule, Schedule, TrainingSpec
 from designer.spec.load import read_yaml, validate
 from designer.usercode import CODE_REF_FORMS, CODE_REF_RE, resolve_path, study_module_file
 from designer.spec.costs import CostLines
@@ -78,6 +78,11 @@ class StrategySpace(Record):
     zeropp_quantized_gradients: tuple[bool, ...] = (False,)
     zeropp_hierarchical_partition: tuple[bool, ...] = (False,)
     recompute: tuple[Recompute, ...] = (Recompute.none, Recompute.selective, Recompute.full)
+    # Under selective recompute, which modules each try drops and recomputes (Megatron-LM's
+    # --recompute-modules; [] is its default, core_attn). E.g. [[], [layernorm, mla_up_proj, moe_act]]
+    # also tries DeepSeek-V3's recipe (its report §3.2.3 and §3.3.3). Modules the model lacks (moe and
+    # moe_act on a dense model, mla_up_proj without MLA) are dropped from a try; tries left alike merge.
+    recompute_modules: tuple[tuple[RecomputeModule, ...], ...] = ((),)
     overlap_dp_comm: tuple[bool, ...] = (True,)
     overlap_tp_comm: tuple[bool, ...] = (False,)
     # optimizer states in host memory (ZeRO-Offload): lets designs short of HBM train, slower
@@ -148,6 +153,20 @@ class StrategySpace(Record):
         if not v:
             raise ValueError(f"{info.field_name}: give at least one of true, false")
         return tuple(sorted(set(v)))
+
+    @field_validator("recompute_modules")
+    @classmethod
+    def _module_lists(cls, v: tuple[tuple[RecomputeModule, ...], ...]) -> tuple[tuple[RecomputeModule, ...], ...]:
+        if not v:
+            raise ValueError("recompute_modules: give at least one list of modules ([] is core_attn)")
+        out = []
+        for modules in v:
+            modules = tuple(dict.fromkeys(modules))
+            if RecomputeModule.alternate_matmuls in modules and len(modules) > 1:
+                raise ValueError(f"recompute_modules = {[m.value for m in modules]}: alternate_matmuls is a whole-layer "
+                                 "policy: it must be listed alone")
+            out.append(modules)
+        return tuple(dict.fromkeys(out))
 
     @field_validator("schedules", "recompute", "cp_comm", "moe_dispatcher", "pipeline_split")
     @classmethod

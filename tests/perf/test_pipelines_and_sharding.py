@@ -659,7 +659,8 @@ def test_the_last_stage_holds_its_schedules_microbatches(schedule, v, loss):
     s = Strategy(tp=1, pp=8, dp=1, microbatch_size=1, zero_stage=1, recompute="full", schedule=schedule,
                  virtual_stages=v, cross_entropy=loss)
     c = it._context(llm, tr, StrategyArrays.from_strategies([s]), sy, CAL)
-    act_d, _, full_d, _ = it.layer_activation_bytes(c)
+    acts = it.layer_activation_bytes(c)
+    act_d, full_d = acts.dense, acts.dense_full
     held = 32 if schedule == "gpipe" else ((v - 1) * 8 + 1) / v
     # the loss at its peak: 4 bytes per logit fused, 12 eager (memory.LOGIT_BYTES_AT_PEAK), of which
     # 4 (the fp32 buffer) stay saved for each microbatch GPipe holds

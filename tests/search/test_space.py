@@ -8,7 +8,7 @@ from designer.errors import SpecError
 from designer.search.space import design_space, invalid_reason, strategy_key
 from designer.spec.llm import LLMSpec, MoESpec, Recompute, Schedule, Strategy, TrainingSpec
 from designer.spec.study import StrategySpace, StudySpec
-from tests.search.split_rules import moe_values_apply, split_ends
+from tests.search.split_rules import moe_values_apply, recompute_rows, split_ends
 
 TINY = LLMSpec(name="tiny", layers=4, hidden_size=64, ffn_size=16, heads=4, kv_heads=4, vocab_size=100)
 TINY_TRAIN = TrainingSpec(sequence_length=1024, global_batch_sequences=8, total_tokens=1e9)
@@ -39,15 +39,15 @@ def _brute_force(llm, training, space, n_gpus, hb):
         if n_gpus % (tp * pp * cp):
             continue
         dp = n_gpus // (tp * pp * cp)
-        for sp, mbs, (sc, v), split, z, qw, qg, hp, rc, odp, otp, off, offw, offa, cpc, oep, disp, cg in itertools.product(
+        for sp, mbs, (sc, v), split, z, qw, qg, hp, (rc, mods), odp, otp, off, offw, offa, cpc, oep, disp, cg in itertools.product(
                 space.sequence_parallel, space.microbatch_sizes, scheds, space.pipeline_split, space.zero_stages,
                 space.zeropp_quantized_weights, space.zeropp_quantized_gradients, space.zeropp_hierarchical_partition,
-                space.recompute, space.overlap_dp_comm, space.overlap_tp_comm, space.offload_optimizer,
+                recompute_rows(llm, space), space.overlap_dp_comm, space.overlap_tp_comm, space.offload_optimizer,
                 space.offload_weights, space.offload_activation_layers, space.cp_comm, space.overlap_ep_comm,
                 space.moe_dispatcher, space.cuda_graphs):
             s = Strategy(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, sequence_parallel=sp, microbatch_size=mbs, schedule=sc,
                          virtual_stages=v, zero_stage=z, zeropp_quantized_weights=qw, zeropp_quantized_gradients=qg,
-                         zeropp_hierarchical_partition=hp, recompute=rc, overlap_dp_comm=odp, overlap_tp_comm=otp,
+                         zeropp_hierarchical_partition=hp, recompute=rc, recompute_modules=mods, overlap_dp_comm=odp, overlap_tp_comm=otp,
                          offload_optimizer=off, offload_weights=offw, offload_activation_layers=offa, cp_comm=cpc,
                          overlap_ep_comm=oep, moe_dispatcher=disp, cuda_graphs=cg)
             ends = split_ends(llm, training, space, pp, sc, v, split)
@@ -78,6 +78,15 @@ CASES = [
      StrategySpace(cp=(1, 2), zero_stages=(1, 3), recompute=("full",), sequence_parallel=(False,),
                    offload_weights=(False, True), offload_activation_layers=(0, 2), overlap_ep_comm=(False, True),
                    moe_dispatcher=("alltoall", "allgather", "deepep"), cuda_graphs=(False, True)), 32, 8),
+    # selective recompute's module lists: moe_act alone means nothing to a dense model, and [mlp,
+    # layernorm] names the modules [layernorm, mlp] does
+    (TINY, TINY_TRAIN, StrategySpace(recompute_modules=((), ("layernorm", "mlp"), ("moe_act",), ("mlp", "layernorm"),
+                                                        ("alternate_matmuls",))), 8, 4),
+    (LLMSpec(name="moe", layers=8, hidden_size=64, ffn_size=32, heads=8, kv_heads=4, vocab_size=10,
+             moe=MoESpec(experts=8, top_k=2, expert_ffn_size=32)),
+     TrainingSpec(sequence_length=2048, global_batch_sequences=32, total_tokens=1e9),
+     StrategySpace(recompute_modules=(("layernorm", "moe_act"), ("mla_up_proj",), (), ("moe",)),
+                   recompute=("full", "selective")), 32, 8),
 ]
 
 
@@ -115,7 +124,8 @@ def test_nearest_is_valid_and_fixes_valid_points(llm, training, space, n_gpus, h
                   "offload_optimizer": s.offload_optimizer, "offload_weights": s.offload_weights,
                   "offload_activation_layers": s.offload_activation_layers, "cp_comm": s.cp_comm,
                   "overlap_ep_comm": s.overlap_ep_comm, "moe_dispatcher": s.moe_dispatcher,
-                  "cuda_graphs": s.cuda_graphs}
+                  "cuda_graphs": s.cuda_graphs,
+                  "recompute_modules": "+".join(m.value for m in s.recompute_modules) or "core_attn"}
         assert strategy_key(ds.nearest(params)) == strategy_key(s)
 
 

@@ -13,7 +13,7 @@ from designer.search.space import (COLUMNS, FREE_DIMS, DESIGN_SPACE_CACHE_SIZE, 
 from designer.spec.llm import LLMSpec, MoESpec, Recompute, Schedule, Strategy, TrainingSpec
 from designer.spec.models import load_model
 from designer.spec.study import StrategySpace
-from tests.search.split_rules import moe_values_apply, split_ends
+from tests.search.split_rules import moe_values_apply, recompute_rows, split_ends
 
 TINY = LLMSpec(name="tiny", layers=4, hidden_size=64, ffn_size=16, heads=4, kv_heads=4, vocab_size=100)
 GQA = LLMSpec(name="gqa", layers=12, hidden_size=96, ffn_size=48, heads=12, kv_heads=2, vocab_size=10)
@@ -41,15 +41,15 @@ def _scalar_enumeration(llm, training, space, n_gpus, hb):
         if n_gpus % (tp * pp * cp):
             continue
         dp = n_gpus // (tp * pp * cp)
-        for sp, mbs, (sc, v), split, z, qw, qg, hp, rc, odp, otp, off, offw, offa, cpc, oep, disp, cg in itertools.product(
+        for sp, mbs, (sc, v), split, z, qw, qg, hp, (rc, mods), odp, otp, off, offw, offa, cpc, oep, disp, cg in itertools.product(
                 space.sequence_parallel, space.microbatch_sizes, scheds, space.pipeline_split, space.zero_stages,
                 space.zeropp_quantized_weights, space.zeropp_quantized_gradients, space.zeropp_hierarchical_partition,
-                space.recompute, space.overlap_dp_comm, space.overlap_tp_comm, space.offload_optimizer,
+                recompute_rows(llm, space), space.overlap_dp_comm, space.overlap_tp_comm, space.offload_optimizer,
                 space.offload_weights, space.offload_activation_layers, space.cp_comm, space.overlap_ep_comm,
                 space.moe_dispatcher, space.cuda_graphs):
             fields = dict(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, sequence_parallel=sp, microbatch_size=mbs, schedule=sc,
                           virtual_stages=v, zero_stage=z, zeropp_quantized_weights=qw, zeropp_quantized_gradients=qg,
-                          zeropp_hierarchical_partition=hp, recompute=rc, overlap_dp_comm=odp, overlap_tp_comm=otp,
+                          zeropp_hierarchical_partition=hp, recompute=rc, recompute_modules=mods, overlap_dp_comm=odp, overlap_tp_comm=otp,
                           offload_optimizer=off, offload_weights=offw, offload_activation_layers=offa, cp_comm=cpc,
                           overlap_ep_comm=oep, moe_dispatcher=disp, cuda_graphs=cg)
             ends = split_ends(llm, training, space, pp, sc, v, split)
@@ -78,6 +78,9 @@ SCALAR_CASES = {
     "moe-cp": (MOE, TRAIN_32, StrategySpace(cp=(1, 2), cp_comm=("p2p", "a2a"), zero_stages=(1, 3), recompute=("full",),
                                             offload_weights=(False, True), overlap_ep_comm=(False, True),
                                             moe_dispatcher=("alltoall", "deepep"), cuda_graphs=(False, True)), 32, 8),
+    "moe-modules": (MOE, TRAIN_32, StrategySpace(recompute_modules=((), ("layernorm", "moe_act"), ("mla_up_proj",),
+                                                                   ("moe_act", "layernorm"), ("moe",)),
+                                                 microbatch_sizes=(1, 2), zero_stages=(1, 3)), 32, 8),
     "tolerance": (TINY, TrainingSpec(sequence_length=1024, global_batch_sequences={"target": 16, "tolerance": 0.25},
                                      total_tokens=1e9),
                   StrategySpace(**EVERY_SCHEDULE, microbatch_sizes=(1, 2, 3), recompute=(Recompute.none,)), 12, 4),
