@@ -34,6 +34,7 @@ SPECS = (
     ("railonly/headline", "studies/railonly/headline.yaml"),
     ("deadline/llama405b_60_days", "studies/deadline/llama405b_60_days.yaml"),
     ("deadline/llama70b_fastest_300m_25mw", "studies/deadline/llama70b_fastest_300m_25mw.yaml"),
+    ("deadline/deepseek_v3_60_days", "studies/deadline/deepseek_v3_60_days.yaml"),
 )
 # Scripts that write their own results; those with a --quick variant run it too (the tests compare it).
 SCRIPTS = (
