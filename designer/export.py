@@ -29,7 +29,8 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from designer.spec.llm import Recompute, RecomputeModule, Strategy, TrainingSpec
+from designer.perf.records import recompute_module_label, recompute_module_mask
+from designer.spec.llm import Recompute, Strategy, TrainingSpec
 
 # Strategy columns, in the order they appear in every CSV.
 STRATEGY_COLUMNS: tuple[str, ...] = (
@@ -95,7 +96,7 @@ def recompute_modules_label(s: Strategy) -> str | None:
     """Selective recompute's modules joined by '+' (Megatron's default: core_attn); empty otherwise."""
     if s.recompute != Recompute.selective:
         return None
-    return "+".join(m.value for m in (s.recompute_modules or (RecomputeModule.core_attn,)))
+    return recompute_module_label(recompute_module_mask(s.recompute_modules))
 
 
 def metrics_columns(metrics_row: Mapping[str, Any], power_w: float) -> dict[str, Any]:

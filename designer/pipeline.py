@@ -1374,7 +1374,8 @@ def summary_table(result: StudyResult) -> list[dict[str, Any]]:
             "time to train (days)": round(float(r["time_to_train_days"]), 2), "MFU": round(float(r["mfu"]), 3),
             "strategy": (f"tp{r['tp']} pp{r['pp']} dp{r['dp']}" + (f" ep{r['ep']}" if r["ep"] > 1 else "")
                          + (f" cp{r['cp']}" if r["cp"] > 1 else "") + f" mbs{r['microbatch_size']} {r['schedule']}"
-                         + f" zero{r['zero_stage']} rc:{r['recompute']}"),
+                         + f" zero{r['zero_stage']} rc:{r['recompute']}"
+                         + (f"[{r['recompute_modules']}]" if isinstance(r.get("recompute_modules"), str) else "")),
             "search": r["search_method"],
         })
     return rows

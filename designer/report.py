@@ -146,7 +146,8 @@ def print_goal(result: Any) -> None:
 
 def print_front(front: Any) -> None:
     cols = [c for c in ("design_id", "family", "n_gpus", "capex_usd", "power_w", "time_to_train_days", "mfu",
-                        "tp", "pp", "dp", "ep", "microbatch_size", "schedule", "zero_stage", "recompute")
+                        "tp", "pp", "dp", "ep", "microbatch_size", "schedule", "zero_stage", "recompute",
+                        "recompute_modules")
             if c in front.columns]
     print_rows(f"Pareto front ({len(front)} points)", front[cols].to_dict("records"))
 

@@ -37,7 +37,7 @@ BREAKDOWN_COLORS: tuple[str, ...] = ("#4c78a8", "#f58518", "#e45756", "#72b7b2",
 # Bill of materials and strategy fields of a point's hover text, in the order shown.
 BOM_COLUMNS: tuple[str, ...] = ("family", "nic", "switch", "n_tiers", "switch_count", "transceiver_count", "nic_count")
 STRATEGY_HOVER_COLUMNS: tuple[str, ...] = ("tp", "pp", "dp", "ep", "cp", "microbatch_size", "schedule", "zero_stage",
-                                           "recompute")
+                                           "recompute", "recompute_modules")
 # A design's strategy panel shows at most this many strategies (the fastest), to keep the page small.
 MAX_STRATEGIES_PER_DESIGN = 20
 
@@ -134,7 +134,8 @@ def strategy_text(row: pd.Series | dict[str, Any]) -> str:
     if get("zero_stage") is not None:
         parts.append(f"ZeRO-{get('zero_stage')}")
     if get("recompute") is not None:
-        parts.append(f"recompute {get('recompute')}")
+        modules = get("recompute_modules")
+        parts.append(f"recompute {get('recompute')}" + (f" [{modules}]" if isinstance(modules, str) and modules else ""))
     return " ".join(parts)
 
 
@@ -423,7 +424,7 @@ def design_strategies(design_id: str, *, front_rows: pd.DataFrame, strategies: p
     else:
         rows = front_rows[front_rows["design_id"] == design_id]
         keep = [c for c in ("tp", "pp", "dp", "ep", "cp", "microbatch_size", "schedule", "virtual_stages",
-                            "zero_stage", "recompute", "time_to_train_s") if c in rows]
+                            "zero_stage", "recompute", "recompute_modules", "time_to_train_s") if c in rows]
         rows = rows.drop_duplicates(subset=keep or None)
     order = "time_to_train_s" if "time_to_train_s" in rows else "iteration_time_s"
     return rows.sort_values(order, kind="stable").head(MAX_STRATEGIES_PER_DESIGN).reset_index(drop=True)

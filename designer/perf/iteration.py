@@ -1496,22 +1496,31 @@ def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams, acts) -> dict[
     # the loss's peak over the logits (memory.LOGIT_BYTES_AT_PEAK, Strategy.cross_entropy)
     logit_bytes = np.where(S.ce_eager, mem.LOGIT_BYTES_AT_PEAK["eager"], mem.LOGIT_BYTES_AT_PEAK["fused"])
     logits_act = tokens * llm.vocab_size / ctx.tp * logit_bytes
-    first_act = inflight * stage_act(st.first, st.first_moe) + work + np.where(ctx.pp < 2, logits_act, 0.0)
+    # the MTP modules run on the last stage's last chunk (Megatron-Core multi_token_prediction.py:
+    # mtp_on_this_rank = is_pipeline_last_stage; the first when pp is 1), each a layer with its own
+    # output logits and loss, held like the main logits: from its forward to its backward, one
+    # microbatch but under GPipe. An MTP module is one more MoE layer its rank holds (its 1/√n).
+    mtp = llm.mtp_layers
+    mtp_stage_moe = np.where(ctx.pp < 2, st.first_moe, st.last_moe) + mtp
+
+    def mtp_act(held_moe):
+        return mtp * ((moe_layer_act(held_moe) if llm.moe is not None else act_d)
+                      + tokens * llm.vocab_size / ctx.tp * mem.LOGIT_BYTES_SAVED)
+
+    first_held = st.first_moe + np.where(ctx.pp < 2, mtp, 0)
+    first_act = (inflight * stage_act(st.first, st.first_moe, first_held) + work
+                 + np.where(ctx.pp < 2, logits_act, 0.0))
     # the loss's saved tensors stay until their microbatch's backward: one microbatch's but under
     # GPipe, which runs every forward first and keeps each one's saved fp32 buffer (the peak's other
     # bytes exist during one backward; the interleaved schedule's warm-up chunks on the last rank are
     # earlier model chunks, without the output layer)
     logits_held = logits_act + (np.where(S.schedule == mem.SCHEDULE_GPIPE, ctx.m_flush, 1.0) - 1.0) * (
         tokens * llm.vocab_size / ctx.tp * mem.LOGIT_BYTES_SAVED)
-    # the MTP modules run on the last stage's last chunk (Megatron-Core multi_token_prediction.py:
-    # mtp_on_this_rank = is_pipeline_last_stage), each a layer with its own output logits and loss,
-    # held like the main logits: from its forward to its backward, one microbatch but under GPipe
-    mtp_act = llm.mtp_layers * ((act_m if llm.moe is not None else act_d)
-                                + tokens * llm.vocab_size / ctx.tp * mem.LOGIT_BYTES_SAVED)
     held = np.where(S.schedule == mem.SCHEDULE_GPIPE, ctx.m_flush, 1.0)
-    last_act = (mem.last_stage_in_flight(S.schedule, ctx.pp, ctx.m_flush, ctx.v) * stage_act(st.last, st.last_moe)
-                + work + logits_held + held * mtp_act)
-    first_act = first_act + np.where(ctx.pp < 2, held * mtp_act, 0.0)
+    last_act = (mem.last_stage_in_flight(S.schedule, ctx.pp, ctx.m_flush, ctx.v)
+                * stage_act(st.last, st.last_moe, st.last_moe + mtp)
+                + work + logits_held + held * mtp_act(mtp_stage_moe))
+    first_act = first_act + np.where(ctx.pp < 2, held * mtp_act(mtp_stage_moe), 0.0)
     # the first middle stage holds the most microbatches, the pace one (the last long one, rank
     # mid_long) may hold more MoE layers: the larger of the two
     mid_act = np.where(ctx.pp > 2, np.maximum(
@@ -1521,11 +1530,13 @@ def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams, acts) -> dict[
     if np.any(ctx.dualpipe):
         # DualPipe: every rank holds PP + 1 microbatches' worth of a stage's activations (DeepSeek-V3
         # Table 2) over its two stages, the first and the last (with the logits) or two middle ones
-        ends_moe = st.first_moe + st.last_moe
+        ends_moe = st.first_moe + st.last_moe + mtp
         pair_ends = (inflight * np.maximum(stage_act(st.first, st.first_moe, ends_moe),
                                            stage_act(st.last, st.last_moe, ends_moe))
-                     + work + logits_act + mtp_act)
-        pair_mid = np.where(ctx.pp > 2, inflight * stage_act(st.mid_max, st.mid_moe, 2 * st.mid_moe) + work, 0.0)
+                     + work + logits_act + mtp_act(ends_moe))
+        # a middle pair: two long stages, or a long and a short one (StageLayout.mid_mixed)
+        mid_held = st.mid_moe + np.where(st.mid_mixed, st.mid_min_moe, st.mid_moe)
+        pair_mid = np.where(ctx.pp > 2, inflight * stage_act(st.mid_max, st.mid_moe, mid_held) + work, 0.0)
         first_act = np.where(ctx.dualpipe, pair_ends, first_act)
         last_act = np.where(ctx.dualpipe, pair_ends, last_act)
         mid_act = np.where(ctx.dualpipe, pair_mid, mid_act)

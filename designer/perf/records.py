@@ -232,6 +232,12 @@ def recompute_module_mask(modules) -> int:
     return sum(1 << RECOMPUTE_MODULE_BITS.index(n) for n in set(names))
 
 
+def recompute_module_label(mask: int) -> str:
+    """A selective-recompute bitmask as its modules joined by '+', in bit order (the tables' column and
+    a sampler's categorical value): Megatron's default reads core_attn."""
+    return "+".join(n for j, n in enumerate(RECOMPUTE_MODULE_BITS) if mask >> j & 1)
+
+
 @dataclass(frozen=True)
 class StrategyArrays:
     """Many `Strategy` records as numpy columns (one entry per strategy) for the vectorized model.

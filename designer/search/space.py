@@ -45,7 +45,7 @@ import numpy as np
 
 from designer.errors import SpecError
 from designer.perf.iteration import balanced_end_stages
-from designer.perf.records import RECOMPUTE_MODULE_BITS, recompute_module_mask
+from designer.perf.records import RECOMPUTE_MODULE_BITS, recompute_module_label, recompute_module_mask
 from designer.spec.llm import LLMSpec, Recompute, RecomputeModule, Schedule, Strategy, TrainingSpec
 from designer.spec.study import StrategySpace
 
@@ -262,7 +262,7 @@ def recompute_modules_of(mask: int) -> tuple[RecomputeModule, ...]:
 
 def module_label(mask: int) -> str:
     """A module list as a sampler's categorical value: its modules joined by '+'."""
-    return "+".join(m.value for m in (recompute_modules_of(mask) or (RecomputeModule.core_attn,)))
+    return recompute_module_label(mask)
 
 
 def module_mask_of_label(label: str) -> int:
@@ -714,7 +714,10 @@ class DesignSpace:
             elif d == "recompute":
                 fd += cols["recompute"] != RECOMPUTES.index(Recompute(want))
             elif d == "recompute_modules":
-                fd += cols["recompute_modules"] != module_mask_of_label(str(want))
+                # a module list is a selective row's own: the other rows hold the default, which a
+                # pick for them does not ask to change
+                fd += (cols["recompute"] == RECOMPUTES.index(Recompute.selective)) & (
+                    cols["recompute_modules"] != module_mask_of_label(str(want)))
             elif d == "pipeline_split":
                 fd += (cols["pp_first_stage_layers"] >= 0) != (want == "balanced")
             elif d == "microbatch_size":
@@ -876,6 +879,8 @@ def explain_space(llm: LLMSpec, training: TrainingSpec, space: StrategySpace, *,
             kv = llm.kv_heads_effective
             if kv % t and t % kv:
                 out.append(Removed("tp", t, f"and kv_heads {kv} do not divide one another"))
+    if tuple(space.sequence_parallel) == (True,) and 1 in tp_candidates(space, hb_domain_size):
+        out.append(Removed("tp", 1, "sequence_parallel lists only true, which needs tp > 1"))
     for p_ in (space.pp or ()):
         if p_ > llm.layers:
             out.append(Removed("pp", p_, f"exceeds the {llm.layers} layers"))
@@ -905,6 +910,8 @@ def explain_space(llm: LLMSpec, training: TrainingSpec, space: StrategySpace, *,
             kept = [m.value for m in modules if m not in lacks]
             has_not = " or ".join(dict.fromkeys(lacks[RecomputeModule(m)] for m in absent))
             fate = f"runs as {kept}" if kept else "is dropped"
+            if not kept and all(all(m in lacks for m in other) and other for other in space.recompute_modules):
+                fate += " (no list is left: Megatron's default, core_attn, runs)"
             out.append(Removed("recompute_modules", absent,
                                f"{llm.name} has no {has_not}: the list {[m.value for m in modules]} {fate}"))
     if n_gpus is not None:

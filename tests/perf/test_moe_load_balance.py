@@ -140,9 +140,14 @@ def test_a_stated_busiest_rank_load_replaces_the_calibrated_one():
         TrainingSpec(**{**learned.model_dump(), "moe_busiest_rank_load": 0.8})
 
 
-@pytest.mark.parametrize("pp, schedule, held_moe, in_flight", [(1, "1f1b", 32, 1), (4, "1f1b", 8, 4),
-                                                              (4, "dualpipe", 16, 5)])
-def test_the_held_activations_carry_the_busiest_rank_excess_over_root_n_layers(pp, schedule, held_moe, in_flight):
+@pytest.mark.parametrize("pp, schedule, first_dense, held_moe, in_flight, moe_held_at_peak", [
+    (1, "1f1b", 0, 32, 1, 32), (4, "1f1b", 0, 8, 4, 8), (4, "dualpipe", 0, 16, 5, 8),
+    # the first 8 layers dense: on 4 stages the first rank's 4 microbatches hold dense layers only, and
+    # the peak is the second rank's 3 microbatches of 8 MoE layers; on 2 stages the first rank holds
+    # 2 x (8 dense + 8 MoE) and the last one microbatch of 16 MoE layers plus the logits
+    (4, "1f1b", 8, 8, 3, 8), (2, "1f1b", 8, 16, 1, 16)])
+def test_the_held_activations_carry_the_busiest_rank_excess_over_root_n_layers(pp, schedule, first_dense, held_moe,
+                                                                                in_flight, moe_held_at_peak):
     """The rank at the memory peak holds the routed tokens of every MoE layer of its stages. Each
     layer has its own router, so its busiest EP rank differs from layer to layer, and the highest
     sum over n such layers exceeds the mean by a 1/√n of one layer's excess. Mixtral 8x7B (32 MoE
@@ -150,7 +155,8 @@ def test_the_held_activations_carry_the_busiest_rank_excess_over_root_n_layers(p
     4 stages under 1F1B (8 layers, 4 microbatches) and under DualPipe, whose ranks hold two stages
     (16 layers, PP + 1 = 5 microbatches of a stage). The learned-minus-forced activation bytes are
     then in_flight · (layers of a stage) · (one layer's excess) / √n, one layer's excess taken from
-    the per-layer formula at the two loads."""
+    the per-layer formula at the two loads. With dense first layers, n counts the MoE layers only,
+    and the rank at the peak may be a middle or the last one."""
     from designer.perf import memory as mem
     from designer.perf.iteration import iteration_arrays
     from designer.perf.records import StrategyArrays
@@ -158,6 +164,7 @@ def test_the_held_activations_carry_the_busiest_rank_excess_over_root_n_layers(p
     from tests.perf.systems import cluster
 
     llm = load_model("mixtral-8x7b")
+    llm = llm.model_copy(update={"moe": llm.moe.model_copy(update={"first_dense_layers": first_dense})})
     sy = cluster("h100_sxm", 32)
     s = Strategy(tp=2, pp=pp, dp=32 // (2 * pp), ep=4, expert_tp=1, sequence_parallel=True, microbatch_size=1,
                  recompute="none", schedule=schedule)
@@ -170,6 +177,5 @@ def test_the_held_activations_carry_the_busiest_rank_excess_over_root_n_layers(p
     excess = float(mem.activation_bytes_per_layer(llm, expert_load=LOAD, **kw)
                    - mem.activation_bytes_per_layer(llm, expert_load=1.0, **kw))
     assert excess > 0
-    stage_layers = 32 // pp
-    want = in_flight * stage_layers * excess / np.sqrt(held_moe)
+    want = in_flight * moe_held_at_peak * excess / np.sqrt(held_moe)
     assert got["learned"] - got["forced"] == pytest.approx(want, rel=1e-9)

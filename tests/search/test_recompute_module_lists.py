@@ -108,3 +108,33 @@ def test_designer_space_names_the_modules_a_model_lacks():
                    ("recompute_modules", ("moe",), "the list ['moe'] is dropped")}
     assert not [r for r in explain_space(DSV3, TRAIN, StrategySpace(recompute_modules=((), RECIPE)), hb_domain_size=8)
                 if r.dim == "recompute_modules"]
+
+
+@pytest.mark.parametrize("lists", [((), RECIPE), (("moe_act",), RECIPE)])
+def test_a_pick_of_none_or_full_is_not_turned_selective_by_its_module_list(lists):
+    """A sampler suggests a module list with every recompute choice; only a selective row holds one,
+    so a pick of none or full comes back as that row whichever list came with it, also where the
+    study lists no default."""
+    ds = _space(recompute_modules=lists, pp=(16,), ep=(64,))
+    pick = {"pp": 16, "ep": 64, "microbatch_size": 1}
+    for rc in ("none", "full"):
+        for label in ds.choices["recompute_modules"]:
+            got = ds.nearest({**pick, "recompute": rc, "recompute_modules": label})
+            assert got.recompute == Recompute(rc) and got.recompute_modules == (), (rc, label)
+    for label in ds.choices["recompute_modules"]:
+        got = ds.nearest({**pick, "recompute": "selective", "recompute_modules": label})
+        assert got.recompute == Recompute.selective
+        assert set(m.value for m in got.recompute_modules) == set(label.split("+")) - ({"core_attn"} if label == "core_attn" else set())
+
+
+def test_designer_space_names_tp_1_when_sequence_parallelism_is_required():
+    from designer.search.space import explain_space
+
+    removed = explain_space(DSV3, TRAIN, StrategySpace(tp=(1, 2), sequence_parallel=(True,)), hb_domain_size=8)
+    assert [(r.dim, r.value) for r in removed if "sequence_parallel" in r.rule] == [("tp", 1)]
+    both = explain_space(DSV3, TRAIN, StrategySpace(tp=(1, 2), sequence_parallel=(False, True)), hb_domain_size=8)
+    assert not [r for r in both if "sequence_parallel" in r.rule]
+    # and no such tp 1 strategy exists
+    ds = DesignSpace.build_uncached(DSV3, TRAIN, StrategySpace(tp=(1, 2), sequence_parallel=(True,), pp=(16,), ep=(64,)),
+                                    n_gpus=2048, hb_domain_size=8)
+    assert "tp" not in ds.choices and all(s.tp == 2 for s in ds.table().take(np.arange(0, ds.size, 97)).strategies())
