@@ -129,7 +129,8 @@ _BOOL = ("sequence_parallel", "zeropp_quantized_weights", "zeropp_quantized_grad
          "overlap_dp_comm", "overlap_tp_comm", "offload_optimizer", "offload_weights", "overlap_ep_comm", "cuda_graphs",
          "feasible")
 _STR = ("design_id", "design_source", "label", "family", "platform", "gpu", "nic", "switch", "schedule", "recompute",
-        "recompute_modules", "cp_comm", "moe_dispatcher", "binding_tier", "search_method", "megatron_args", "reason", "front_group")
+        "recompute_modules", "cp_comm", "moe_dispatcher", "binding_tier", "search_method", "megatron_args", "reason",
+        "front_group")
 _FLOAT = ("nics_per_gpu", "port_gbps", "oversubscription", "scaleout_gbps_per_gpu", "compute_capex_usd",
           "network_capex_usd", "capex_usd", "compute_power_w", "network_power_w", "power_w",
           *(c for c in METRIC_COLUMNS if c != "binding_tier"), "memory_per_gpu_gb", "energy_mwh")

@@ -34,8 +34,9 @@ from designer.export import (PREVIOUS_RESULTS, STRATEGY_COLUMNS, J_PER_MWH, metr
                              strategy_columns, write_outputs)
 from designer.pareto import Point, epsilon_front, pareto_front
 from designer.perf.collectives import net_efficiency
+from designer.perf.records import recompute_module_label
 from designer.search.exhaustive import Candidate, Problem, ScoredTable, load_trial_constraint, run_exhaustive
-from designer.search.space import CODED, RECOMPUTES, SCHEDULES, module_label
+from designer.search.space import CODED, RECOMPUTES, SCHEDULES
 from designer.spec.llm import LLMSpec, Recompute
 from designer.spec.study import StudySpec, load_study
 
@@ -821,7 +822,7 @@ def _strategies_frame(problem: Problem, cands: list[Candidate], tables: list[Sco
         df["schedule"] = [SCHEDULES[int(x)].value for x in cols["schedule"]]
         df["recompute"] = [RECOMPUTES[int(x)].value for x in cols["recompute"]]
         selective = cols["recompute"] == RECOMPUTES.index(Recompute.selective)
-        df["recompute_modules"] = pd.Series([module_label(int(m)) for m in cols["recompute_modules"]],
+        df["recompute_modules"] = pd.Series([recompute_module_label(int(m)) for m in cols["recompute_modules"]],
                                             dtype="string").mask(~selective)
         for name, options in CODED.items():
             df[name] = [options[int(x)] for x in cols[name]]

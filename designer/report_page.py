@@ -135,7 +135,8 @@ def strategy_text(row: pd.Series | dict[str, Any]) -> str:
         parts.append(f"ZeRO-{get('zero_stage')}")
     if get("recompute") is not None:
         modules = get("recompute_modules")
-        parts.append(f"recompute {get('recompute')}" + (f" [{modules}]" if isinstance(modules, str) and modules else ""))
+        listed = f" [{modules}]" if isinstance(modules, str) and modules else ""
+        parts.append(f"recompute {get('recompute')}{listed}")
     return " ".join(parts)
 
 

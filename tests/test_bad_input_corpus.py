@@ -449,6 +449,9 @@ def test_a_goal_limit_no_design_can_meet_is_refused(limit, tmp_path, monkeypatch
     (("strategy_space", "recompute_modules"), [["layernorm", "attn_core"]],
      ("strategy_space.recompute_modules.0.1", "'attn_core'", "'core_attn'"), ()),
     (("strategy_space", "recompute_modules"), [], ("strategy_space.recompute_modules", "at least one list"), ()),
+    (("strategy_space", "recompute_modules"), ["layernorm", "moe_act"],
+     ("strategy_space.recompute_modules", "must be a list of module lists", "[['layernorm', 'moe_act']]"),
+     ("valid tuple",)),
     (("strategy_space", "recompute_modules"), [["alternate_matmuls", "layernorm"]],
      ("strategy_space.recompute_modules", "alternate_matmuls", "must be listed alone"), ()),
     # a goal limit on no metric, in its mapping form: the key written, with the metrics allowed

@@ -1400,6 +1400,24 @@ def optimizer_term(ctx: _Context, sp_: StageParams):
     return np.where(S.offload_opt | S.offload_w, offloaded, on_gpu)
 
 
+def attention_output_saved_once(training: TrainingSpec) -> bool:
+    """Whether the attention output projection keeps the 16-bit attention output it reads (the
+    tensor the fused kernel saves for its own backward) instead of a quantised copy beside it.
+    Megatron-Core sets Transformer Engine's save_original_input on linear_proj under every FP8
+    recipe but delayed scaling and under FP4 (megatron/core/transformer/attention.py and
+    multi_latent_attention.py: "the output of the fused core_attn is saved by itself, and
+    linear_proj also saves the quantized tensor of this output ... set the linear_proj to save the
+    original input tensors to avoid the extra memory usage", Megatron-LM 781e765818, core_v0.15.0,
+    2025-08-19); torchao's float8 linear saves its high-precision input (float8_linear.py
+    matmul_with_hp_or_float8_args: save_for_backward(input_hp, ...)). An 8-bit attention kernel's
+    output is what the projection takes, with no 16-bit tensor: not this case."""
+    if training.precision.value not in cmp.LOW_PRECISIONS or training.fp8_attention:
+        return False
+    if training.attention_output_saved is not None:  # the run states it
+        return training.attention_output_saved == "original"
+    return not (training.precision.value == "fp8" and training.fp8_recipe.value == "delayed")
+
+
 class LayerActivations(NamedTuple):
     """Saved activation bytes of one layer per microbatch (layer_activation_bytes)."""
     dense: np.ndarray  # a dense layer's, as the strategy recomputes
@@ -1418,9 +1436,12 @@ def layer_activation_bytes(ctx: _Context) -> LayerActivations:
               rc_modules=ctx.rc_modules, etp=ctx.etp,
               linear_input_bytes=ctx.prec.saved_input_bytes_per_element,
               act_input_bytes=np.where(S.act_in_fp8, cmp.FP8_BYTES, mem.ACT_BYTES), expert_load=ctx.expert_load,
-              # a quantised output-projection input beside the 16-bit kernel's own output
+              # a quantised output-projection input beside the 16-bit kernel's own output, or the
+              # projection keeping that output itself (attention_output_saved_once)
               attn_out_copy_bytes=mem.ACT_BYTES if (ctx.prec.saved_input_bytes_per_element != mem.ACT_BYTES
-                                                    and not ctx.training.fp8_attention) else 0.0)
+                                                    and not ctx.training.fp8_attention
+                                                    and not attention_output_saved_once(ctx.training)) else 0.0,
+              attn_out_input_bytes=mem.ACT_BYTES if attention_output_saved_once(ctx.training) else None)
     # Megatron's block method: the recomputed share of the layers keeps its input, the rest all of it
     f = np.where(S.recompute == mem.RECOMPUTE_FULL, ctx.full, 1.0)
 

@@ -70,7 +70,8 @@ def recompute_drops(recompute, rc_modules, module_bit):
 
 def activation_bytes_per_layer(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, sp, recompute, flash,
                                rc_modules=RC_CORE_ATTN, ep=1, etp=1, linear_input_bytes=ACT_BYTES,
-                               act_input_bytes=ACT_BYTES, expert_load=1.0, attn_out_copy_bytes=0.0):
+                               act_input_bytes=ACT_BYTES, expert_load=1.0, attn_out_copy_bytes=0.0,
+                               attn_out_input_bytes=None):
     """Stored activation bytes of one layer for one microbatch on one GPU (Korthikanti Table 2, tensor
     by tensor, so GQA, MLA, gated MLPs, MoE, dropout only where the model has it, and the fused
     attention kernels follow). `flash` (array or bool): fused attention, which stores only the
@@ -88,7 +89,10 @@ def activation_bytes_per_layer(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, s
     is a tensor apart from the output projection's saved input: under a low-precision recipe the
     projection keeps its quantised copy and the 16-bit kernel keeps its output O for its backward
     (FlashAttention-2 Algorithm 2 reads O; Transformer Engine's FusedAttnFunc saves it); 0 where
-    they are one tensor (16-bit, or an 8-bit attention kernel whose output the projection takes)."""
+    they are one tensor (16-bit, or an 8-bit attention kernel whose output the projection takes).
+    attn_out_input_bytes: bytes per element of the output projection's saved input where it is not
+    linear_input_bytes (16-bit where the projection keeps the original input, the kernel's own
+    output; None: linear_input_bytes)."""
     h = llm.hidden_size
     a, kv, dh = llm.heads, llm.kv_heads_effective, llm.head_dim_effective
     tp = np.asarray(tp, float)
@@ -100,6 +104,7 @@ def activation_bytes_per_layer(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, s
     # norm outputs (the QKV and MLP inputs, at linear_input_bytes), and the 2 residual dropout masks
     # where the model has dropout: 4·2 + 2·1 = 10·s·b·h for GPT in 16-bit (Korthikanti).
     lin = linear_input_bytes
+    proj_in = lin if attn_out_input_bytes is None else attn_out_input_bytes
     norm_out = tokens * h * 2 * lin
     # recomputing the attention core and its output projection drops the attention output (the
     # projection's input) and the second norm's input (the residual after it): MaxText's
@@ -126,12 +131,12 @@ def activation_bytes_per_layer(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, s
         latents = latents + np.where(drops(RC_MLA_UP), tokens * m.qk_rope_head_dim * ACT_BYTES, 0.0)
         up = tokens * a / tp * (2 * qk + m.v_head_dim) * ACT_BYTES
         attn_split = (latents + np.where(drops(RC_MLA_UP), 0.0, up)
-                      + np.where(out_dropped, 0.0, tokens * a / tp * m.v_head_dim * lin)
+                      + np.where(out_dropped, 0.0, tokens * a / tp * m.v_head_dim * proj_in)
                       + tokens * a / tp * m.v_head_dim * o_copy)
     else:
         kv_local = np.maximum(kv / tp, 1.0)
         # Q, K, V (inputs of the core) and the attention output (input of the output projection)
-        attn_split = tokens * dh * (a / tp * (ACT_BYTES + np.where(out_dropped, 0.0, lin) + o_copy)
+        attn_split = tokens * dh * (a / tp * (ACT_BYTES + np.where(out_dropped, 0.0, proj_in) + o_copy)
                                     + kv_local * ACT_BYTES * 2)
     gate = 2.0 if llm.gated_mlp else 1.0
     act_in = np.asarray(act_input_bytes, float) if llm.gated_mlp else ACT_BYTES

@@ -98,7 +98,8 @@ def strategy_key(s: Strategy) -> tuple:
             CODED["cp_comm"].index(s.cp_comm), bool(s.overlap_ep_comm), CODED["moe_dispatcher"].index(s.moe_dispatcher),
             bool(s.cuda_graphs), s.global_batch_sequences or 0,
             -1 if s.pp_first_stage_layers is None else s.pp_first_stage_layers,
-            -1 if s.pp_last_stage_layers is None else s.pp_last_stage_layers, recompute_module_mask(s.recompute_modules))
+            -1 if s.pp_last_stage_layers is None else s.pp_last_stage_layers,
+            recompute_module_mask(s.recompute_modules))
 
 
 def strategy_from_key(key: tuple) -> Strategy:
@@ -110,7 +111,8 @@ def strategy_from_key(key: tuple) -> Strategy:
     d["global_batch_sequences"] = int(d["global_batch_sequences"]) or None
     for c in ("pp_first_stage_layers", "pp_last_stage_layers"):
         d[c] = None if int(d[c]) < 0 else int(d[c])
-    d["recompute_modules"] = recompute_modules_of(int(d["recompute_modules"])) if d["recompute"] == Recompute.selective else ()
+    selective = d["recompute"] == Recompute.selective
+    d["recompute_modules"] = recompute_modules_of(int(d["recompute_modules"])) if selective else ()
     return Strategy(**{k: (v.item() if isinstance(v, np.generic) else v) for k, v in d.items()})
 
 
@@ -258,11 +260,6 @@ def recompute_modules_of(mask: int) -> tuple[RecomputeModule, ...]:
     if mask == recompute_module_mask(()):
         return ()
     return tuple(RecomputeModule(n) for j, n in enumerate(RECOMPUTE_MODULE_BITS) if mask >> j & 1)
-
-
-def module_label(mask: int) -> str:
-    """A module list as a sampler's categorical value: its modules joined by '+'."""
-    return recompute_module_label(mask)
 
 
 def module_mask_of_label(label: str) -> int:
@@ -681,7 +678,7 @@ class DesignSpace:
         if dim == "recompute":
             return RECOMPUTES[value].value
         if dim == "recompute_modules":
-            return module_label(int(value))
+            return recompute_module_label(int(value))
         if dim == "pipeline_split":
             return PIPELINE_SPLITS[int(value)]
         if dim in CODED:
@@ -933,5 +930,5 @@ def design_space(llm: LLMSpec, training: TrainingSpec, space: StrategySpace, *, 
 
 __all__ = ["COLUMNS", "DESIGN_SPACE_CACHE_SIZE", "DesignSpace", "RECOMPUTES", "Removed", "explain_space", "SCHEDULES",
            "StrategyTable", "clear_design_space_cache", "design_space", "invalid_reason", "tp_candidates", "tp_fits_hb", "reference_chunks",
-           "reference_layout_rows", "module_label", "module_mask_of_label", "module_masks", "recompute_modules_of",
+           "reference_layout_rows", "module_mask_of_label", "module_masks", "recompute_modules_of",
            "schedule_label", "strategy_from_key", "strategy_key"]

@@ -207,6 +207,16 @@ class TrainingSpec(Record):
     fp8_attention: bool = Field(default=False, description="run the fused attention in 8 bits (Transformer Engine's FP8 "
                                 "dot-product attention, Megatron-Core's TransformerConfig.fp8_dot_product_attention): MXFP8 under the mxfp8 "
                                 "precision, per-tensor FP8 under fp8 and nvfp4")
+    # What the attention output projection saves of its input under a low-precision recipe: the
+    # original 16-bit attention output, the tensor the fused kernel saves anyway (Megatron-Core from
+    # core_v0.15 sets Transformer Engine's save_original_input on linear_proj under every FP8 recipe
+    # but delayed scaling and under FP4; torchao's float8 linear saves its high-precision input), or a
+    # quantised copy beside it (Transformer Engine's default: delayed scaling, older Megatron-Core).
+    # None: by the recipe, as Megatron-Core does today (designer.perf.iteration.attention_output_saved_once).
+    attention_output_saved: Literal["original", "quantized"] | None = Field(
+        default=None, description="under fp8, mxfp8 or nvfp4: what the attention output projection keeps for its "
+        "backward, the 16-bit attention output itself (original) or a quantised copy beside it (quantized); "
+        "default: original but under delayed fp8 scaling, as Megatron-Core from v0.15")
     # Megatron forces fp32 main gradients for bf16 (arguments.py: accumulate_allreduce_grads_in_fp32);
     # DeepSpeed keeps 16-bit gradients.
     grad_accumulation_dtype: Literal["fp32", "bf16"] = "fp32"

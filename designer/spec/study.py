@@ -154,6 +154,15 @@ class StrategySpace(Record):
             raise ValueError(f"{info.field_name}: give at least one of true, false")
         return tuple(sorted(set(v)))
 
+    @field_validator("recompute_modules", mode="before")
+    @classmethod
+    def _lists_of_lists(cls, v):  # noqa: ANN001, ANN206
+        # one flat list ([layernorm, moe_act]) is one try written without its brackets
+        if isinstance(v, (list, tuple)) and v and all(isinstance(m, str) for m in v):
+            raise ValueError(f"recompute_modules = {list(v)}: must be a list of module lists, one per try, "
+                             f"e.g. [{list(v)}] ([] is Megatron's default, core_attn)")
+        return v
+
     @field_validator("recompute_modules")
     @classmethod
     def _module_lists(cls, v: tuple[tuple[RecomputeModule, ...], ...]) -> tuple[tuple[RecomputeModule, ...], ...]:
@@ -163,8 +172,8 @@ class StrategySpace(Record):
         for modules in v:
             modules = tuple(dict.fromkeys(modules))
             if RecomputeModule.alternate_matmuls in modules and len(modules) > 1:
-                raise ValueError(f"recompute_modules = {[m.value for m in modules]}: alternate_matmuls is a whole-layer "
-                                 "policy: it must be listed alone")
+                raise ValueError(f"recompute_modules = {[m.value for m in modules]}: alternate_matmuls is a "
+                                 "whole-layer policy: it must be listed alone")
             out.append(modules)
         return tuple(dict.fromkeys(out))
 
@@ -562,6 +571,8 @@ class StudySpec(Record):
             data.pop("nccl_env", None)
         if isinstance(data.get("training"), dict) and not data["training"].get("fp8_attention"):
             data["training"].pop("fp8_attention", None)  # likewise
+        if isinstance(data.get("training"), dict) and data["training"].get("attention_output_saved") is None:
+            data["training"].pop("attention_output_saved", None)  # likewise
         if isinstance(data.get("network"), dict):
             data["network"].pop("base_dir", None)
         return data

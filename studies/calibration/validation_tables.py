@@ -22,6 +22,7 @@ from rich.markup import escape
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from designer.perf.iteration import attention_output_saved_once  # noqa: E402
 from designer.perf.model import load_perf_calibration  # noqa: E402
 from tests.perf import modern_runs  # noqa: E402
 from tests.perf.test_training_runs import megatron_errors  # noqa: E402
@@ -67,6 +68,9 @@ def assumptions(row: dict, st, calib) -> str:
         parts.append("recompute replays what the backward reads")
     if st.activation_input_fp8:
         parts.append("MLP activation input saved in fp8")
+    default_saved = training.model_copy(update={"attention_output_saved": None})
+    if attention_output_saved_once(default_saved) and not attention_output_saved_once(training):
+        parts.append("attention output kept beside its quantised copy (Megatron-Core before v0.15)")
     if st.activation_layout == "batch_first" and st.sequence_parallel and st.tp > 1:
         parts.append("batch-first SP collectives (layout copies)")
     if st.ep > 1:

@@ -263,7 +263,25 @@ def training_for(row: dict) -> TrainingSpec:
                         # where the framework's compiler fuses the quantisation (modern_systems.yaml)
                         low_precision_casts=fw.get("low_precision_casts", "kernels"),
                         # the Megatron-Bridge recipe's fp8_dot_product_attention (megatron_bridge_recipes.yaml)
-                        fp8_attention=prec in ("fp8", "mxfp8", "nvfp4") and recipes().get(row["id"], {}).get("fp8_attention", False))
+                        fp8_attention=prec in ("fp8", "mxfp8", "nvfp4") and recipes().get(row["id"], {}).get("fp8_attention", False),
+                        attention_output_saved=attention_output_saved(row))
+
+
+# Megatron-based stacks: Megatron-Core keeps the 16-bit attention output for the output projection
+# (save_original_input, TrainingSpec.attention_output_saved) from core_v0.15 (Megatron-LM 781e765818,
+# 2025-08-19; the core_v0.14.0 release branch, tagged 2025-10-08, lacks it), taken as shipped from the
+# 25.11 containers on; earlier releases and the MLPerf v5.x submissions (NeMo 25.09 and older)
+# kept Transformer Engine's quantised copy.
+MEGATRON_FRAMEWORKS = ("megatron", "megatron-bridge", "nemo", "mlperf-nvidia", "mlperf-nvidia-nemo1")
+
+
+def attention_output_saved(row: dict) -> str | None:
+    """'quantized' for a Megatron-based row from before core_v0.15 (its container before 25.11, or
+    not named); None (the model's default, today's Megatron-Core) otherwise."""
+    if row["framework"] not in MEGATRON_FRAMEWORKS:
+        return None
+    release = container_release(row)
+    return None if release is not None and release >= "25.11" else "quantized"
 
 
 def corrections(row: dict) -> dict:

@@ -282,8 +282,39 @@ def test_fp8_fused_attention_keeps_its_16_bit_output_beside_the_projections_fp8_
         c = it._context(llm, tr, StrategyArrays.from_strategies([st]), sy, CAL)
         return float(it.layer_activation_bytes(c)[0][0])
     per_token = 16384 + 8192 + 24576 + 128 + 71680
-    assert act() == pytest.approx(4096 * per_token, rel=1e-12)
+    assert act(attention_output_saved="quantized") == pytest.approx(4096 * per_token, rel=1e-12)
     assert act(fp8_attention=True) == pytest.approx(4096 * (per_token - 32 * 128 * 2), rel=1e-12)
+
+
+@pytest.mark.parametrize("recipe, modules, saved, per_token_change", [
+    # Megatron-Core's save_original_input on the output projection (current scaling, its default
+    # there): the projection keeps the kernel's 16-bit output O, so the 1-byte copy goes: 32·128·1 less
+    ("current", None, None, -32 * 128 * 1),
+    # delayed scaling keeps Transformer Engine's default, the 1-byte copy beside O
+    ("delayed", None, None, 0),
+    # with the attention core recomputed the kernel keeps no O: the projection's 16-bit input is
+    # 32·128·2 where the 1-byte copy was 32·128·1, one byte per element more
+    ("current", ("core_attn",), None, 32 * 128 * 1),
+    # stated by the run
+    ("current", None, "quantized", 0),
+    ("delayed", None, "original", -32 * 128 * 1),
+])
+def test_the_output_projection_keeps_the_16_bit_attention_output_where_megatron_core_does(recipe, modules, saved,
+                                                                                          per_token_change):
+    # Llama 3 8B as above; against the same run with the quantised copy (Transformer Engine's default)
+    from designer.perf import iteration as it
+
+    llm = load_model("llama3-8b")
+    sy = cluster("h100_sxm", 8)
+    rc = dict(recompute="selective", recompute_modules=modules) if modules else {}
+    st = Strategy(tp=1, dp=8, microbatch_size=1, zero_stage=1, **rc)
+
+    def act(saved_as):
+        tr = TrainingSpec(sequence_length=4096, global_batch_sequences=8, total_tokens=1e9, precision="fp8",
+                          fp8_recipe=recipe, attention_output_saved=saved_as)
+        c = it._context(llm, tr, StrategyArrays.from_strategies([st]), sy, CAL)
+        return float(it.layer_activation_bytes(c).dense[0])
+    assert act(saved) - act("quantized") == pytest.approx(4096 * per_token_change, rel=1e-12, abs=1e-6)
 
 
 @pytest.mark.parametrize("v", [2, 4, 8])
