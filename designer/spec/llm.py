@@ -327,6 +327,10 @@ class TrainingSpec(Record):
         if self.fp8_attention and self.precision.value not in ("fp8", "mxfp8", "nvfp4"):
             raise ValueError(f"fp8_attention = true with precision {self.precision.value}: 8-bit attention needs "
                              "precision fp8, mxfp8 or nvfp4")
+        if self.attention_output_saved is not None and self.precision.value not in ("fp8", "mxfp8", "nvfp4"):
+            raise ValueError(f"attention_output_saved = {self.attention_output_saved!r} with precision "
+                             f"{self.precision.value}: it must be left out, a 16-bit run keeps one 16-bit attention "
+                             "output; allowed with precision fp8, mxfp8 or nvfp4")
         return self
 
     @property

@@ -276,9 +276,9 @@ MEGATRON_FRAMEWORKS = ("megatron", "megatron-bridge", "nemo", "mlperf-nvidia", "
 
 
 def attention_output_saved(row: dict) -> str | None:
-    """'quantized' for a Megatron-based row from before core_v0.15 (its container before 25.11, or
-    not named); None (the model's default, today's Megatron-Core) otherwise."""
-    if row["framework"] not in MEGATRON_FRAMEWORKS:
+    """'quantized' for a low-precision Megatron-based row from before core_v0.15 (its container
+    before 25.11, or not named); None (the model's default, today's Megatron-Core) otherwise."""
+    if row["framework"] not in MEGATRON_FRAMEWORKS or row["precision"] not in ("fp8", "mxfp8", "nvfp4"):
         return None
     release = container_release(row)
     return None if release is not None and release >= "25.11" else "quantized"

@@ -444,3 +444,12 @@ def test_a_pipeline_holds_the_stages_unsharded_gradients_until_its_sync(zero, pp
     params = m.memory.weights_bytes / 2 * (1 if zero < 3 else 8 // pp)
     z3 = params * 2 if zero == 3 else 0.0  # without resharding the whole stage stays gathered (16-bit)
     assert other == pytest.approx(z3 + (params * 4 if held else 0.0), rel=1e-9)
+
+
+def test_attention_output_saved_needs_a_low_precision_run():
+    from pydantic import ValidationError
+
+    base = dict(sequence_length=4096, global_batch_sequences=8, total_tokens=1e9)
+    with pytest.raises(ValidationError, match="attention_output_saved = 'original' with precision bf16.*allowed"):
+        TrainingSpec(**base, attention_output_saved="original")
+    assert TrainingSpec(**base, precision="nvfp4", attention_output_saved="quantized").attention_output_saved == "quantized"
