@@ -1432,6 +1432,7 @@ def layer_activation_bytes(ctx: _Context) -> LayerActivations:
     recompute (the working set of a layer being rematerialised)."""
     llm, S, shape = ctx.llm, ctx.S, ctx.shape
     flash = S.kernel != cmp.KERNEL_UNFUSED
+    saved_once = attention_output_saved_once(ctx.training)
     kw = dict(b=ctx.b, s=ctx.training.sequence_length, tp=ctx.tp, cp=ctx.cp, sp=S.sp, flash=flash,
               rc_modules=ctx.rc_modules, etp=ctx.etp,
               linear_input_bytes=ctx.prec.saved_input_bytes_per_element,
@@ -1439,9 +1440,8 @@ def layer_activation_bytes(ctx: _Context) -> LayerActivations:
               # a quantised output-projection input beside the 16-bit kernel's own output, or the
               # projection keeping that output itself (attention_output_saved_once)
               attn_out_copy_bytes=mem.ACT_BYTES if (ctx.prec.saved_input_bytes_per_element != mem.ACT_BYTES
-                                                    and not ctx.training.fp8_attention
-                                                    and not attention_output_saved_once(ctx.training)) else 0.0,
-              attn_out_input_bytes=mem.ACT_BYTES if attention_output_saved_once(ctx.training) else None)
+                                                    and not ctx.training.fp8_attention and not saved_once) else 0.0,
+              attn_out_input_bytes=mem.ACT_BYTES if saved_once else None)
     # Megatron's block method: the recomputed share of the layers keeps its input, the rest all of it
     f = np.where(S.recompute == mem.RECOMPUTE_FULL, ctx.full, 1.0)
 
