@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import modulefinder
 import re
 import sys
 from pathlib import Path
@@ -36,11 +37,15 @@ def _from_file(path: Path) -> Any:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    # its imports are looked up in its own folder first, as when Python runs a file as a script
+    sys.path.insert(0, str(path.parent))
     try:
         spec.loader.exec_module(module)
     except BaseException:
         del sys.modules[name]
         raise
+    finally:
+        sys.path.remove(str(path.parent))
     return module
 
 
@@ -99,6 +104,39 @@ def study_module_file(name: str, base_dir: str | Path | None) -> Path | None:
     return None
 
 
+def local_imports(target: str, base_dir: str | Path | None) -> dict[str, Path]:
+    """The other files of the study's folder that a code reference runs when it is imported: the
+    modules it imports from there, directly or through each other (a package's `__init__.py`
+    included), keyed by their path relative to the folder where they were found. Found by reading
+    the code (the standard library's modulefinder, which runs nothing) on the folder where
+    load_callable looks them up: the study's folder for a module, the file's own folder for a
+    `.py` path. Installed and standard modules are not listed; a file that cannot be read lists none
+    (loading it reports the error)."""
+    base = Path(base_dir) if base_dir is not None else Path.cwd()
+    if target.endswith(".py"):
+        own = Path(target) if Path(target).is_absolute() else base / target
+        folder = own.parent
+    else:
+        own, folder = study_module_file(target, base), base
+        if own is None:
+            return {}
+    finder = modulefinder.ModuleFinder(path=[str(folder)])
+    try:
+        if target.endswith(".py"):
+            finder.run_script(str(own))
+        else:
+            finder.import_hook(target)
+    except Exception:  # a syntax error or an unreadable file: load_callable reports it
+        return {}
+    root, own_file = folder.resolve(), own.resolve()
+    out = {}
+    for m in finder.modules.values():
+        f = Path(m.__file__).resolve() if m.__file__ else None
+        if f is not None and f != own_file and f.is_relative_to(root) and f.is_file():
+            out[f.relative_to(root).as_posix()] = f
+    return dict(sorted(out.items()))
+
+
 def resolve_path(path: str, base_dir: str | Path | None) -> Path:
     """A path written in a study: relative to the study file's folder (the current folder without one)."""
     p = Path(path).expanduser()
@@ -125,4 +163,4 @@ def study_code_refs(spec: Any) -> dict[str, tuple[str, ...]]:
     else:
         out["hooks"] = tuple(spec.hooks)
     return out
-__all__ = ["CODE_REF_FORMS", "CODE_REF_RE", "load_callable", "refuse_code", "resolve_path", "study_code_refs"]
+__all__ = ["CODE_REF_FORMS", "CODE_REF_RE", "load_callable", "local_imports", "refuse_code", "resolve_path", "study_code_refs"]

@@ -33,7 +33,7 @@ from designer.errors import SpecError
 from designer.spec.base import Record
 from designer.spec.llm import MAX_LAYERS, LLMSpec, Recompute, RecomputeModule, Schedule, TrainingSpec
 from designer.spec.load import read_yaml, validate
-from designer.usercode import CODE_REF_FORMS, CODE_REF_RE, resolve_path, study_module_file
+from designer.usercode import CODE_REF_FORMS, CODE_REF_RE, local_imports, resolve_path, study_module_file
 from designer.spec.costs import CostLines
 from designer.spec.network_study import Budgets, CatalogSource, Choices, GpuRequirement, NetworkStudy, SolverSettings
 from designer.spec.reliability import ReliabilitySettings
@@ -534,7 +534,8 @@ class StudySpec(Record):
     def file_digests(self) -> dict[str, str]:
         """sha256 of each file the study names whose content decides its results, keyed as the study
         writes it: the model file, the trial constraints' and hooks' `.py` files or modules of the
-        study's folder, the catalogs' extra files. Part of the identity, so that an edited file is a new spec
+        study's folder with the modules of that folder they import (`code:REF imports PATH`), the
+        catalogs' extra files. Part of the identity, so that an edited file is a new spec
         (its results move the earlier ones aside, and an Optuna storage is not continued with them)."""
         files: dict[str, Path] = {}
         # a model file the study names (a shipped model, named, is part of designer's release)
@@ -554,6 +555,10 @@ class StudySpec(Record):
                 files[f"code:{target}"] = resolve_path(target, self.base_dir)
             elif (module := study_module_file(target, self.base_dir)) is not None:
                 files[f"code:{target}"] = module  # a module of the study's folder (not an installed one)
+            else:
+                continue
+            for rel, path in local_imports(target, self.base_dir).items():
+                files[f"code:{target} imports {rel}"] = path
         for cat in catalogs:
             for f in getattr(cat, "extra_files", None) or ():
                 files[f"catalog:{f}"] = resolve_path(str(f), self.base_dir)

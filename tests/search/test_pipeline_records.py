@@ -388,6 +388,46 @@ def test_an_edited_module_of_the_study_folder_is_a_new_spec(tmp_path):
     assert _spec(tmp_path / "other", constraints=["json:dumps"]).file_digests() == {}
 
 
+def test_a_helper_module_the_study_code_imports_is_part_of_the_identity(tmp_path):
+    # rules.py imports limits.py from its folder, and the package form imports a sibling and a
+    # sub-package; editing any of them changes what runs, so it is a new spec. The numpy and os
+    # imports are installed modules: not digested
+    (tmp_path / "limits.py").write_text("MAX_PP = 8\n")
+    (tmp_path / "rules.py").write_text(
+        "import os\nimport numpy\nfrom limits import MAX_PP\n\n"
+        "def small_pp(design, strategy, metrics):\n    return strategy.pp - MAX_PP\n")
+    spec = _spec(tmp_path, constraints=["rules.py:small_pp"])
+    assert set(spec.file_digests()) == {"code:rules.py", "code:rules.py imports limits.py"}
+    h0 = spec.spec_hash()
+    # the file's own folder is on the import path while it loads, as for a script: it runs
+    from designer.usercode import load_callable
+    from types import SimpleNamespace
+
+    fn = load_callable("rules.py:small_pp", base_dir=tmp_path, what="constraint")
+    assert fn(None, SimpleNamespace(pp=8), None) == 0
+    (tmp_path / "limits.py").write_text("MAX_PP = 4\n")
+    assert load_study(tmp_path / "study.yaml").spec_hash() != h0
+
+    pkg = tmp_path / "mine"
+    (pkg / "deep").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "deep" / "__init__.py").write_text("")
+    (pkg / "deep" / "table.py").write_text("LIMIT = 8\n")
+    (pkg / "shared.py").write_text("from .deep.table import LIMIT\n")
+    (pkg / "rules.py").write_text("from . import shared\n\ndef small_pp(design, strategy, metrics):\n"
+                                  "    return strategy.pp - shared.LIMIT\n")
+    spec = _spec(tmp_path, constraints=["mine.rules:small_pp"])
+    assert set(spec.file_digests()) == {"code:mine.rules"} | {
+        f"code:mine.rules imports {p}" for p in
+        ("mine/__init__.py", "mine/shared.py", "mine/deep/__init__.py", "mine/deep/table.py")}
+    h1 = spec.spec_hash()
+    (pkg / "deep" / "table.py").write_text("LIMIT = 2\n")
+    assert load_study(tmp_path / "study.yaml").spec_hash() != h1
+    # a file that cannot be read for its imports keeps its own digest (loading it reports the error)
+    (pkg / "rules.py").write_text("def small_pp(:\n")
+    assert set(_spec(tmp_path, constraints=["mine.rules:small_pp"]).file_digests()) == {"code:mine.rules"}
+
+
 def test_a_worker_count_past_a_few_per_cpu_is_refused(tmp_path):
     import os
 
