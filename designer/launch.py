@@ -194,6 +194,8 @@ def _model_args(llm: LLMSpec, training: TrainingSpec, notes: list[str]) -> list[
     a += ["--position-embedding-type", pos, "--normalization", "RMSNorm" if llm.norm == "rmsnorm" else "LayerNorm"]
     if llm.gated_mlp:
         a.append("--swiglu")  # --ffn-hidden-size is then each of the two up projections (fc1 is doubled)
+    if llm.activation_clamp is not None:
+        a += ["--activation-func-clamp-value", f"{llm.activation_clamp:g}"]
     if not llm.linear_bias:
         a.append("--disable-bias-linear")  # store_false of add_bias_linear (TransformerConfig)
     if not llm.tied_embeddings:
@@ -538,6 +540,15 @@ def megatron_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus: i
     if s.recomputes_whole_mlp and s.recompute_replay == "needed":
         notes.append("recompute_replay needed: Megatron-Core checkpoints reentrantly, rerunning each recomputed "
                      "module whole (the MLP down projection too), slower than designer priced")
+    if "rope" in s.unfused_ops and llm.rotary_embedding:
+        a.append("--no-rope-fusion")  # Megatron-LM's unfused rotary embedding, as priced
+    # Megatron-Core clamps a gated activation and adds expert output biases op by op, whatever is set
+    # (fused_bias_geglu.py weighted_bias_quick_geglu_impl; experts.py _apply_bias)
+    has = {"activation_clamp": llm.activation_clamp is not None, "expert_bias": llm.moe is not None and llm.linear_bias}
+    fused_here = [op for op, present in has.items() if present and op not in s.unfused_ops]
+    if fused_here and s.elementwise_kernels == "fused":
+        notes.append(f"unfused_ops lacks {', '.join(fused_here)}: Megatron-Core runs "
+                     f"{'it' if len(fused_here) == 1 else 'them'} op by op, slower than designer priced")
     if s.activation_input_fp8:
         # arguments.py lists activation_func_fp8_input_store among the TransformerConfig fields with
         # no command-line option: it is set in the model config (Megatron-Bridge: the model provider)

@@ -110,8 +110,10 @@ def local_imports(target: str, base_dir: str | Path | None) -> dict[str, Path]:
     included), keyed by their path relative to the folder where they were found. Found by reading
     the code (the standard library's modulefinder, which runs nothing) on the folder where
     load_callable looks them up: the study's folder for a module, the file's own folder for a
-    `.py` path. Installed and standard modules are not listed; a file that cannot be read lists none
-    (loading it reports the error)."""
+    `.py` path. Installed and standard modules are not listed. Where the code cannot be read that
+    way (a syntax error, which loading reports, or a package without `__init__.py`, which
+    modulefinder cannot follow), every `.py` file under the folder is listed instead, so that no
+    edit goes unseen."""
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     if target.endswith(".py"):
         own = Path(target) if Path(target).is_absolute() else base / target
@@ -126,13 +128,14 @@ def local_imports(target: str, base_dir: str | Path | None) -> dict[str, Path]:
             finder.run_script(str(own))
         else:
             finder.import_hook(target)
-    except Exception:  # a syntax error or an unreadable file: load_callable reports it
-        return {}
+        found = [Path(m.__file__) for m in finder.modules.values() if m.__file__]
+    except Exception:  # modulefinder raises AttributeError on a namespace package, SyntaxError on bad code
+        found = [p for p in folder.rglob("*.py")
+                 if not any(part.startswith(".") or part == "__pycache__" for part in p.relative_to(folder).parts)]
     root, own_file = folder.resolve(), own.resolve()
     out = {}
-    for m in finder.modules.values():
-        f = Path(m.__file__).resolve() if m.__file__ else None
-        if f is not None and f != own_file and f.is_relative_to(root) and f.is_file():
+    for f in (p.resolve() for p in found):
+        if f != own_file and f.is_relative_to(root) and f.is_file():
             out[f.relative_to(root).as_posix()] = f
     return dict(sorted(out.items()))
 

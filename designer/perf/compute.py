@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from designer.perf.records import UNFUSED_CLAMP, UNFUSED_EXPERT_BIAS, UNFUSED_ROPE
 from designer.spec.llm import LLMSpec
 
 ACT_BYTES = 2.0  # bf16/fp16 activations (fp8 GEMMs still keep 16-bit activations between kernels)
@@ -47,6 +48,33 @@ EAGER_RMSNORM_EXTRA_BYTES = 32.0
 EAGER_ROPE_BYTES = 20.0
 # gated MLP per inner element: silu(w1 x) 2+2, times w3 x 2+2+2 = 10 against the fused 6
 EAGER_GATED_ACT_EXTRA_BYTES = 4.0
+# Steps a framework runs op by op where everything else is fused (Strategy.unfused_ops), HBM bytes
+# counted from the code in 16 bits, forward + backward. The layer's element-wise work is priced forward
+# and twice again backward (LayerWork.backward_s), so each enters as a third of its two passes.
+# A clamped gated activation's clamp, per activation output element (Megatron-Core fused_bias_geglu.py
+# weighted_bias_quick_geglu_impl, and experts.py's glu() alike): forward, the gate half clamped (read
+# 2, write 2), the linear half clamped (2 + 2), the two concatenated for the fused kernel (read 4,
+# write 4) = 16; backward (the concatenation's gradient is two free narrow views), PyTorch's
+# clamp_backward (FunctionsManual.cpp) masks each gradient where its saved input is in range: the
+# gate half `where(self <= max, grad, 0)` (the bool mask read 2 write 1, the where read 3 write 2 = 8),
+# the linear half `where((self >= min).logical_and_(self <= max), grad, 0)` (3 + 3 + 3 + 5 = 14), and
+# the halves' gradients concatenated back by the chunk's backward (read 4, write 4) = 30
+UNFUSED_CLAMP_BYTES = (16.0 + 30.0) / 3
+# The routed experts' output bias added expert by expert, per routed output element (Megatron-Core
+# experts.py TEGroupedMLP._apply_bias at v0.15: torch.cat([t + b * p for each expert's split]), with
+# 16-bit routing probabilities, the router's dtype unless moe_router_dtype makes it fp32, which
+# GPT-OSS's provider does not): forward b * p (write 2), t + b*p (read 4, write 2), the concatenation
+# (read 2, write 2) = 12; backward the gradients of b and p (grad * p and grad * b, each read 2,
+# write 2, summed: read 2) and the splits' gradients concatenated back (read 2, write 2) = 16
+UNFUSED_EXPERT_BIAS_BYTES = (12.0 + 16.0) / 3
+# Megatron-Core's unfused rotary embedding, per query and key element (rope_utils.py
+# _apply_rotary_pos_emb_bshd): forward t * cos (read 2, write 2), _rotate_half's negated half (1 + 1)
+# and concatenation (2 + 2), * sin (2 + 2), the sum (read 4, write 2), torch.cat((t, t_pass)) (2 + 2) = 24;
+# backward the gradients through * sin (4), the rotation (negation 2, concatenation 4), * cos (4), their
+# sum into t's gradient (read 4, write 2), the slice's gradient written into the whole tensor (write 2,
+# read 2, write 2), and the empty t_pass slice's, a whole zero tensor (write 2) added to it (read 4,
+# write 2) = 34. (MLA's interleaved rope part adds a de-interleaving copy, not counted.)
+UNFUSED_ROPE_BYTES = (24.0 + 34.0) / 3
 LOW_PRECISIONS = ("fp8", "mxfp8", "nvfp4")
 # fp8 recipes with one scale per tensor, whose transposed copy is a transpose of the quantised one
 PER_TENSOR_FP8_RECIPES = ("delayed", "current")
@@ -260,7 +288,7 @@ class LayerWork:
     dense_flops: np.ndarray
     attn_flops: np.ndarray
     attn_flops_model: np.ndarray
-    rope_s: np.ndarray = 0.0  # eager rotary embedding of the queries and keys
+    rope_s: np.ndarray = 0.0  # the rotary embedding of the queries and keys where it runs op by op
     cast_bwd_s: np.ndarray = 0.0  # low-precision quantisation of the output gradients (backward)
     alternate_mm_s: np.ndarray = 0.0  # the matmuls torchtitan's per-op checkpointing recomputes (forward)
     # the activation's saved input kept in fp8: its quantising copy (forward), and as long again its
@@ -442,7 +470,7 @@ def attended_fraction(llm: LLMSpec, s, cp, balanced=True):
 
 def layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kernel, prec: Precisions,
                   hbm_bytes_per_s: float, calib: ComputeCalibration, etp=1, cp_balanced=True, eager=False,
-                  qkv_separate=False, act_input_fp8=False, expert_load=1.0) -> LayerWork:
+                  qkv_separate=False, act_input_fp8=False, expert_load=1.0, unfused=0) -> LayerWork:
     """Forward work of one transformer layer per microbatch per GPU (see _layer_forward).
 
     Under a low-precision recipe a layer whose GEMMs are too small to repay their casts runs in
@@ -452,7 +480,7 @@ def layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kernel
     low_precision.converts_every_linear)."""
     kw = dict(moe_layer=moe_layer, b=b, s=s, tp=tp, cp=cp, ep=ep, sp=sp, kernel=kernel,
               hbm_bytes_per_s=hbm_bytes_per_s, calib=calib, etp=etp, cp_balanced=cp_balanced, eager=eager,
-              qkv_separate=qkv_separate, act_input_fp8=act_input_fp8, expert_load=expert_load)
+              qkv_separate=qkv_separate, act_input_fp8=act_input_fp8, expert_load=expert_load, unfused=unfused)
     low = _layer_forward(llm, prec=prec, **kw)
     if not prec.bf16_fallback or (prec.cast_bytes_per_element == 0.0 and prec.gemm_peak_flops == prec.hi_peak_flops):
         return low
@@ -467,15 +495,16 @@ def layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kernel
 
 def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kernel, prec: Precisions,
                    hbm_bytes_per_s: float, calib: ComputeCalibration, etp=1, cp_balanced=True, eager=False,
-                   qkv_separate=False, act_input_fp8=False, expert_load=1.0) -> LayerWork:
+                   qkv_separate=False, act_input_fp8=False, expert_load=1.0, unfused=0) -> LayerWork:
     """Forward work of one transformer layer per microbatch per GPU.
 
     b: microbatch sequences; s: sequence length; tp/cp/ep/etp: group sizes; sp: sequence parallelism;
     kernel: attention kernel code; eager: element-wise ops run as PyTorch eager kernels;
     qkv_separate: Q, K and V from three GEMMs; act_input_fp8: the gated activation's saved input kept
     in fp8 (arrays); expert_load: the routed tokens of this (the busiest) EP rank over the mean
-    (TrainingSpec.moe_load_balance): its expert work, not the FLOPs counted. The router and the
-    attention core run in 16-bit."""
+    (TrainingSpec.moe_load_balance): its expert work, not the FLOPs counted; unfused: bitmask of the
+    element-wise steps run op by op (records.UNFUSED_OPS). The router and the attention core run in
+    16-bit."""
     h = llm.hidden_size
     a, kv, dh = _attention_dims(llm)
     b = np.asarray(b, float)
@@ -484,6 +513,7 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
     ep = np.asarray(ep, float)
     etp = np.asarray(etp, float)
     kernel = np.asarray(kernel)
+    unfused_bits = np.asarray(unfused)  # (the name `unfused` is the attention path's below)
     tokens = b * s / cp  # tokens of this CP rank
     # the rank's own tokens under sequence parallelism: what a layer with its weights replicated
     # over TP (MLA's down projections, the MoE router) runs on, before any all-gather; all of them
@@ -550,6 +580,11 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
         # unpermute copies of the dispatched tokens (read + write each)
         act_bytes = busiest * (gate + 1) * fe / etp * ACT_BYTES
         mlp_mem_bytes = act_bytes + 2 * 2 * busiest * h * ACT_BYTES
+        if llm.linear_bias:
+            # the experts' output bias, added expert by expert where the framework does so (or
+            # everything runs eager)
+            bias_unfused = np.maximum((unfused_bits & UNFUSED_EXPERT_BIAS) > 0, np.asarray(eager, float))
+            mlp_mem_bytes = mlp_mem_bytes + bias_unfused * busiest * h * UNFUSED_EXPERT_BIAS_BYTES
         in_elems = busiest * (h + fe / etp)
         out_elems = busiest * (gate * fe / etp + h)
         gathered_mlp = np.zeros_like(tokens)  # the routed experts take the rank's own tokens
@@ -646,6 +681,10 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
     if llm.gated_mlp:
         act_out_elems = act_bytes / ((gate + 1) * ACT_BYTES)  # the activation's output elements
         gated_extra = eager * act_out_elems * EAGER_GATED_ACT_EXTRA_BYTES
+        if llm.activation_clamp is not None:
+            # the clamp, op by op where the framework runs it so (or everything runs eager)
+            clamp_unfused = np.maximum((unfused_bits & UNFUSED_CLAMP) > 0, eager)
+            gated_extra = gated_extra + clamp_unfused * act_out_elems * UNFUSED_CLAMP_BYTES
         act_bytes = act_bytes + gated_extra
         mlp_mem_bytes = mlp_mem_bytes + gated_extra
         # Megatron's fp8 input store (fused_bias_swiglu.py: input.to(torch.float8_e4m3fn) forward,
@@ -657,7 +696,9 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
         # the rotated widths: every query and key head (MLA: the shared rope key and each head's rope part)
         rotated = (a_local + 1.0) * llm.mla.qk_rope_head_dim if llm.mla is not None else \
             (a_local + np.maximum(kv / tp, 1.0)) * dh
-        rope_bytes = eager * tokens * rotated * EAGER_ROPE_BYTES
+        # eager mode's own RoPE (EAGER_ROPE_BYTES), else Megatron-Core's unfused one where it runs
+        rope_unfused = ((unfused_bits & UNFUSED_ROPE) > 0) * (1.0 - eager)
+        rope_bytes = tokens * rotated * (eager * EAGER_ROPE_BYTES + rope_unfused * UNFUSED_ROPE_BYTES)
     dense_flops = f_attn_lin + f_mlp
     # torchtitan's per-op checkpointing recomputes some of these GEMMs, at their block's average rate
     attn_alt, attn_all, mlp_alt, mlp_all = alternate_matmul_flops_per_token(llm, moe_layer)

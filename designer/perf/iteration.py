@@ -65,7 +65,7 @@ from designer.perf import compute as cmp
 from designer.perf import memory as mem
 from designer.perf.placement import (TIER_HB, TIER_NAMES, TIER_RAIL, TIER_SPINE, GroupArrays, group_shape,
                                      hsdp_groups, merge_groups, place)
-from designer.perf.records import StrategyArrays
+from designer.perf.records import UNFUSED_CLAMP, StrategyArrays
 from designer.spec.llm import LLMSpec, TrainingSpec, pipeline_stage_layers
 from designer.spec.system import ClusterSystem
 
@@ -576,7 +576,8 @@ def _context(llm, training, S, system, calib) -> _Context:
     etp = np.asarray(llm.expert_tp_for(S.tp, S.etp), float)
     kw = dict(b=b, s=s, tp=tp, cp=cp, ep=S.ep.astype(float), etp=etp, sp=S.sp, kernel=S.kernel, prec=prec,
               hbm_bytes_per_s=system.gpu.hbm_bandwidth_bytes_per_s, calib=calib.compute, cp_balanced=S.cp_lb,
-              eager=S.eager, qkv_separate=S.qkv_separate, act_input_fp8=S.act_in_fp8, expert_load=expert_load)
+              eager=S.eager, qkv_separate=S.qkv_separate, act_input_fp8=S.act_in_fp8, expert_load=expert_load,
+              unfused=S.unfused)
     n_dense, n_moe = cmp.layer_kinds(llm)
     dense = cmp.layer_forward(llm, moe_layer=False, **kw)
     moe = cmp.layer_forward(llm, moe_layer=True, **kw) if n_moe else None
@@ -1441,7 +1442,9 @@ def layer_activation_bytes(ctx: _Context) -> LayerActivations:
               # projection keeping that output itself (attention_output_saved_once)
               attn_out_copy_bytes=mem.ACT_BYTES if (ctx.prec.saved_input_bytes_per_element != mem.ACT_BYTES
                                                     and not ctx.training.fp8_attention and not saved_once) else 0.0,
-              attn_out_input_bytes=mem.ACT_BYTES if saved_once else None)
+              attn_out_input_bytes=mem.ACT_BYTES if saved_once else None,
+              # a clamp run op by op keeps the 16-bit gate and up outputs it clamped
+              clamp_input_bytes=np.where(((S.unfused & UNFUSED_CLAMP) > 0) | S.eager, mem.ACT_BYTES, 0.0))
     # Megatron's block method: the recomputed share of the layers keeps its input, the rest all of it
     f = np.where(S.recompute == mem.RECOMPUTE_FULL, ctx.full, 1.0)
 

@@ -71,7 +71,7 @@ def recompute_drops(recompute, rc_modules, module_bit):
 def activation_bytes_per_layer(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, sp, recompute, flash,
                                rc_modules=RC_CORE_ATTN, ep=1, etp=1, linear_input_bytes=ACT_BYTES,
                                act_input_bytes=ACT_BYTES, expert_load=1.0, attn_out_copy_bytes=0.0,
-                               attn_out_input_bytes=None):
+                               attn_out_input_bytes=None, clamp_input_bytes=0.0):
     """Stored activation bytes of one layer for one microbatch on one GPU (Korthikanti Table 2, tensor
     by tensor, so GQA, MLA, gated MLPs, MoE, dropout only where the model has it, and the fused
     attention kernels follow). `flash` (array or bool): fused attention, which stores only the
@@ -92,7 +92,9 @@ def activation_bytes_per_layer(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, s
     they are one tensor (16-bit, or an 8-bit attention kernel whose output the projection takes).
     attn_out_input_bytes: bytes per element of the output projection's saved input where it is not
     linear_input_bytes (16-bit where the projection keeps the original input, the kernel's own
-    output; None: linear_input_bytes)."""
+    output; None: linear_input_bytes). clamp_input_bytes: bytes per element of the gate and up outputs
+    a clamp run op by op keeps besides the activation's own saved input (its backward reads what it
+    clamped: 16-bit where the model clamps and the framework runs the clamp unfused, else 0)."""
     h = llm.hidden_size
     a, kv, dh = llm.heads, llm.kv_heads_effective, llm.head_dim_effective
     tp = np.asarray(tp, float)
@@ -140,6 +142,8 @@ def activation_bytes_per_layer(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, s
                                     + kv_local * ACT_BYTES * 2)
     gate = 2.0 if llm.gated_mlp else 1.0
     act_in = np.asarray(act_input_bytes, float) if llm.gated_mlp else ACT_BYTES
+    # the clamp's copy, kept with the activation's input unless the activation is recomputed
+    clamp = np.asarray(clamp_input_bytes, float) if llm.activation_clamp is not None else 0.0
     if moe_layer and llm.moe is not None:
         moe = llm.moe
         # tokens dispatched to this GPU (compute.py), on the busiest rank
@@ -148,13 +152,14 @@ def activation_bytes_per_layer(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, s
         # dispatched expert inputs, the activation input (gate+up) and fc2 input (the activation's
         # output, dropped by moe_act); plus the shared experts' (kept unless "moe" drops the block)
         act_out = routed * fe / etp * lin
-        experts = routed * (h * lin + gate * fe / etp * act_in) + np.where(drops(RC_MOE_ACT), 0.0, act_out)
+        experts = (routed * (h * lin + gate * fe / etp * act_in)
+                   + np.where(drops(RC_MOE_ACT), 0.0, act_out + routed * gate * fe / etp * clamp))
         fs = moe.shared_experts * moe.shared_ffn_size
-        shared = tokens * fs / tp * (gate * act_in + lin)
+        shared = tokens * fs / tp * (gate * (act_in + clamp) + lin)
         mlp_split = np.where(drops(RC_MOE), 0.0, experts + shared)
     else:
         # activation input (gate+up outputs) and fc2 input: 8h + 8h·... -> 16·s·b·h/t for GPT
-        mlp_split = np.where(drops(RC_MLP), 0.0, tokens * llm.ffn_size / tp * (gate * act_in + lin))
+        mlp_split = np.where(drops(RC_MLP), 0.0, tokens * llm.ffn_size / tp * (gate * (act_in + clamp) + lin))
     # Attention core: unfused keeps softmax output (2 B) and, with dropout, its mask (1 B) and
     # output (2 B): 5·a·s²·b/(t·cp) for GPT; fused kernels keep the fp32 log-sum-exp per row.
     scores = np.asarray(b, float) * a / tp * (s / np.asarray(cp, float)) * s

@@ -11,6 +11,8 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from designer.spec.llm import UNFUSED_OP_ORDER
+
 Scalar = float | int | str | bool
 
 
@@ -224,6 +226,14 @@ RECOMPUTE_MODULE_BITS = ("core_attn", "layernorm", "mlp", "moe", "moe_act", "mla
 _ATTENTION_KERNELS = ("flash", "flash2", "flash3", "cudnn", "unfused", "triton")  # codes 0-5
 _RANK_ORDERS = ("tp-cp-dp-pp", "tp-cp-pp-dp")  # codes 0, 1
 CP_COMMS = ("p2p", "all_gather", "a2a")  # codes 0-2 (Strategy.cp_comm)
+# bit of each element-wise step run op by op in StrategyArrays.unfused (Strategy.unfused_ops)
+UNFUSED_OPS = UNFUSED_OP_ORDER
+UNFUSED_CLAMP, UNFUSED_EXPERT_BIAS, UNFUSED_ROPE = 1, 2, 4
+
+
+def unfused_mask(ops) -> int:
+    """Bitmask over UNFUSED_OPS of the element-wise steps a strategy runs op by op."""
+    return sum(1 << UNFUSED_OPS.index(n) for n in set(ops))
 
 
 def recompute_module_mask(modules) -> int:
@@ -296,10 +306,11 @@ class StrategyArrays:
     batch_first: np.ndarray = False  # activations laid out [b, s, h] (Strategy.activation_layout)
     ce_eager: np.ndarray = False  # the loss run op by op on upcast logits (Strategy.cross_entropy)
     replay_needed: np.ndarray = False  # recomputation reruns only what the backward reads (Strategy.recompute_replay)
+    unfused: np.ndarray = 0  # bitmask over UNFUSED_OPS of the element-wise steps run op by op (Strategy.unfused_ops)
 
     _INT = ("tp", "pp", "dp", "ep", "cp", "mbs", "schedule", "v", "zero", "recompute", "etp", "rc_modules",
             "kernel", "order", "pp_first", "pp_last", "shard_group", "prefetch", "offload_act", "rc_layers", "cp_comm",
-            "batch", "flushes")
+            "batch", "flushes", "unfused")
     _BOOL = ("sp", "qwz", "qgz", "hpz", "overlap_dp", "overlap_tp", "reshard", "overlap_ep", "offload_opt", "dedup",
              "ag_dispatch", "graphs", "offload_w", "cp_lb", "overlap_pp", "grouped_gemm", "eager", "qkv_separate",
              "act_in_fp8", "batch_first", "ce_eager", "replay_needed")
@@ -355,7 +366,8 @@ class StrategyArrays:
             act_in_fp8=[s.activation_input_fp8 for s in ss],
             batch_first=[s.activation_layout == "batch_first" for s in ss],
             ce_eager=[s.cross_entropy == "eager" for s in ss],
-            replay_needed=[s.recompute_replay == "needed" for s in ss])
+            replay_needed=[s.recompute_replay == "needed" for s in ss],
+            unfused=[unfused_mask(s.unfused_ops) for s in ss])
 
     def to_strategy(self, i: int):
         from designer.spec.llm import AttentionKernel, RankOrder, Recompute, RecomputeModule, Schedule, Strategy
@@ -393,7 +405,8 @@ class StrategyArrays:
             activation_input_fp8=bool(self.act_in_fp8[i]),
             activation_layout="batch_first" if bool(self.batch_first[i]) else "sequence_first",
             cross_entropy="eager" if bool(self.ce_eager[i]) else "fused",
-            recompute_replay="needed" if bool(self.replay_needed[i]) else "module")
+            recompute_replay="needed" if bool(self.replay_needed[i]) else "module",
+            unfused_ops=tuple(n for j, n in enumerate(UNFUSED_OPS) if int(self.unfused[i]) >> j & 1))
 
 
 @dataclass(frozen=True)

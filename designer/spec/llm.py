@@ -106,6 +106,9 @@ class LLMSpec(Record):
     dropout: bool = False
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     linear_bias: bool = Field(default=True, description="biases in the attention and MLP linear layers")
+    activation_clamp: float | None = Field(default=None, gt=0, description="a clamped gated activation's limit: "
+                                           "the gate clamped to at most it and the linear half to within it "
+                                           "(GPT-OSS: 7.0, swiglu_limit); None: no clamp")
     mla: MLASpec | None = None
     mtp_layers: int = Field(default=0, ge=0, description="multi-token-prediction modules (DeepSeek-V3: 1)")
     attention_window: AttentionWindowSpec | None = Field(default=None, description="local (sliding or chunked) "
@@ -150,6 +153,9 @@ class LLMSpec(Record):
             # no layer would be MoE: the model is dense, and its expert settings would say otherwise
             raise ValueError(f"moe.first_dense_layers {moe.first_dense_layers} leaves none of the {self.layers} "
                              f"layers MoE; allowed: 0 to {self.layers - 1}")
+        if self.activation_clamp is not None and not self.gated_mlp:
+            raise ValueError(f"activation_clamp {self.activation_clamp} clamps a gated activation's two halves; "
+                             "the model has gated_mlp false")
         return self
 
 
@@ -450,6 +456,10 @@ class RankOrder(str, Enum):
     tp_cp_pp_dp = "tp-cp-pp-dp"  # pipeline stages inside, data parallel outermost
 
 
+UnfusedOp = Literal["activation_clamp", "expert_bias", "rope"]
+UNFUSED_OP_ORDER: tuple[str, ...] = ("activation_clamp", "expert_bias", "rope")
+
+
 class Strategy(Record):
     """One parallelization of a training run. GPUs used = tp * pp * dp * cp; EP folds inside dp * cp
     (Megatron-Core expert groups)."""
@@ -488,6 +498,7 @@ class Strategy(Record):
     moe_dispatcher: Literal["alltoall", "allgather", "deepep"] = Field(default="alltoall", description="alltoall: every (token, expert) pair crosses the network (Megatron's alltoall dispatcher); allgather: every rank gathers the EP group's tokens and keeps those of its experts, the combine reduce-scatters (Megatron's allgather dispatcher); deepep: one copy per destination node, forwarded over NVLink there (DeepEP, HybridEP, Megatron's flex dispatcher)")
     expert_gemm: Literal["per_expert", "grouped"] = Field(default="per_expert", description="how a rank's local experts run their GEMMs: per_expert, launched expert by expert from host-side token counts (Transformer Engine's GroupedLinear in Megatron-Core's TEGroupedMLP, its default), so the layer waits out a host time per local expert; grouped, with the split sizes kept on the device (Megatron --moe-use-grouped-tensor, torch._grouped_mm in torchtitan, grouped_gemm's gmm in NeMo AutoModel), nothing launched per expert (an implementation that adds expert biases expert by expert from host-side splits, as AutoModel's does, is per_expert)")
     offload_optimizer: bool = Field(default=False, description="fp32 master weights and Adam states in host memory, the step on the CPU (ZeRO-Offload, Megatron --optimizer-cpu-offload)")
+    unfused_ops: tuple[UnfusedOp, ...] = Field(default=(), description="element-wise steps the framework runs op by op as PyTorch eager kernels, each through HBM, where the model has them (the rest stay fused): activation_clamp, a clamped gated activation's clamp (Megatron-Core clamps the two halves in two kernels and concatenates them before its fused activation: fused_bias_geglu.py weighted_bias_quick_geglu_impl); expert_bias, the routed experts' output bias (Megatron-Core's TEGroupedMLP adds it expert by expert from host-side splits and concatenates, experts.py _apply_bias; NeMo AutoModel's experts alike); rope, the rotary embedding (Megatron-Core's unfused apply_rotary_pos_emb, which Megatron-Bridge runs for YaRN-scaled RoPE, GPT-OSS's). elementwise_kernels eager already runs every one of them op by op")
     elementwise_kernels: Literal["fused", "eager"] = Field(default="fused", description="fused: norms, the MLP activation and the rotary embedding each run as one kernel (Transformer Engine / Megatron-Core fusions, torch.compile); eager: PyTorch eager mode runs every op of them as its own kernel through HBM (torchtitan without torch.compile: RMSNorm in fp32, RoPE through complex fp32, silu then multiply)")
     recompute_replay: Literal["module", "needed"] = Field(default="module", description="what recomputation reruns in the backward: module, the checkpointed module's whole forward (Megatron-Core's and Transformer Engine's reentrant checkpoint), its last GEMM included; needed, only what the backward reads (PyTorch's non-reentrant checkpoint, which stops once every saved tensor is back, as torchtitan's and fms-fsdp's wrappers; a compiled graph; JAX's remat under XLA, as MaxText's), so a dense MLP's down projection, whose output feeds only the residual stream, does not run again (an MoE block's expert outputs are read by the combine, dropout after the MLP draws its mask from the GEMM's output, and an eager custom-autograd linear, such as torchao's Float8Linear, saves its tensors after it runs: those rerun)")
     cross_entropy: Literal["fused", "eager"] = Field(default="fused", description="the loss over the logits: fused, the softmax and its gradient computed in place in fp32 (Megatron-Core's vocab-parallel cross entropy; a torch.compile'd loss), 4 bytes per logit at its peak and 30 moved over both passes; eager, PyTorch's cross_entropy on the upcast logits op by op (torchtitan before it compiled its loss), whose backward holds the fp32 log-softmax, its gradient and the input gradient at once: 12 bytes per logit, and 48 moved")
@@ -499,6 +510,12 @@ class Strategy(Record):
     offload_activation_layers: int = Field(default=0, ge=0, description="layers per stage whose saved activations go to host memory in the forward pass and come back for the backward (Megatron --cpu-offloading-num-layers)")
     cp_comm: Literal["p2p", "all_gather", "a2a"] = Field(default="p2p", description="context-parallel attention (Megatron --cp-comm-type): p2p passes K,V blocks round a ring behind the block attention; all_gather gathers the whole K,V first (Llama 3); a2a re-shards Q,K,V and the output by heads (DeepSpeed-Ulysses)")
     cp_load_balance: bool = Field(default=True, description="causal load balancing of context parallelism: each rank holds chunks i and 2cp-1-i (Megatron, torchtitan); off, the last rank does most of the causal attention")
+
+    @field_validator("unfused_ops")
+    @classmethod
+    def _one_spelling(cls, ops: tuple[str, ...]) -> tuple[str, ...]:
+        """One spelling per set of steps: each once, in UNFUSED_OP_ORDER."""
+        return tuple(op for op in UNFUSED_OP_ORDER if op in ops)
 
     @property
     def n_gpus(self) -> int:

@@ -64,6 +64,12 @@ def assumptions(row: dict, st, calib) -> str:
         parts.append("eager element-wise ops")
     if st.cross_entropy == "eager":
         parts.append("eager cross entropy")
+    llm = modern_runs.case(row)[0]
+    has = {"activation_clamp": llm.activation_clamp is not None,
+           "expert_bias": llm.moe is not None and llm.linear_bias, "rope": llm.rotary_embedding}
+    op_by_op = [op.replace("_", " ") for op in st.unfused_ops if has[op]]
+    if op_by_op and st.elementwise_kernels != "eager":
+        parts.append(f"{', '.join(op_by_op)} op by op (framework)")
     if st.recompute_replay == "needed" and st.recomputes_whole_mlp:
         parts.append("recompute replays what the backward reads")
     if st.activation_input_fp8:

@@ -223,7 +223,11 @@ def strategy_for(row: dict) -> Strategy:
         qkv_projection=fw.get("qkv_projection", "fused"), recompute_replay=fw.get("recompute_replay", "module"),
         activation_input_fp8=fw.get("activation_input_fp8", False),
         activation_layout=fw.get("activation_layout", "sequence_first"),
-        offload_activation_layers=int(recipe.get("activation_offload_layers", 0)))
+        offload_activation_layers=int(recipe.get("activation_offload_layers", 0)),
+        # the element-wise steps the framework runs op by op (modern_systems.yaml unfused_ops; the
+        # rotary embedding for the models its provider gives YaRN-scaled RoPE)
+        unfused_ops=tuple(fw.get("unfused_ops", ())) + (
+            ("rope",) if row["model"] in fw.get("unfused_rope_models", ()) else ()))
 
 
 # Composer's FSDP mixed_precision as llm-foundry's rows state it ("precision amp_bf16 / DEFAULT")

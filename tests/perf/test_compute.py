@@ -557,3 +557,76 @@ def test_fused_quantisation_is_never_slower_than_separate_casts():
 
     assert time_s("fp8", "fused") < time_s("fp8", "kernels") < time_s("bf16", "kernels")
     assert time_s("bf16", "fused") == time_s("bf16", "kernels")
+
+
+def _gpt_oss_layer(unfused_ops, *, eager=False, s=4096, ep=8):
+    """One GPT-OSS 120B MoE layer, one 4096-token sequence per GPU on an H100 (3.35 TB/s), EP 8, with
+    `unfused_ops` run op by op."""
+    from designer.perf.records import unfused_mask
+
+    one = np.ones(1)
+    llm = load_model("gpt-oss-120b")
+    return llm, cmp.layer_forward(llm, moe_layer=True, b=one, s=s, tp=one, cp=one, ep=one * ep, etp=one,
+                                  sp=np.zeros(1, bool), kernel=np.array([cmp.ATTENTION_KERNELS.index("flash")]),
+                                  prec=_prec("hopper"), hbm_bytes_per_s=3.35e12, calib=CAL, eager=np.array([eager]),
+                                  unfused=np.array([unfused_mask(unfused_ops)]))
+
+
+def test_steps_run_op_by_op_move_the_bytes_of_megatron_cores_eager_kernels():
+    # GPT-OSS 120B: hidden 2880, expert FFN 2880 (gate + up 5760), top-4, 64 query + 8 KV heads of 64.
+    # One 4096-token sequence: 4096 x 4 = 16,384 routed tokens on the rank (uniform, ep 8 of 128 experts).
+    # Bytes over forward and backward, 16-bit, from the kernels Megatron-Core launches:
+    # - the clamp, per activation output element (fused_bias_geglu.py weighted_bias_quick_geglu_impl):
+    #   forward clamp(gate) r2 w2, clamp(linear) r2 w2, cat r4 w4 = 16; backward (the cat's gradient is
+    #   views) PyTorch's clamp_backward masks: gate `self <= max` r2 w1 and where r3 w2 = 8, linear
+    #   `self >= min` 3, `self <= max` 3, logical_and_ 3, where 5 = 14, the chunk's gradient cat r4 w4 = 8:
+    #   16 + 30 = 46 B x 2880 x 16,384;
+    # - the experts' output bias, per routed output element (experts.py _apply_bias): forward b*p w2,
+    #   t + b*p r4 w2, cat r2 w2; backward grad*p and grad*b (r2 w2, summed r2, each) and the splits'
+    #   gradients concatenated r2 w2: 12 + 16 = 28 B x 2880 x 16,384;
+    # - RoPE on every query and key element (rope_utils.py _apply_rotary_pos_emb_bshd): forward t*cos
+    #   r2 w2, -x2 r1 w1, cat r2 w2, *sin r2 w2, + r4 w2, cat((t, t_pass)) r2 w2 = 24; backward through
+    #   *sin 4, the rotation 2 + 4, *cos 4, the sum r4 w2, t's slice gradient w2 r2 w2, the empty t_pass
+    #   slice's zero tensor w2 added r4 w2 = 34: 58 B x (64 + 8) x 64 x 4096.
+    # The model prices element-wise work forward and twice again backward, so the layer's forward +
+    # backward seconds carry these totals.
+    hbm = 3.35e12 * CAL.hbm_efficiency
+    routed = 4096 * 4
+    _, fused = _gpt_oss_layer(())
+
+    def both_passes_s(w):
+        return float(w.forward_s[0] + w.backward_s[0])
+
+    for ops, total_bytes in ((("activation_clamp",), 46 * 2880 * routed),
+                             (("expert_bias",), 28 * 2880 * routed),
+                             (("rope",), 58 * (64 + 8) * 64 * 4096)):
+        _, w = _gpt_oss_layer(ops)
+        assert both_passes_s(w) - both_passes_s(fused) == pytest.approx(total_bytes / hbm, rel=1e-12), ops
+        # the GEMMs and the attention core are the same kernels
+        assert float(w.gemm_s[0]) == float(fused.gemm_s[0]) and float(w.attn_fwd_s[0]) == float(fused.attn_fwd_s[0])
+    # the clamp belongs to the activation (what moe_act recompute reruns); the bias does not
+    _, clamp = _gpt_oss_layer(("activation_clamp",))
+    _, bias = _gpt_oss_layer(("expert_bias",))
+    assert float(clamp.act_fn_s[0] - fused.act_fn_s[0]) == pytest.approx(46 / 3 * 2880 * routed / hbm, rel=1e-12)
+    assert float(bias.act_fn_s[0]) == float(fused.act_fn_s[0])
+    # all three together add up; eager mode already runs the clamp and the bias op by op, and its own RoPE
+    _, every = _gpt_oss_layer(("activation_clamp", "expert_bias", "rope"))
+    assert both_passes_s(every) - both_passes_s(fused) == pytest.approx(
+        (46 * 2880 * routed + 28 * 2880 * routed + 58 * 72 * 64 * 4096) / hbm, rel=1e-12)
+    _, eager = _gpt_oss_layer((), eager=True)
+    _, eager_listed = _gpt_oss_layer(("activation_clamp", "expert_bias", "rope"), eager=True)
+    assert float(eager_listed.memory_s[0]) == float(eager.memory_s[0])
+
+
+def test_steps_a_model_lacks_cost_nothing_when_listed():
+    # Mixtral 8x7B has no clamp and no linear biases: listing them changes nothing; its RoPE does run op by op
+    one = np.ones(1)
+    llm = load_model("mixtral-8x7b")
+    kw = dict(moe_layer=True, b=one, s=4096, tp=one, cp=one, ep=one * 8, etp=one, sp=np.zeros(1, bool),
+              kernel=np.array([cmp.ATTENTION_KERNELS.index("flash")]), prec=_prec("hopper"),
+              hbm_bytes_per_s=3.35e12, calib=CAL)
+    base = cmp.layer_forward(llm, unfused=np.array([0]), **kw)
+    listed = cmp.layer_forward(llm, unfused=np.array([1 | 2]), **kw)
+    assert float(listed.forward_s[0]) == float(base.forward_s[0]) and float(listed.backward_s[0]) == float(base.backward_s[0])
+    rope = cmp.layer_forward(llm, unfused=np.array([4]), **kw)
+    assert float(rope.rope_s[0]) > 0.0 == float(base.rope_s[0])

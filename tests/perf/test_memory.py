@@ -453,3 +453,36 @@ def test_attention_output_saved_needs_a_low_precision_run():
     with pytest.raises(ValidationError, match="attention_output_saved = 'original' with precision bf16.*allowed"):
         TrainingSpec(**base, attention_output_saved="original")
     assert TrainingSpec(**base, precision="nvfp4", attention_output_saved="quantized").attention_output_saved == "quantized"
+
+
+def test_a_clamp_run_op_by_op_keeps_what_it_clamped_until_the_backward():
+    # GPT-OSS 120B's MoE layer, one 4096-token sequence, EP 8 of 128 experts: 4096 x 4 = 16,384 routed
+    # tokens. Megatron-Core clamps the gate and up outputs in two eager kernels before its fused
+    # activation; PyTorch's clamp backward reads its input, so the fc1 output (5760 x 2 B per routed
+    # token) stays beside the clamped copy the fused activation saves: 16,384 x 11,520 B more. Where
+    # moe_act recomputes the activation the clamp runs inside the checkpoint and keeps nothing.
+    llm = load_model("gpt-oss-120b")
+
+    def act(clamp_bytes, modules=mem.RC_CORE_ATTN, recompute=mem.RECOMPUTE_NONE):
+        return float(mem.activation_bytes_per_layer(llm, moe_layer=True, b=1, s=4096, tp=1, cp=1, sp=False,
+                                                    recompute=recompute, flash=True, rc_modules=modules, ep=8,
+                                                    clamp_input_bytes=clamp_bytes))
+
+    assert act(2.0) - act(0.0) == pytest.approx(16_384 * 5760 * 2, rel=1e-12)
+    moe_act = mem.RC_CORE_ATTN | mem.RC_MOE_ACT
+    assert act(2.0, moe_act, mem.RECOMPUTE_SELECTIVE) == act(0.0, moe_act, mem.RECOMPUTE_SELECTIVE)
+    # a model without a clamp keeps nothing more
+    mixtral = load_model("mixtral-8x7b")
+    kw = dict(moe_layer=True, b=1, s=4096, tp=1, cp=1, sp=False, recompute=mem.RECOMPUTE_NONE, flash=True, ep=8)
+    assert float(mem.activation_bytes_per_layer(mixtral, clamp_input_bytes=2.0, **kw)) == \
+        float(mem.activation_bytes_per_layer(mixtral, **kw))
+    # through the evaluator (GPT-OSS 20B on one H100 node): the strategy that lists the clamp holds
+    # more and takes longer
+    small = load_model("gpt-oss-20b")
+    training = TrainingSpec(sequence_length=4096, global_batch_sequences=64, total_tokens=1e9)
+    system = cluster("h100_sxm", 8)
+    base = Strategy(dp=8, ep=8, microbatch_size=1)
+    plain = evaluate_system(small, training, base, system)
+    clamped = evaluate_system(small, training, base.model_copy(update={"unfused_ops": ("activation_clamp",)}), system)
+    assert clamped.memory.activations_bytes > plain.memory.activations_bytes
+    assert clamped.iteration_time_s > plain.iteration_time_s

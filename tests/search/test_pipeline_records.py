@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from pathlib import Path
 
 import pytest
@@ -388,7 +389,7 @@ def test_an_edited_module_of_the_study_folder_is_a_new_spec(tmp_path):
     assert _spec(tmp_path / "other", constraints=["json:dumps"]).file_digests() == {}
 
 
-def test_a_helper_module_the_study_code_imports_is_part_of_the_identity(tmp_path):
+def test_a_helper_module_the_study_code_imports_is_part_of_the_identity(tmp_path, monkeypatch):
     # rules.py imports limits.py from its folder, and the package form imports a sibling and a
     # sub-package; editing any of them changes what runs, so it is a new spec. The numpy and os
     # imports are installed modules: not digested
@@ -403,8 +404,10 @@ def test_a_helper_module_the_study_code_imports_is_part_of_the_identity(tmp_path
     from designer.usercode import load_callable
     from types import SimpleNamespace
 
+    monkeypatch.delitem(sys.modules, "limits", raising=False)  # the helper loads under its own name
     fn = load_callable("rules.py:small_pp", base_dir=tmp_path, what="constraint")
     assert fn(None, SimpleNamespace(pp=8), None) == 0
+    monkeypatch.delitem(sys.modules, "limits")
     (tmp_path / "limits.py").write_text("MAX_PP = 4\n")
     assert load_study(tmp_path / "study.yaml").spec_hash() != h0
 
@@ -423,9 +426,22 @@ def test_a_helper_module_the_study_code_imports_is_part_of_the_identity(tmp_path
     h1 = spec.spec_hash()
     (pkg / "deep" / "table.py").write_text("LIMIT = 2\n")
     assert load_study(tmp_path / "study.yaml").spec_hash() != h1
-    # a file that cannot be read for its imports keeps its own digest (loading it reports the error)
+    # code modulefinder cannot follow (a syntax error, which loading reports; a package without
+    # __init__.py) has every .py file of the folder digested instead
     (pkg / "rules.py").write_text("def small_pp(:\n")
-    assert set(_spec(tmp_path, constraints=["mine.rules:small_pp"]).file_digests()) == {"code:mine.rules"}
+    every = {"code:mine.rules"} | {f"code:mine.rules imports {p}" for p in (
+        "limits.py", "rules.py", "mine/__init__.py", "mine/shared.py", "mine/deep/__init__.py", "mine/deep/table.py")}
+    assert set(_spec(tmp_path, constraints=["mine.rules:small_pp"]).file_digests()) == every
+    space = tmp_path / "space"
+    space.mkdir()
+    (space / "helper.py").write_text("LIMIT = 8\n")
+    (space / "rules.py").write_text("from space import helper\n\ndef small_pp(design, strategy, metrics):\n"
+                                    "    return strategy.pp - helper.LIMIT\n")
+    spec = _spec(tmp_path, constraints=["space.rules:small_pp"])
+    assert "code:space.rules imports space/helper.py" in spec.file_digests()
+    h2 = spec.spec_hash()
+    (space / "helper.py").write_text("LIMIT = 2\n")
+    assert load_study(tmp_path / "study.yaml").spec_hash() != h2
 
 
 def test_a_worker_count_past_a_few_per_cpu_is_refused(tmp_path):
