@@ -194,6 +194,8 @@ def _model_args(llm: LLMSpec, training: TrainingSpec, notes: list[str]) -> list[
     a += ["--position-embedding-type", pos, "--normalization", "RMSNorm" if llm.norm == "rmsnorm" else "LayerNorm"]
     if llm.gated_mlp:
         a.append("--swiglu")  # --ffn-hidden-size is then each of the two up projections (fc1 is doubled)
+    if llm.qk_norm:
+        a.append("--qk-layernorm")  # normalised as --normalization says
     if llm.activation_clamp is not None:
         a += ["--activation-func-clamp-value", f"{llm.activation_clamp:g}"]
     if not llm.linear_bias:

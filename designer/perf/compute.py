@@ -289,6 +289,7 @@ class LayerWork:
     attn_flops: np.ndarray
     attn_flops_model: np.ndarray
     rope_s: np.ndarray = 0.0  # the rotary embedding of the queries and keys where it runs op by op
+    qk_norm_s: np.ndarray = 0.0  # QK-norm: each query and key head normalised (LLMSpec.qk_norm)
     cast_bwd_s: np.ndarray = 0.0  # low-precision quantisation of the output gradients (backward)
     alternate_mm_s: np.ndarray = 0.0  # the matmuls torchtitan's per-op checkpointing recomputes (forward)
     # the activation's saved input kept in fp8: its quantising copy (forward), and as long again its
@@ -308,7 +309,8 @@ class LayerWork:
 
     @property
     def memory_s(self):
-        return self.norm_s + self.residual_s + self.mlp_mem_s + self.attn_mem_s + self.cast_s + self.rope_s
+        return (self.norm_s + self.residual_s + self.mlp_mem_s + self.attn_mem_s + self.cast_s + self.rope_s
+                + self.qk_norm_s)
 
     @property
     def forward_s(self):
@@ -699,6 +701,15 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
         # eager mode's own RoPE (EAGER_ROPE_BYTES), else Megatron-Core's unfused one where it runs
         rope_unfused = ((unfused_bits & UNFUSED_ROPE) > 0) * (1.0 - eager)
         rope_bytes = tokens * rotated * (eager * EAGER_ROPE_BYTES + rope_unfused * UNFUSED_ROPE_BYTES)
+    qk_norm_bytes = 0.0
+    if llm.qk_norm:
+        # QK-norm: one norm kernel per query and key head (Megatron-Core's q_layernorm / k_layernorm,
+        # Transformer Engine's fused norm): read + write each element of Q and K, as the layer norms
+        # above; op by op in eager mode, as eager RMSNorm
+        qk_elems = tokens * (a_local + np.maximum(kv / tp, 1.0)) * dh
+        qk_norm_bytes = qk_elems * 2 * ACT_BYTES
+        if llm.norm == "rmsnorm":
+            qk_norm_bytes = qk_norm_bytes + eager * qk_elems * EAGER_RMSNORM_EXTRA_BYTES
     dense_flops = f_attn_lin + f_mlp
     # torchtitan's per-op checkpointing recomputes some of these GEMMs, at their block's average rate
     attn_alt, attn_all, mlp_alt, mlp_all = alternate_matmul_flops_per_token(llm, moe_layer)
@@ -710,6 +721,7 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
         act_fn_s=act_bytes / hbm, attn_mem_s=attn_mem_bytes / hbm, cast_s=cast_bytes / hbm,
         cast_bwd_s=cast_bwd_bytes / hbm,
         dense_flops=dense_flops, attn_flops=attn_exec, attn_flops_model=attn_model, rope_s=rope_bytes / hbm,
+        qk_norm_s=qk_norm_bytes / hbm,
         alternate_mm_s=t_alt, act_store_s=act_store_bytes / hbm, mlp_out_gemm_s=t_mlp_out, tp_mlp_gemm_s=t_tp_mlp,
     )
 

@@ -681,7 +681,8 @@ def _alternate_matmuls_s(w: cmp.LayerWork):
     element-wise kernels where it is unfused (a fused attention kernel's outputs are saved)."""
     cast = w.cast_s * np.divide(w.alternate_mm_s, w.gemm_s, out=np.zeros_like(np.asarray(w.gemm_s, float)),
                                 where=np.asarray(w.gemm_s) > 0)
-    return w.alternate_mm_s + cast + w.norm_s + w.rope_s + w.act_fn_s + 0.5 * w.residual_s + w.attn_mem_s
+    return (w.alternate_mm_s + cast + w.norm_s + w.rope_s + w.qk_norm_s + w.act_fn_s + 0.5 * w.residual_s
+            + w.attn_mem_s)
 
 
 def compute_term(ctx: _Context, w: cmp.LayerWork, is_moe: bool) -> LayerTimes:

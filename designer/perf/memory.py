@@ -137,9 +137,11 @@ def activation_bytes_per_layer(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, s
                       + tokens * a / tp * m.v_head_dim * o_copy)
     else:
         kv_local = np.maximum(kv / tp, 1.0)
-        # Q, K, V (inputs of the core) and the attention output (input of the output projection)
+        # Q, K, V (inputs of the core) and the attention output (input of the output projection);
+        # QK-norm's kernels keep their inputs, Q and K before the norm, for their backward
+        qk_in = (a / tp + kv_local) * ACT_BYTES if llm.qk_norm else 0.0
         attn_split = tokens * dh * (a / tp * (ACT_BYTES + np.where(out_dropped, 0.0, proj_in) + o_copy)
-                                    + kv_local * ACT_BYTES * 2)
+                                    + kv_local * ACT_BYTES * 2 + qk_in)
     gate = 2.0 if llm.gated_mlp else 1.0
     act_in = np.asarray(act_input_bytes, float) if llm.gated_mlp else ACT_BYTES
     # the clamp's copy, kept with the activation's input unless the activation is recomputed

@@ -106,6 +106,8 @@ class LLMSpec(Record):
     dropout: bool = False
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     linear_bias: bool = Field(default=True, description="biases in the attention and MLP linear layers")
+    qk_norm: bool = Field(default=False, description="each query and key head normalised (RMSNorm or LayerNorm, "
+                          "as `norm`) before the attention: QK-norm (Qwen3, OLMo 2; Megatron --qk-layernorm)")
     activation_clamp: float | None = Field(default=None, gt=0, description="a clamped gated activation's limit: "
                                            "the gate clamped to at most it and the linear half to within it "
                                            "(GPT-OSS: 7.0, swiglu_limit); None: no clamp")
@@ -153,6 +155,9 @@ class LLMSpec(Record):
             # no layer would be MoE: the model is dense, and its expert settings would say otherwise
             raise ValueError(f"moe.first_dense_layers {moe.first_dense_layers} leaves none of the {self.layers} "
                              f"layers MoE; allowed: 0 to {self.layers - 1}")
+        if self.qk_norm and self.mla is not None:
+            raise ValueError("qk_norm normalises each query and key head; MLA normalises its latents instead "
+                             "(the model has mla set): allowed with mla: qk_norm false")
         if self.activation_clamp is not None and not self.gated_mlp:
             raise ValueError(f"activation_clamp {self.activation_clamp} clamps a gated activation's two halves; "
                              "the model has gated_mlp false")

@@ -578,8 +578,11 @@ class StudySpec(Record):
             data["training"].pop("fp8_attention", None)  # likewise
         if isinstance(data.get("training"), dict) and data["training"].get("attention_output_saved") is None:
             data["training"].pop("attention_output_saved", None)  # likewise
-        if isinstance(data.get("model"), dict) and data["model"].get("activation_clamp") is None:
-            data["model"].pop("activation_clamp", None)  # likewise, for a model written in the study
+        if isinstance(data.get("model"), dict):  # likewise, for a model written in the study
+            if data["model"].get("activation_clamp") is None:
+                data["model"].pop("activation_clamp", None)
+            if not data["model"].get("qk_norm"):
+                data["model"].pop("qk_norm", None)
         if isinstance(data.get("network"), dict):
             data["network"].pop("base_dir", None)
         return data

@@ -630,3 +630,30 @@ def test_steps_a_model_lacks_cost_nothing_when_listed():
     assert float(listed.forward_s[0]) == float(base.forward_s[0]) and float(listed.backward_s[0]) == float(base.backward_s[0])
     rope = cmp.layer_forward(llm, unfused=np.array([4]), **kw)
     assert float(rope.rope_s[0]) > 0.0 == float(base.rope_s[0])
+
+
+def test_qk_norm_reads_and_writes_each_query_and_key_element_once():
+    # Qwen3-30B-A3B: 32 query + 4 KV heads of 128; one 4096-token sequence on one H100 (3.35 TB/s).
+    # QK-norm runs one fused norm over Q and K: read 2 B + write 2 B per element, forward, and the model's
+    # element-wise backward at twice it: 3 x 4 B x (32 + 4) x 128 x 4096 over both passes.
+    one = np.ones(1)
+    llm = load_model("qwen3-30b-a3b")
+    kw = dict(moe_layer=True, b=one, s=4096, tp=one, cp=one, ep=one * 8, etp=one, sp=np.zeros(1, bool),
+              kernel=np.array([cmp.ATTENTION_KERNELS.index("flash")]), prec=_prec("hopper"),
+              hbm_bytes_per_s=3.35e12, calib=CAL)
+    with_norm = cmp.layer_forward(llm, **kw)
+    without = cmp.layer_forward(llm.model_copy(update={"qk_norm": False}), **kw)
+    hbm = 3.35e12 * CAL.hbm_efficiency
+    both = float(with_norm.forward_s[0] + with_norm.backward_s[0] - without.forward_s[0] - without.backward_s[0])
+    assert both == pytest.approx(3 * 4 * (32 + 4) * 128 * 4096 / hbm, rel=1e-12)
+    assert float(with_norm.qk_norm_s[0]) == pytest.approx(4 * 36 * 128 * 4096 / hbm, rel=1e-12)
+    # its norm kernels keep Q and K as they were before the norm: 36 heads x 128 x 2 B per token
+    from designer.perf import memory as mem
+
+    act = {q: float(mem.activation_bytes_per_layer(llm.model_copy(update={"qk_norm": q}), moe_layer=True, b=1,
+                                                   s=4096, tp=1, cp=1, sp=False, recompute=RECOMPUTE_NONE,
+                                                   flash=True, ep=8)) for q in (True, False)}
+    assert act[True] - act[False] == pytest.approx(4096 * 36 * 128 * 2, rel=1e-12)
+    # MLA normalises its latents instead: a model with both is refused in one line
+    with pytest.raises(ValueError, match="qk_norm normalises each query and key head; MLA"):
+        type(llm).model_validate({**load_model("deepseek-v3").model_dump(), "qk_norm": True})
