@@ -559,17 +559,21 @@ def test_fused_quantisation_is_never_slower_than_separate_casts():
     assert time_s("bf16", "fused") == time_s("bf16", "kernels")
 
 
-def _gpt_oss_layer(unfused_ops, *, eager=False, s=4096, ep=8):
-    """One GPT-OSS 120B MoE layer, one 4096-token sequence per GPU on an H100 (3.35 TB/s), EP 8, with
+def _moe_layer_on_h100(llm, *, unfused_ops=(), eager=False):
+    """One MoE layer of `llm`, one 4096-token sequence per GPU on an H100 (3.35 TB/s), EP 8, with
     `unfused_ops` run op by op."""
     from designer.perf.records import unfused_mask
 
     one = np.ones(1)
+    return cmp.layer_forward(llm, moe_layer=True, b=one, s=4096, tp=one, cp=one, ep=one * 8, etp=one,
+                             sp=np.zeros(1, bool), kernel=np.array([cmp.ATTENTION_KERNELS.index("flash")]),
+                             prec=_prec("hopper"), hbm_bytes_per_s=3.35e12, calib=CAL, eager=np.array([eager]),
+                             unfused=np.array([unfused_mask(unfused_ops)]))
+
+
+def _gpt_oss_layer(unfused_ops, *, eager=False):
     llm = load_model("gpt-oss-120b")
-    return llm, cmp.layer_forward(llm, moe_layer=True, b=one, s=s, tp=one, cp=one, ep=one * ep, etp=one,
-                                  sp=np.zeros(1, bool), kernel=np.array([cmp.ATTENTION_KERNELS.index("flash")]),
-                                  prec=_prec("hopper"), hbm_bytes_per_s=3.35e12, calib=CAL, eager=np.array([eager]),
-                                  unfused=np.array([unfused_mask(unfused_ops)]))
+    return llm, _moe_layer_on_h100(llm, unfused_ops=unfused_ops, eager=eager)
 
 
 def test_steps_run_op_by_op_move_the_bytes_of_megatron_cores_eager_kernels():
@@ -620,15 +624,11 @@ def test_steps_run_op_by_op_move_the_bytes_of_megatron_cores_eager_kernels():
 
 def test_steps_a_model_lacks_cost_nothing_when_listed():
     # Mixtral 8x7B has no clamp and no linear biases: listing them changes nothing; its RoPE does run op by op
-    one = np.ones(1)
     llm = load_model("mixtral-8x7b")
-    kw = dict(moe_layer=True, b=one, s=4096, tp=one, cp=one, ep=one * 8, etp=one, sp=np.zeros(1, bool),
-              kernel=np.array([cmp.ATTENTION_KERNELS.index("flash")]), prec=_prec("hopper"),
-              hbm_bytes_per_s=3.35e12, calib=CAL)
-    base = cmp.layer_forward(llm, unfused=np.array([0]), **kw)
-    listed = cmp.layer_forward(llm, unfused=np.array([1 | 2]), **kw)
+    base = _moe_layer_on_h100(llm)
+    listed = _moe_layer_on_h100(llm, unfused_ops=("activation_clamp", "expert_bias"))
     assert float(listed.forward_s[0]) == float(base.forward_s[0]) and float(listed.backward_s[0]) == float(base.backward_s[0])
-    rope = cmp.layer_forward(llm, unfused=np.array([4]), **kw)
+    rope = _moe_layer_on_h100(llm, unfused_ops=("rope",))
     assert float(rope.rope_s[0]) > 0.0 == float(base.rope_s[0])
 
 
@@ -636,13 +636,9 @@ def test_qk_norm_reads_and_writes_each_query_and_key_element_once():
     # Qwen3-30B-A3B: 32 query + 4 KV heads of 128; one 4096-token sequence on one H100 (3.35 TB/s).
     # QK-norm runs one fused norm over Q and K: read 2 B + write 2 B per element, forward, and the model's
     # element-wise backward at twice it: 3 x 4 B x (32 + 4) x 128 x 4096 over both passes.
-    one = np.ones(1)
     llm = load_model("qwen3-30b-a3b")
-    kw = dict(moe_layer=True, b=one, s=4096, tp=one, cp=one, ep=one * 8, etp=one, sp=np.zeros(1, bool),
-              kernel=np.array([cmp.ATTENTION_KERNELS.index("flash")]), prec=_prec("hopper"),
-              hbm_bytes_per_s=3.35e12, calib=CAL)
-    with_norm = cmp.layer_forward(llm, **kw)
-    without = cmp.layer_forward(llm.model_copy(update={"qk_norm": False}), **kw)
+    with_norm = _moe_layer_on_h100(llm)
+    without = _moe_layer_on_h100(llm.model_copy(update={"qk_norm": False}))
     hbm = 3.35e12 * CAL.hbm_efficiency
     both = float(with_norm.forward_s[0] + with_norm.backward_s[0] - without.forward_s[0] - without.backward_s[0])
     assert both == pytest.approx(3 * 4 * (32 + 4) * 128 * 4096 / hbm, rel=1e-12)
