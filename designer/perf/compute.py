@@ -699,8 +699,11 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
         rotated = (a_local + 1.0) * llm.mla.qk_rope_head_dim if llm.mla is not None else \
             (a_local + np.maximum(kv / tp, 1.0)) * dh
         # eager mode's own RoPE (EAGER_ROPE_BYTES), else Megatron-Core's unfused one where it runs
-        rope_unfused = ((unfused_bits & UNFUSED_ROPE) > 0) * (1.0 - eager)
-        rope_bytes = tokens * rotated * (eager * EAGER_ROPE_BYTES + rope_unfused * UNFUSED_ROPE_BYTES)
+        per_element = eager * EAGER_ROPE_BYTES
+        rope_unfused = (unfused_bits & UNFUSED_ROPE) > 0
+        if np.any(rope_unfused):
+            per_element = per_element + rope_unfused * (1.0 - eager) * UNFUSED_ROPE_BYTES
+        rope_bytes = tokens * rotated * per_element
     qk_norm_bytes = 0.0
     if llm.qk_norm:
         # QK-norm: one norm kernel per query and key head (Megatron-Core's q_layernorm / k_layernorm,
