@@ -11,12 +11,14 @@ hooks runs code. The command line's `--no-hooks` refuses such a study before any
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.util
 import modulefinder
 import re
 import sys
+import types
 from pathlib import Path
 from typing import Any, Callable
 
@@ -27,25 +29,106 @@ CODE_REF_RE = re.compile(r"^([A-Za-z_]\w*(\.[A-Za-z_]\w*)*|[^:]+\.py):[A-Za-z_]\
 CODE_REF_FORMS = "'package.module:function' or 'path/to/file.py:function'"
 
 
+# Set on every module loaded from a study's folder: the SHA-256 of its file when it was loaded, so a
+# later load can tell a module edited since (or one of another folder's) from the one on disk.
+_DIGEST_ATTR = "__designer_sha256__"
+
+
+def _digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _own(module: Any, key: str) -> Any:
+    # read from the module's namespace, never through getattr: a lazy module in sys.modules (Pyomo's
+    # deferred imports) would import what it defers, and fail where that is not installed
+    ns = module.__dict__ if isinstance(module, types.ModuleType) else {}
+    return ns.get(key)
+
+
+def _module_file(module: Any) -> Path | None:
+    f = _own(module, "__file__")
+    return Path(f).resolve() if isinstance(f, str) and f else None
+
+
+def _current(module: Any, folder: Path) -> bool:
+    """Whether a module loaded from a study's folder is `folder`'s file as it is on disk now."""
+    f = _module_file(module)
+    digest = _own(module, _DIGEST_ATTR)
+    return f is not None and f.is_relative_to(folder) and digest is not None and digest == _digest(f)
+
+
+def _refresh(folder: Path, also: str | None = None) -> None:
+    """Forget the modules loaded from a study's folder (stamped by _stamp) under names an import from
+    `folder` resolves there, unless every one is `folder`'s own file, unchanged since it was loaded.
+    Python caches modules by name alone: without this, a second study with its own `helpers.py`
+    would run the first study's, and an edited file its old code, while the study's identity holds
+    the files on disk. All of them go together, so no fresh module keeps a stale one it imported
+    (`also`: the unique name a .py reference is loaded under). Modules imported otherwise (the
+    program's own, installed packages) are never touched."""
+    in_folder: dict[str, bool] = {}
+    names = []
+    for name, module in list(sys.modules.items()):
+        if _own(module, _DIGEST_ATTR) is None and name != also:
+            continue
+        top = name.split(".")[0]
+        if top not in in_folder:
+            in_folder[top] = name == also or _in_study_folder(top, folder)
+        if in_folder[top]:
+            names.append(name)
+    if all(_current(sys.modules[n], folder) for n in names):
+        return
+    for n in names:
+        sys.modules.pop(n, None)
+
+
+def _stamp(folder: Path, before: set[str]) -> None:
+    """Record the digest of every module this load imported from `folder`."""
+    for name in set(sys.modules) - before:
+        m = sys.modules.get(name)
+        f = _module_file(m)
+        if f is not None and f.is_relative_to(folder):
+            m.__dict__[_DIGEST_ATTR] = _digest(f)
+
+
+@contextlib.contextmanager
+def _importing_from(folder: Path, path_entry: Path):
+    """Imports resolved in `path_entry` first, as when Python runs a script from it; every module
+    they load from `folder` is stamped (_stamp), a failed load's too, so a later load can refresh it.
+    No bytecode is written into the study's folder: a cached .pyc is trusted on its source's
+    mtime and size, which an edit within the same second can keep."""
+    before = set(sys.modules)
+    no_bytecode = sys.dont_write_bytecode
+    sys.dont_write_bytecode = True
+    sys.path.insert(0, str(path_entry))
+    try:
+        yield
+    finally:
+        sys.path.remove(str(path_entry))
+        sys.dont_write_bytecode = no_bytecode
+        _stamp(folder, before)
+
+
 def _from_file(path: Path) -> Any:
     # A name unique to the file, so two studies' `hooks.py` never shadow each other in sys.modules.
     name = "designer_usercode_" + hashlib.sha256(str(path).encode()).hexdigest()[:12]
+    folder = path.parent
+    _refresh(folder, also=name)
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    # its imports are looked up in its own folder first, as when Python runs a file as a script
-    sys.path.insert(0, str(path.parent))
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[name]
-        raise
-    finally:
-        sys.path.remove(str(path.parent))
+    with _importing_from(folder, folder):
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
     return module
 
 
@@ -58,11 +141,10 @@ def _in_study_folder(name: str, base: Path) -> bool:
 def _from_module(name: str, base: Path) -> Any:
     if not _in_study_folder(name, base):
         return importlib.import_module(name)
-    sys.path.insert(0, str(base))
-    try:
+    folder = base.resolve()
+    _refresh(folder)
+    with _importing_from(folder, base):
         return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(base))
 
 
 def load_callable(ref: str, *, base_dir: str | Path | None, what: str) -> Callable[..., Any]:
