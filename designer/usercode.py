@@ -16,6 +16,7 @@ import hashlib
 import importlib
 import importlib.util
 import modulefinder
+import os
 import re
 import sys
 import types
@@ -29,14 +30,14 @@ CODE_REF_RE = re.compile(r"^([A-Za-z_]\w*(\.[A-Za-z_]\w*)*|[^:]+\.py):[A-Za-z_]\
 CODE_REF_FORMS = "'package.module:function' or 'path/to/file.py:function'"
 
 
-# Set on every module loaded from a study's folder: the SHA-256 of its file when it was loaded, so a
-# later load can tell a module edited since (or one of another folder's) from the one on disk.
-_DIGEST_ATTR = "__designer_sha256__"
+# Set on every module a load imports from a study's folder: (that folder, the SHA-256 of the module's
+# file then), so a later load can tell another folder's module, or one edited since, from its own.
+_ORIGIN_ATTR = "__designer_origin__"
 
 
-def _digest(path: Path) -> str | None:
+def _digest(path: str) -> str | None:
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
     except OSError:
         return None
 
@@ -48,67 +49,95 @@ def _own(module: Any, key: str) -> Any:
     return ns.get(key)
 
 
-def _module_file(module: Any) -> Path | None:
+def _module_file(module: Any) -> str | None:
+    """Where the import found a module: its file (a link stays a link: its folder, not its target's,
+    is where it was found), or a namespace package's first folder."""
     f = _own(module, "__file__")
-    return Path(f).resolve() if isinstance(f, str) and f else None
+    if isinstance(f, str) and f:
+        return os.path.abspath(f)
+    path = _own(module, "__path__")
+    if path is not None:
+        entries = [e for e in path if isinstance(e, str)]
+        return os.path.abspath(entries[0]) if entries else None
+    return None
 
 
-def _current(module: Any, folder: Path) -> bool:
-    """Whether a module loaded from a study's folder is `folder`'s file as it is on disk now."""
-    f = _module_file(module)
-    digest = _own(module, _DIGEST_ATTR)
-    return f is not None and f.is_relative_to(folder) and digest is not None and digest == _digest(f)
+def _fingerprint(path: str) -> str | None:
+    # a namespace package is its folder, which has no content of its own to digest
+    return "folder" if os.path.isdir(path) else _digest(path)
+
+
+def _within(path: str, folder: Path) -> bool:
+    return os.path.commonpath([path, str(folder)]) == str(folder)
 
 
 def _refresh(folder: Path, also: str | None = None) -> None:
-    """Forget the modules loaded from a study's folder (stamped by _stamp) under names an import from
-    `folder` resolves there, unless every one is `folder`'s own file, unchanged since it was loaded.
-    Python caches modules by name alone: without this, a second study with its own `helpers.py`
-    would run the first study's, and an edited file its old code, while the study's identity holds
-    the files on disk. All of them go together, so no fresh module keeps a stale one it imported
-    (`also`: the unique name a .py reference is loaded under). Modules imported otherwise (the
-    program's own, installed packages) are never touched."""
-    in_folder: dict[str, bool] = {}
-    names = []
+    """Forget the modules earlier loads took from study folders (stamped by _stamp), unless they are
+    `folder`'s own, every one unchanged on disk. Python caches modules by name alone: without this,
+    a second study with its own `helpers.py` would run the first study's (or, lacking one, silently
+    import it), and an edited file its old code, while the study's identity holds the files on disk.
+    `folder`'s modules go together, so no fresh module keeps a stale one it imported (`also`: the
+    unique name a .py reference is loaded under). Modules imported otherwise (the program's own,
+    installed packages) carry no stamp and are never touched."""
+    key = str(folder)
+    foreign, own = [], []
     for name, module in list(sys.modules.items()):
-        if _own(module, _DIGEST_ATTR) is None and name != also:
+        origin = _own(module, _ORIGIN_ATTR)
+        if origin is None:
             continue
-        top = name.split(".")[0]
-        if top not in in_folder:
-            in_folder[top] = name == also or _in_study_folder(top, folder)
-        if in_folder[top]:
-            names.append(name)
-    if all(_current(sys.modules[n], folder) for n in names):
+        (own if origin[0] == key else foreign).append(name)
+    for n in foreign:
+        sys.modules.pop(n, None)
+    if also in sys.modules and also not in own:
+        own.append(also)
+    if all(_unchanged(sys.modules[n]) for n in own):
         return
-    for n in names:
+    for n in own:
         sys.modules.pop(n, None)
 
 
-def _stamp(folder: Path, before: set[str]) -> None:
-    """Record the digest of every module this load imported from `folder`."""
-    for name in set(sys.modules) - before:
+def _unchanged(module: Any) -> bool:
+    f, origin = _module_file(module), _own(module, _ORIGIN_ATTR)
+    return f is not None and origin is not None and origin[1] is not None and origin[1] == _fingerprint(f)
+
+
+def _stamp(folder: Path, before: dict[str, Any], also: str | None = None) -> None:
+    """Stamp every module this load imported from `folder` (_ORIGIN_ATTR): those an import resolves
+    in the folder by name, or `also`. A package the program had imported before, unstamped (its own,
+    where the study's folder holds the program's checkout), keeps its new submodules unstamped."""
+    key = str(folder)
+    for name in set(sys.modules) - set(before):
         m = sys.modules.get(name)
         f = _module_file(m)
-        if f is not None and f.is_relative_to(folder):
-            m.__dict__[_DIGEST_ATTR] = _digest(f)
+        if f is None or not _within(f, folder):
+            continue
+        top = name.split(".")[0]
+        if name != also and (not _in_study_folder(top, folder)
+                             or (top in before and _own(before[top], _ORIGIN_ATTR) is None)):
+            continue
+        m.__dict__[_ORIGIN_ATTR] = (key, _fingerprint(f))
 
 
 @contextlib.contextmanager
-def _importing_from(folder: Path, path_entry: Path):
-    """Imports resolved in `path_entry` first, as when Python runs a script from it; every module
-    they load from `folder` is stamped (_stamp), a failed load's too, so a later load can refresh it.
-    No bytecode is written into the study's folder: a cached .pyc is trusted on its source's
-    mtime and size, which an edit within the same second can keep."""
-    before = set(sys.modules)
+def _importing_from(folder: Path, also: str | None = None):
+    """Imports resolved in `folder` first, as when Python runs a script from it; every module they
+    load from there is stamped (_stamp), a failed load's too, so a later load can refresh it. No
+    bytecode is written into the study's folder: a cached .pyc is trusted on its source's mtime and
+    size, which an edit within the same second can keep."""
+    before = dict(sys.modules)
     no_bytecode = sys.dont_write_bytecode
     sys.dont_write_bytecode = True
-    sys.path.insert(0, str(path_entry))
+    entry = str(folder)
+    sys.path.insert(0, entry)
     try:
         yield
     finally:
-        sys.path.remove(str(path_entry))
         sys.dont_write_bytecode = no_bytecode
-        _stamp(folder, before)
+        _stamp(folder, before, also)
+        try:
+            sys.path.remove(entry)
+        except ValueError:  # the user's code rebound or filtered sys.path
+            pass
 
 
 def _from_file(path: Path) -> Any:
@@ -122,7 +151,7 @@ def _from_file(path: Path) -> Any:
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
-    with _importing_from(folder, folder):
+    with _importing_from(folder, also=name):
         sys.modules[name] = module
         try:
             spec.loader.exec_module(module)
@@ -143,7 +172,7 @@ def _from_module(name: str, base: Path) -> Any:
         return importlib.import_module(name)
     folder = base.resolve()
     _refresh(folder)
-    with _importing_from(folder, base):
+    with _importing_from(folder):
         return importlib.import_module(name)
 
 

@@ -7,9 +7,6 @@ import pytest
 
 from designer.usercode import load_callable
 
-NAMES = ("uc_rules", "uc_helper")
-
-
 @pytest.fixture
 def folders(tmp_path):
     """Two study folders with a rules module of the same name, each importing its own helper of the
@@ -22,10 +19,7 @@ def folders(tmp_path):
         (d / "uc_rules.py").write_text("from uc_helper import LIMIT\n\ndef limit():\n    return LIMIT\n")
         out.append(d)
     yield out
-    for key in [k for k in sys.modules if k in NAMES or k.startswith("designer_usercode_")]:
-        mod = sys.modules[key]
-        if str(getattr(mod, "__file__", "")).startswith(str(tmp_path)):
-            del sys.modules[key]
+    _forget(tmp_path)
 
 
 @pytest.mark.parametrize("ref", ["uc_rules.py:limit", "uc_rules:limit"])
@@ -62,3 +56,86 @@ def test_the_programs_own_modules_are_never_reloaded(tmp_path):
     (tmp_path / "own.py").write_text("def f():\n    return 1\n")
     assert load_callable("own.py:f", base_dir=tmp_path, what="hook")() == 1
     assert sys.modules["designer.perf.model"] is model
+
+
+def _study(folder, limit, helper="uc_helper"):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{helper}.py").write_text(f"LIMIT = {limit}\n")
+    (folder / "uc_rules.py").write_text(f"from {helper} import LIMIT\n\ndef limit():\n    return LIMIT\n")
+    return folder
+
+
+@pytest.mark.parametrize("ref", ["uc_rules.py:limit", "uc_rules:limit"])
+def test_a_study_in_a_subfolder_and_its_parent_each_run_their_own(tmp_path, ref):
+    parent = _study(tmp_path / "proj", 1)
+    child = _study(tmp_path / "proj" / "variant", 2)
+    try:
+        assert load_callable(ref, base_dir=child, what="hook")() == 2
+        assert load_callable(ref, base_dir=parent, what="hook")() == 1
+    finally:
+        _forget(tmp_path)
+
+
+def test_a_helper_another_study_loaded_is_not_found_where_the_folder_has_none(tmp_path):
+    a = _study(tmp_path / "a", 8)
+    c = tmp_path / "c"
+    c.mkdir()
+    (c / "uc_rules.py").write_text("from uc_helper import LIMIT\n\ndef limit():\n    return LIMIT\n")
+    from designer.errors import HookError
+
+    try:
+        assert load_callable("uc_rules.py:limit", base_dir=a, what="hook")() == 8
+        with pytest.raises(HookError, match="No module named 'uc_helper'"):
+            load_callable("uc_rules.py:limit", base_dir=c, what="hook")
+    finally:
+        _forget(tmp_path)
+
+
+def test_helpers_linked_from_elsewhere_and_namespace_packages_stay_per_study(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    for name, limit in (("a", 8), ("b", 4)):
+        (shared / f"{name}.py").write_text(f"LIMIT = {limit}\n")
+        d = tmp_path / name
+        (d / "uc_ns").mkdir(parents=True)  # a package without __init__.py
+        (d / "uc_ns" / "mod.py").write_text(f"def limit():\n    return {limit}\n")
+        (d / "uc_helper.py").symlink_to(shared / f"{name}.py")
+        (d / "uc_rules.py").write_text("from uc_helper import LIMIT\n\ndef limit():\n    return LIMIT\n")
+    try:
+        for name, limit in (("a", 8), ("b", 4), ("a", 8)):
+            assert load_callable("uc_rules.py:limit", base_dir=tmp_path / name, what="hook")() == limit
+            assert load_callable("uc_ns.mod:limit", base_dir=tmp_path / name, what="hook")() == limit
+    finally:
+        _forget(tmp_path)
+
+
+def test_a_package_the_program_imported_keeps_its_modules(tmp_path, monkeypatch):
+    # the study's folder holds the program's own package (designer run from its checkout): a
+    # submodule a hook imports for the first time is the program's, not the study's, and an edit of
+    # the hook does not make it be imported again as a second copy
+    (tmp_path / "uc_lib").mkdir()
+    (tmp_path / "uc_lib" / "__init__.py").write_text("")
+    (tmp_path / "uc_lib" / "sub.py").write_text("class Thing:\n    pass\n")
+    (tmp_path / "hook.py").write_text("from uc_lib.sub import Thing\n\ndef f():\n    return Thing\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import uc_lib  # noqa: F401  (the program's import)
+
+    try:
+        thing = load_callable("hook.py:f", base_dir=tmp_path, what="hook")()
+        (tmp_path / "hook.py").write_text("from uc_lib.sub import Thing\n\ndef f():\n    return Thing\n# edited\n")
+        assert load_callable("hook.py:f", base_dir=tmp_path, what="hook")() is thing
+        assert sys.modules["uc_lib.sub"].Thing is thing
+    finally:
+        for key in ("uc_lib", "uc_lib.sub"):
+            sys.modules.pop(key, None)
+        _forget(tmp_path)
+
+
+def _forget(root):
+    """Drop the modules a test loaded from `root`."""
+    for key in list(sys.modules):
+        f = sys.modules[key].__dict__.get("__file__") if isinstance(sys.modules[key], type(sys)) else None
+        path = sys.modules[key].__dict__.get("__path__") if isinstance(sys.modules[key], type(sys)) else None
+        where = f or (next(iter(path), None) if path is not None else None)
+        if where and str(where).startswith(str(root)):
+            del sys.modules[key]
