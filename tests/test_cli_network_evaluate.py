@@ -146,6 +146,19 @@ def test_evaluate_lists_the_router_load_an_moe_scenario_took(tmp_path):
     assert got[None]["iteration_time_s"] > got["forced"]["iteration_time_s"]
 
 
+def test_the_kimi_k2_scenario_keeps_each_expert_group_in_one_nvlink_domain():
+    # 64 GPUs of each GB300 NVL72 rack, EP 64 with TP 1, ranks in Megatron's order (tp, cp, dp, pp):
+    # each pipeline stage's 64 ranks fill one rack, so every all-to-all and every data-parallel
+    # collective stays on NVLink, and the pipeline's sends alone cross the racks, on the rails
+    out = run_cli("evaluate", str(ROOT / "studies" / "scenarios" / "kimi-k2-gb300.yaml"), "--json")
+    assert out.returncode == 0, out.stderr
+    m = json.loads(out.stdout)
+    assert m["feasible"] and m["fits_in_memory"]
+    assert m["type_ep_hb_bytes"] > 0 and m["type_ep_rail_bytes"] == m["type_ep_spine_bytes"] == 0
+    assert m["type_dp_rail_bytes"] == m["type_dp_spine_bytes"] == 0
+    assert m["type_pp_hb_bytes"] == 0 and m["type_pp_rail_bytes"] > 0
+
+
 def test_a_scenario_runs_with_the_nccl_release_it_states(tmp_path):
     # The Selene scenario moved to H100 nodes with 400G NICs: its pipeline sends cross nodes. Before
     # NCCL 2.29 a network send/recv peer gets two p2p channels (paths.cc ncclTopoGetNchannels); from 2.29

@@ -310,6 +310,26 @@ def test_active_parameters_of_moe_models():
     assert cmp.active_params(load_model("mixtral-8x22b")) / 1e9 == pytest.approx(39.1, rel=0.01)
 
 
+def test_kimi_k2_parameters_by_hand():
+    # Kimi K2 (models/kimi-k2.yaml): h 7168, 61 layers, MLA with 64 heads (q_lora 1536, kv_lora 512,
+    # qk 128 + rope 64, v 128), the first layer dense (SwiGLU 18432), 60 MoE layers of 384 routed
+    # experts and 1 shared of 2048, top-8, vocab 163840 untied; two RMSNorms per layer, the MLA's
+    # two latent norms, a final norm
+    h, a, L, n_moe, v = 7168, 64, 61, 60, 163840
+    mla = (h * 1536 + 1536 + 1536 * a * (128 + 64) + h * (512 + 64) + 512 + 512 * a * (128 + 128)
+           + a * 128 * h)
+    expert = 3 * h * 2048
+    norms = L * 2 * h + h
+    embeddings = 2 * v * h
+    dense_ffn = 3 * h * 18432
+    total = L * mla + dense_ffn + n_moe * (385 * expert + 384 * h) + norms + embeddings
+    active = L * mla + dense_ffn + n_moe * (9 * expert + 384 * h) + norms + embeddings
+    llm = load_model("kimi-k2")
+    assert cmp.total_params(llm) == pytest.approx(total, rel=1e-9)
+    assert cmp.active_params(llm) == pytest.approx(active, rel=1e-9)
+    assert 1.02e12 < total < 1.03e12 and 32.8e9 < active < 32.9e9
+
+
 def test_fp8_recipes_price_their_own_gemm_kernels_and_casts():
     # torchao's rowwise-scaled GEMMs run other kernels than the per-tensor ones: the fp8 ceiling times
     # the recipe's factor (compute_efficiency.yaml); its casts move current scaling's bytes plus the
