@@ -298,7 +298,8 @@ def test_optimizer_step_time_by_hand():
 @pytest.mark.parametrize("name,want_b,rel", [
     ("gpt-1.7b", 1.7, 0.04), ("gpt-1t", 1008.0, 0.001), ("gpt3-175b", 175.0, 0.01), ("llama3-8b", 8.03, 0.005),
     ("llama3-70b", 70.6, 0.005), ("llama3-405b", 405.0, 0.005), ("mixtral-8x7b", 46.7, 0.005),
-    ("mixtral-8x22b", 141.0, 0.005), ("palm-540b", 540.35, 0.005),
+    ("mixtral-8x22b", 141.0, 0.005), ("palm-540b", 540.35, 0.005), ("deepseek-v2", 236.0, 0.005),
+    ("deepseek-v2-lite", 15.7, 0.005), ("qwen2-57b-a14b", 57.0, 0.01),
 ])
 def test_parameter_counts_match_the_papers(name, want_b, rel):
     assert cmp.total_params(load_model(name)) / 1e9 == pytest.approx(want_b, rel=rel)
@@ -308,6 +309,10 @@ def test_active_parameters_of_moe_models():
     # Mixtral 8x7B: 12.9B active (Jiang et al. 2024 §2); 8x22B: 39B active (Mistral AI).
     assert cmp.active_params(load_model("mixtral-8x7b")) / 1e9 == pytest.approx(12.9, rel=0.01)
     assert cmp.active_params(load_model("mixtral-8x22b")) / 1e9 == pytest.approx(39.1, rel=0.01)
+    # DeepSeek-V2: 21B activated (arXiv 2405.04434); Qwen2-57B-A14B: 14B (arXiv 2407.10671), both
+    # published rounded to the billion
+    assert cmp.active_params(load_model("deepseek-v2")) / 1e9 == pytest.approx(21.0, rel=0.025)
+    assert cmp.active_params(load_model("qwen2-57b-a14b")) / 1e9 == pytest.approx(14.0, rel=0.025)
 
 
 def test_kimi_k2_parameters_by_hand():
