@@ -200,6 +200,8 @@ def _model_args(llm: LLMSpec, training: TrainingSpec, notes: list[str]) -> list[
         a += ["--activation-func-clamp-value", f"{llm.activation_clamp:g}"]
     if not llm.linear_bias:
         a.append("--disable-bias-linear")  # store_false of add_bias_linear (TransformerConfig)
+        if llm.qkv_bias:
+            a.append("--add-qkv-bias")  # the QKV projection's bias alone (TransformerConfig.add_qkv_bias)
     if not llm.tied_embeddings:
         a.append("--untie-embeddings-and-output-weights")
     if not llm.dropout:

@@ -766,6 +766,24 @@ def test_a_biased_moe_runs_its_experts_at_expert_tp_1():
     assert MEGATRON_PARSER.parse_args(script).expert_tensor_parallel_size == 1
 
 
+def test_a_qkv_only_bias_is_written_beside_the_disabled_linear_biases():
+    # Qwen2-57B-A14B (Megatron-MoE-ModelZoo's configuration): --disable-bias-linear --add-qkv-bias,
+    # so the QKV projection alone has a bias; its 4,608 values per layer are counted as parameters
+    from designer.perf import compute as cmp
+
+    llm = load_model("qwen2-57b-a14b")
+    launch = megatron_launch(llm, _train(4096, 256), Strategy(tp=2, pp=4, dp=8, ep=8, sequence_parallel=True), 64, 8)
+    _, _, script = split_command(launch.command())
+    assert MEGATRON_PARSER.parse_args(script).add_qkv_bias and "--disable-bias-linear" in script
+    plain = llm.model_copy(update={"qkv_bias": False})
+    assert cmp.total_params(llm) - cmp.total_params(plain) == 28 * (28 + 2 * 4) * 128
+    assert "--add-qkv-bias" not in megatron_launch(plain, _train(4096, 256), Strategy(
+        tp=2, pp=4, dp=8, ep=8, sequence_parallel=True), 64, 8).command()
+    # MLA has no QKV projection of its own to bias: a model with both is refused in one line
+    with pytest.raises(ValueError, match="qkv_bias adds a bias to the query, key and value projections; MLA"):
+        type(llm).model_validate({**load_model("deepseek-v2").model_dump(), "qkv_bias": True})
+
+
 def test_an_8_bit_weight_gather_megatron_refuses_is_not_written_and_said():
     # arguments.py: "--fp8-param-gather only supported with distributed optimizer, torch fsdp2, megatron
     # fsdp", and beside an offloaded optimizer only under the delayed recipe

@@ -781,7 +781,11 @@ def attention_params(llm: LLMSpec) -> float:
         q = (h * m.q_lora_rank + m.q_lora_rank * a * qk + m.q_lora_rank) if m.q_lora_rank else h * a * qk
         kv_p = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank * a * (m.qk_nope_head_dim + m.v_head_dim)
         return float(q + kv_p + m.kv_lora_rank + a * m.v_head_dim * h + bias * h)
-    return float(h * (a + 2 * kv) * dh + a * dh * h + bias * ((a + 2 * kv) * dh + h))
+    # a QKV-only bias (Qwen2) is added in the projection GEMM's epilogue and its gradient reduced in
+    # the weight-gradient GEMM's (cuBLASLt's BIAS and BGRADB epilogues, Transformer Engine
+    # common/gemm/cublaslt_gemm.cu): its parameters count, its time does not
+    qkv_bias = 1 if (llm.qkv_bias and not llm.linear_bias) else 0
+    return float(h * (a + 2 * kv) * dh + a * dh * h + bias * ((a + 2 * kv) * dh + h) + qkv_bias * (a + 2 * kv) * dh)
 
 
 def dense_layer_params(llm: LLMSpec) -> float:

@@ -106,6 +106,8 @@ class LLMSpec(Record):
     dropout: bool = False
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     linear_bias: bool = Field(default=True, description="biases in the attention and MLP linear layers")
+    qkv_bias: bool = Field(default=False, description="a bias on the query, key and value projections alone, as "
+                           "Qwen2's (Megatron --add-qkv-bias); linear_bias true has it already")
     qk_norm: bool = Field(default=False, description="each query and key head normalised (RMSNorm or LayerNorm, "
                           "as `norm`) before the attention: QK-norm (Qwen3, OLMo 2; Megatron --qk-layernorm)")
     activation_clamp: float | None = Field(default=None, gt=0, description="a clamped gated activation's limit: "
@@ -158,6 +160,9 @@ class LLMSpec(Record):
         if self.qk_norm and self.mla is not None:
             raise ValueError("qk_norm normalises each query and key head; MLA normalises its latents instead "
                              "(the model has mla set): allowed with mla: qk_norm false")
+        if self.qkv_bias and self.mla is not None:
+            raise ValueError("qkv_bias adds a bias to the query, key and value projections; MLA has none of its own "
+                             "(the model has mla set): allowed with mla: qkv_bias false")
         if self.activation_clamp is not None and not self.gated_mlp:
             raise ValueError(f"activation_clamp {self.activation_clamp} clamps a gated activation's two halves; "
                              "the model has gated_mlp false")

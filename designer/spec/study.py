@@ -581,8 +581,9 @@ class StudySpec(Record):
         if isinstance(data.get("model"), dict):  # likewise, for a model written in the study
             if data["model"].get("activation_clamp") is None:
                 data["model"].pop("activation_clamp", None)
-            if not data["model"].get("qk_norm"):
-                data["model"].pop("qk_norm", None)
+            for flag in ("qk_norm", "qkv_bias"):
+                if not data["model"].get(flag):
+                    data["model"].pop(flag, None)
         if isinstance(data.get("network"), dict):
             data["network"].pop("base_dir", None)
         return data
