@@ -71,13 +71,13 @@ def _within(path: str, folder: Path) -> bool:
     return os.path.commonpath([path, str(folder)]) == str(folder)
 
 
-def _refresh(folder: Path, also: str | None = None) -> None:
+def _refresh(folder: Path) -> None:
     """Forget the modules earlier loads took from study folders (stamped by _stamp), unless they are
     `folder`'s own, every one unchanged on disk. Python caches modules by name alone: without this,
     a second study with its own `helpers.py` would run the first study's (or, lacking one, silently
     import it), and an edited file its old code, while the study's identity holds the files on disk.
-    `folder`'s modules go together, so no fresh module keeps a stale one it imported (`also`: the
-    unique name a .py reference is loaded under). Modules imported otherwise (the program's own,
+    `folder`'s modules go together (the unique name a .py reference is loaded under among them), so
+    no fresh module keeps a stale one it imported. Modules imported otherwise (the program's own,
     installed packages) carry no stamp and are never touched."""
     key = str(folder)
     foreign, own = [], []
@@ -88,8 +88,6 @@ def _refresh(folder: Path, also: str | None = None) -> None:
         (own if origin[0] == key else foreign).append(name)
     for n in foreign:
         sys.modules.pop(n, None)
-    if also in sys.modules and also not in own:
-        own.append(also)
     if all(_unchanged(sys.modules[n]) for n in own):
         return
     for n in own:
@@ -144,7 +142,7 @@ def _from_file(path: Path) -> Any:
     # A name unique to the file, so two studies' `hooks.py` never shadow each other in sys.modules.
     name = "designer_usercode_" + hashlib.sha256(str(path).encode()).hexdigest()[:12]
     folder = path.parent
-    _refresh(folder, also=name)
+    _refresh(folder)
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)
