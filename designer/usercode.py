@@ -12,6 +12,7 @@ hooks runs code. The command line's `--no-hooks` refuses such a study before any
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -33,6 +34,13 @@ CODE_REF_FORMS = "'package.module:function' or 'path/to/file.py:function'"
 # Set on every module a load imports from a study's folder: (that folder, the SHA-256 of the module's
 # file then), so a later load can tell another folder's module, or one edited since, from its own.
 _ORIGIN_ATTR = "__designer_origin__"
+# Set on a loaded function's module: {function name: (the function, its folder-bound wrapper)}, so an
+# unchanged module gives back the same wrapper.
+_BOUND_ATTR = "__designer_bound__"
+# The names of the modules _stamp stamped, and the folder whose code last ran (load or call), so a
+# call of the folder that ran last scans nothing. Process state, as sys.modules is.
+_stamped: dict[str, str] = {}
+_last_folder: list[str | None] = [None]
 
 
 def _digest(path: str) -> str | None:
@@ -88,10 +96,27 @@ def _refresh(folder: Path) -> None:
         (own if origin[0] == key else foreign).append(name)
     for n in foreign:
         sys.modules.pop(n, None)
+    _last_folder[0] = key
     if all(_unchanged(sys.modules[n]) for n in own):
         return
     for n in own:
         sys.modules.pop(n, None)
+
+
+def _forget_foreign(key: str) -> None:
+    """Before a call of `key`'s code: forget the modules other study folders' code loaded, as a load
+    does (_refresh), without reading any file; nothing to do when `key`'s code ran last."""
+    if _last_folder[0] == key:
+        return
+    for name in list(_stamped):
+        module = sys.modules.get(name)
+        origin = _own(module, _ORIGIN_ATTR) if module is not None else None
+        if origin is None:
+            _stamped.pop(name, None)
+        elif origin[0] != key:
+            sys.modules.pop(name, None)
+            _stamped.pop(name, None)
+    _last_folder[0] = key
 
 
 def _unchanged(module: Any) -> bool:
@@ -103,8 +128,10 @@ def _stamp(folder: Path, before: dict[str, Any], also: str | None = None) -> Non
     """Stamp every module this load imported from `folder` (_ORIGIN_ATTR): those an import resolves
     in the folder by name, or `also`. A package the program had imported before, unstamped (its own,
     where the study's folder holds the program's checkout), keeps its new submodules unstamped."""
+    if sys.modules.keys() == before.keys():  # nothing imported (most calls of a loaded function)
+        return
     key = str(folder)
-    for name in set(sys.modules) - set(before):
+    for name in sys.modules.keys() - before.keys():
         m = sys.modules.get(name)
         f = _module_file(m)
         if f is None or not _within(f, folder):
@@ -114,6 +141,7 @@ def _stamp(folder: Path, before: dict[str, Any], also: str | None = None) -> Non
                              or (top in before and _own(before[top], _ORIGIN_ATTR) is None)):
             continue
         m.__dict__[_ORIGIN_ATTR] = (key, _fingerprint(f))
+        _stamped[name] = key
 
 
 @contextlib.contextmanager
@@ -122,7 +150,7 @@ def _importing_from(folder: Path, also: str | None = None):
     load from there is stamped (_stamp), a failed load's too, so a later load can refresh it. No
     bytecode is written into the study's folder: a cached .pyc is trusted on its source's mtime and
     size, which an edit within the same second can keep."""
-    before = dict(sys.modules)
+    before = sys.modules.copy()
     no_bytecode = sys.dont_write_bytecode
     sys.dont_write_bytecode = True
     entry = str(folder)
@@ -196,7 +224,37 @@ def load_callable(ref: str, *, base_dir: str | Path | None, what: str) -> Callab
     fn = getattr(module, fn_name, None)
     if fn is None or not callable(fn):
         raise HookError(f"{what} '{ref}': '{target}' has no function '{fn_name}'")
-    return fn
+    folder = _origin_folder(module)
+    return fn if folder is None else _bound(module, fn_name, fn, folder)
+
+
+def _origin_folder(module: Any) -> str | None:
+    """The study folder a loaded module came from (its stamp); None for an installed module's."""
+    origin = _own(module, _ORIGIN_ATTR)
+    return None if origin is None else origin[0]
+
+
+def _bound(module: Any, fn_name: str, fn: Callable[..., Any], folder: str) -> Callable[..., Any]:
+    """`fn` run as code of its study's folder: each call first forgets the modules other folders' code
+    loaded, and imports inside the call are looked up in the folder and stamped, as at load. A
+    function that imports a helper of its folder in its body (a lazy import) then gets its own
+    folder's, where it would otherwise find none (the folder is on the import path only while
+    loading) or another study's, loaded since. The same wrapper comes back while the module is
+    unchanged."""
+    cache = module.__dict__.setdefault(_BOUND_ATTR, {})
+    hit = cache.get(fn_name)
+    if hit is not None and hit[0] is fn:
+        return hit[1]
+    path = Path(folder)
+
+    @functools.wraps(fn)
+    def run_in_study_folder(*args: Any, **kwargs: Any) -> Any:
+        _forget_foreign(folder)
+        with _importing_from(path):
+            return fn(*args, **kwargs)
+
+    cache[fn_name] = (fn, run_in_study_folder)
+    return run_in_study_folder
 
 
 def study_module_file(name: str, base_dir: str | Path | None) -> Path | None:

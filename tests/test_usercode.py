@@ -131,6 +131,44 @@ def test_a_package_the_program_imported_keeps_its_modules(tmp_path, monkeypatch)
         _forget(tmp_path)
 
 
+@pytest.mark.parametrize("ref", ["uc_lazy.py:limit", "uc_lazy:limit"])
+def test_a_helper_imported_inside_the_function_is_its_own_folders(tmp_path, ref):
+    # the import runs at call time, after the load: before, the folder was on the import path only
+    # while loading, so the call found no helper, or the helper another study had loaded since
+    folders = []
+    for name, limit in (("a", 8), ("b", 4)):
+        d = _study(tmp_path / name, limit)
+        (d / "uc_lazy.py").write_text("def limit():\n    from uc_helper import LIMIT\n    return LIMIT\n")
+        folders.append(d)
+    a, b = folders
+    try:
+        f_a = load_callable(ref, base_dir=a, what="constraint")
+        f_b = load_callable(ref, base_dir=b, what="constraint")  # b loaded last, a's helper not yet imported
+        assert f_a() == 8
+        assert f_b() == 4
+        assert f_a() == 8
+        # a helper imported in a call is refreshed like one imported at load: edited, it runs as on disk
+        (a / "uc_helper.py").write_text("LIMIT = 2\n")
+        assert load_callable(ref, base_dir=a, what="constraint")() == 2
+        # the program's modules see no study folder on the import path after a call
+        assert str(a) not in sys.path and str(b) not in sys.path
+    finally:
+        _forget(tmp_path)
+
+
+def test_an_unchanged_module_gives_back_the_same_function(folders):
+    a, _ = folders
+    first = load_callable("uc_rules.py:limit", base_dir=a, what="hook")
+    assert load_callable("uc_rules.py:limit", base_dir=a, what="hook") is first
+    assert first.__name__ == "limit" and first() == 8
+
+
+def test_an_installed_modules_function_comes_back_as_it_is():
+    import math
+
+    assert load_callable("math:sqrt", base_dir=None, what="hook") is math.sqrt
+
+
 def _forget(root):
     """Drop the modules a test loaded from `root`."""
     for key in list(sys.modules):
