@@ -20,6 +20,7 @@ import modulefinder
 import os
 import re
 import sys
+import threading
 import types
 from pathlib import Path
 from typing import Any, Callable
@@ -41,6 +42,10 @@ _BOUND_ATTR = "__designer_bound__"
 # call of the folder that ran last scans nothing. Process state, as sys.modules is.
 _stamped: dict[str, str] = {}
 _last_folder: list[str | None] = [None]
+# Loads and calls change process state (sys.modules, sys.path, sys.dont_write_bytecode): one at a time.
+# The folders of the study functions running now, innermost last (a study function may call another's).
+_lock = threading.RLock()
+_running: list[str] = []
 
 
 def _digest(path: str) -> str | None:
@@ -213,9 +218,11 @@ def load_callable(ref: str, *, base_dir: str | Path | None, what: str) -> Callab
             path = Path(target) if Path(target).is_absolute() else base / target
             if not path.is_file():
                 raise HookError(f"{what} '{ref}': no file {path} (a path is relative to the study file's folder)")
-            module = _from_file(path.resolve())
+            with _lock:
+                module = _from_file(path.resolve())
         else:
-            module = _from_module(target, base)
+            with _lock:
+                module = _from_module(target, base)
     except HookError:
         raise
     except (Exception, SystemExit) as err:  # ImportError, SyntaxError, any error (or exit) in the module's top-level code
@@ -240,7 +247,10 @@ def _bound(module: Any, fn_name: str, fn: Callable[..., Any], folder: str) -> Ca
     function that imports a helper of its folder in its body (a lazy import) then gets its own
     folder's, where it would otherwise find none (the folder is on the import path only while
     loading) or another study's, loaded since. The same wrapper comes back while the module is
-    unchanged."""
+    unchanged. Calls run one at a time (a lock: they change sys.modules and sys.path), with the
+    folder first on the import path for the call's duration, as for a script run from it; code the
+    function leaves to run later (a callback) runs outside it. The wrapper, a closure, does not pickle:
+    workers load a study's code themselves."""
     cache = module.__dict__.setdefault(_BOUND_ATTR, {})
     hit = cache.get(fn_name)
     if hit is not None and hit[0] is fn:
@@ -249,9 +259,17 @@ def _bound(module: Any, fn_name: str, fn: Callable[..., Any], folder: str) -> Ca
 
     @functools.wraps(fn)
     def run_in_study_folder(*args: Any, **kwargs: Any) -> Any:
-        _forget_foreign(folder)
-        with _importing_from(path):
-            return fn(*args, **kwargs)
+        with _lock:
+            _forget_foreign(folder)
+            _running.append(folder)
+            try:
+                with _importing_from(path):
+                    return fn(*args, **kwargs)
+            finally:
+                _running.pop()
+                if _running and _running[-1] != folder:
+                    # called from another study's function: the rest of that one imports its own again
+                    _forget_foreign(_running[-1])
 
     cache[fn_name] = (fn, run_in_study_folder)
     return run_in_study_folder

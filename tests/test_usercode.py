@@ -156,6 +156,45 @@ def test_a_helper_imported_inside_the_function_is_its_own_folders(tmp_path, ref)
         _forget(tmp_path)
 
 
+def test_a_study_function_calling_anothers_keeps_its_own_helpers(tmp_path):
+    # a's function calls b's, then imports its helper: a's, not the one b's call loaded
+    a = _study(tmp_path / "a", 8)
+    b = _study(tmp_path / "b", 4)
+    (b / "uc_lazy.py").write_text("def limit():\n    from uc_helper import LIMIT\n    return LIMIT\n")
+    (a / "uc_outer.py").write_text("def both(inner):\n    got = inner()\n    from uc_helper import LIMIT\n"
+                                   "    return got, LIMIT\n")
+    try:
+        inner = load_callable("uc_lazy.py:limit", base_dir=b, what="hook")
+        outer = load_callable("uc_outer.py:both", base_dir=a, what="hook")
+        assert outer(inner) == (4, 8)
+    finally:
+        _forget(tmp_path)
+
+
+def test_calls_from_threads_leave_the_interpreters_settings_as_they_were(folders):
+    import threading
+
+    a, b = folders
+    for d in folders:  # a call that lets other threads run in its middle, and imports its helper there
+        (d / "uc_slow.py").write_text("import time\n\ndef limit():\n    time.sleep(0.001)\n"
+                                      "    from uc_helper import LIMIT\n    return LIMIT\n")
+    f_a = load_callable("uc_slow.py:limit", base_dir=a, what="hook")
+    f_b = load_callable("uc_slow.py:limit", base_dir=b, what="hook")
+    before = (sys.dont_write_bytecode, list(sys.path))
+    results = []
+
+    def work(f, want):
+        results.extend(f() == want for _ in range(25))
+
+    threads = [threading.Thread(target=work, args=(f, want)) for f, want in ((f_a, 8), (f_b, 4)) * 4]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(results) and len(results) == 200
+    assert (sys.dont_write_bytecode, list(sys.path)) == before
+
+
 def test_an_unchanged_module_gives_back_the_same_function(folders):
     a, _ = folders
     first = load_callable("uc_rules.py:limit", base_dir=a, what="hook")

@@ -2,7 +2,7 @@
 
     python studies/calibration/validation_tables.py [--out results/validation/modern_runs.md]
 
-It also writes results/validation/heldout_runs.md: the same tables for the held-out rows
+It also writes heldout_runs.md beside it: the same tables for the held-out rows
 (tests/perf/data/megatron_bridge_heldout.yaml), which no fit reads.
 
 One markdown table per set of training-runs-modern.md (and Megatron SC'21 Table 1), with the
@@ -31,7 +31,6 @@ from tests.perf import modern_runs  # noqa: E402
 from tests.perf.test_training_runs import megatron_errors  # noqa: E402
 
 OUT = REPO / "results" / "validation" / "modern_runs.md"
-HELDOUT_OUT = REPO / "results" / "validation" / "heldout_runs.md"
 README = REPO / "README.md"
 README_START = "<!-- validation tables: written by studies/calibration/validation_tables.py -->"
 README_END = "<!-- end of validation tables -->"
@@ -172,11 +171,12 @@ def main(out: Annotated[Path, typer.Option("--out", help="the markdown file to w
              "Error = designer / measured - 1 on tokens/s per GPU.", ""]
     for title, table in held:
         lines += [f"## {title}", "", *table, ""]
-    HELDOUT_OUT.write_text("\n".join(lines) + "\n")
+    held_out = out.parent / "heldout_runs.md"
+    held_out.write_text("\n".join(lines) + "\n")
     if readme:
         README.write_text(replace_readme_block(README.read_text(), readme_block(tables)))
     rows = sum(len(t) - 2 for _, t in tables)
-    print(f"wrote {out}{' and the README tables' if readme else ''} ({rows} rows) and {HELDOUT_OUT} "
+    print(f"wrote {out}{' and the README tables' if readme else ''} ({rows} rows) and {held_out} "
           f"({sum(len(t) - 2 for _, t in held)} held-out rows) in {time.perf_counter() - t0:.0f} s")
 
 

@@ -12,15 +12,19 @@ fitted on.
 from __future__ import annotations
 
 import functools
+import re
+from pathlib import Path
 
 import pytest
 
+from designer.spec.models import load_model
 from tests.perf import modern_runs
 
 BOUNDS = {  # set: (MAPE bound, share of rows within 10%, at least) -- reached: 4.8%/91%, 3.0%/100%, 14.4%/55%
-    "dense-3d": (0.049, 0.90),
-    "dense-fsdp": (0.031, 1.00),
-    "moe": (0.145, 0.55),
+    # a little above what is reached: these rows are for measuring, not for fitting the model to
+    "dense-3d": (0.052, 0.88),
+    "dense-fsdp": (0.035, 0.85),
+    "moe": (0.150, 0.52),
 }
 
 
@@ -41,31 +45,63 @@ def test_heldout_rows_per_set(name):
     mape_bound, within_bound = BOUNDS[name]
     mape = sum(abs(e.error) for e in errs) / len(errs)
     within = sum(abs(e.error) <= 0.10 for e in errs) / len(errs)
-    assert mape <= mape_bound, f"{name}: MAPE {100 * mape:.1f}% > {100 * mape_bound:.0f}%"
+    assert mape <= mape_bound, f"{name}: MAPE {100 * mape:.1f}% > {100 * mape_bound:.1f}%"
     assert within >= within_bound, f"{name}: {100 * within:.0f}% of rows within 10%"
 
 
+def _release(row: dict) -> str:
+    """A Megatron-Bridge row's container: MB2604-.. -> 26.04, MB260401-.. -> 26.04.01."""
+    m = re.match(r"MB(\d\d)(\d\d)(\d\d)?-", row["id"])
+    return f"{m[1]}.{m[2]}" + (f".{m[3]}" if m[3] else "")
+
+
 def test_heldout_rows_are_no_calibration_rows():
-    # a held-out row is neither a calibration row's id nor the same published run under another id
-    # (the same release, model, system, precision and shape)
+    # no published run is both: not by id, and not as the same release's row for the same model,
+    # system and precision at the same GPU count and sharding
     def key(r):
-        return (r["model"], r["gpu"], r["gpus"], r["precision"], r["seq"], r["gbs"], r["mbs"], r["tp"], r["pp"],
-                r["cp"], r["vp"], r["ep"], r["measured"]["tokens_per_s_per_gpu"])
+        return _release(r), r["model"], r["gpu"], r["gpus"], r["precision"], r["sharding"] == "fsdp"
 
     held = modern_runs.heldout_rows()
-    assert len({r["id"] for r in held}) == len(held)
+    calib = [r for r in modern_runs.rows() if r["framework"] == "megatron-bridge"]
+    assert len({r["id"] for r in held}) == len(held) == len({key(r) for r in held})
     assert not {r["id"] for r in held} & {r["id"] for r in modern_runs.rows()}
-    assert not {key(r) for r in held} & {key(r) for r in modern_runs.rows()}
+    assert not {key(r) for r in held} & {key(r) for r in calib}
+    assert all(_release(r) == r["release"] for r in held)
 
 
 def test_heldout_rows_are_whole_layouts_with_their_releases_recipe():
+    # the rules the calibration rows keep (test_modern_runs_data.py), on the rows as they run
     recipes = modern_runs.heldout()["recipes"]
     refs = {"26.02": "v0.3.0", "26.02.01": "v0.3.1", "26.04": "26.04-alpha", "26.04.01": "v0.4.2"}
-    for r in modern_runs.heldout_rows():
+    for published in modern_runs.heldout_rows():
+        rec = recipes[published["id"]]
+        for field, value in (rec.get("corrections") or {}).items():
+            # a correction changes a published cell and says why
+            assert published[field] != value and rec["correction_evidence"], (published["id"], field)
+        r = {**published, **modern_runs.corrections(published)}
+        llm = load_model(r["model"])
         assert r["tp"] * r["pp"] * r["cp"] * r["dp"] == r["gpus"], r["id"]
-        assert r["id"].startswith("MB" + r["release"].replace(".", "") + "-"), r["id"]
-        assert r["ref"] == refs[r["release"]] and r["nccl_version"] == "2.29", r["id"]
-        rec = recipes[r["id"]]
-        assert rec["source"].startswith(r["ref"]) and rec["recompute"] is not None, r["id"]
-        if r["set"] == "moe":
+        assert r["gbs"] % (r["dp"] * r["mbs"]) == 0 and (r["vp"] is None or r["pp"] >= 2), r["id"]
+        assert r["hb_domain"] == (72 if r["gpu"] in ("gb200", "gb300") else 8), r["id"]
+        assert r["fp8_recipe"] == ("current" if r["precision"] == "fp8" else None), r["id"]
+        assert r["set"] == ("moe" if llm.moe else "dense-fsdp" if r["sharding"] == "fsdp" else "dense-3d"), r["id"]
+        assert r["sharding"] != "fsdp" or r["shard_group"] == r["dp"], r["id"]
+        if llm.moe:
+            assert llm.moe.experts % r["ep"] == 0 and (r["gpus"] // r["pp"]) % r["ep"] == 0, r["id"]
             assert rec["moe_dispatcher"] in ("alltoall", "allgather", "hybridep", "deepep"), r["id"]
+        else:
+            assert r["ep"] == 1, r["id"]
+        assert r["ref"] == refs[r["release"]] and r["nccl_version"] == "2.29", r["id"]
+        assert rec["source"].startswith(r["ref"] + " ") and rec["recompute"] is not None, r["id"]
+
+
+def test_the_heldout_tables_hold_the_shipped_calibrations_figures():
+    # results/validation/heldout_runs.md (studies/calibration/validation_tables.py) shows what the
+    # model computes now: every held-out row once, with its designer figure and error
+    text = (Path(__file__).resolve().parents[2] / "results" / "validation" / "heldout_runs.md").read_text()
+    shown = {m[0]: (m[1], m[2]) for m in re.findall(r"^\| (MB[\w.-]*) \| [\d,]+ \| ([\d,]+) \| ([+-]\d+\.\d)% \|",
+                                                     text, flags=re.MULTILINE)}
+    errs = _errors()
+    assert set(shown) == {e.id for e in errs}, "rerun studies/calibration/validation_tables.py"
+    for e in errs:
+        assert shown[e.id] == (f"{e.predicted:,.0f}", f"{100 * e.error:+.1f}"), (e.id, shown[e.id])
