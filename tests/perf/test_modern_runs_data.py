@@ -414,7 +414,7 @@ def test_recipe_recompute_as_megatron_core_runs_it():
 def test_recipes_that_offload_activations_run_so_without_recompute():
     # Megatron-Bridge's FSDP Llama-3 70B presets offload activations to the Grace / host memory
     # instead of recomputing (cpu_offloading_num_layers: fa0315ae llama3_70b_llm_pretrain.yaml L146;
-    # v0.2.0 llama3/workload_base_configs.py L47, L77; 26.04-alpha L245), and set no recompute
+    # v0.2.0 llama3/workload_base_configs.py L47, L77; v0.4.2 L245), and set no recompute
     by_id = {r["id"]: r for r in ROWS}
     offloaded = {rid: rec["activation_offload_layers"] for rid, rec in RECIPES.items() if "activation_offload_layers" in rec}
     assert offloaded == {"MB2509-02": 40, "MB2511-02": 20, "MB2511-10": 40, "MB260401-04": 40}
