@@ -412,6 +412,26 @@ def summary(errs: list[RowError]) -> dict[str, tuple[float, float, int]]:
     return out
 
 
+def assert_set_within(errs: list[RowError], name: str, mape_bound: float, within_bound: float) -> None:
+    """Print set `name`'s table (pytest -s) and assert its MAPE and its share of rows within 10%."""
+    errs = [e for e in errs if e.set == name]
+    print("\n" + table(errs))
+    mape = sum(abs(e.error) for e in errs) / len(errs)
+    within = sum(abs(e.error) <= 0.10 for e in errs) / len(errs)
+    assert mape <= mape_bound, f"{name}: MAPE {100 * mape:.1f}% > {100 * mape_bound:.1f}%"
+    assert within >= within_bound, f"{name}: {100 * within:.0f}% of rows within 10%"
+
+
+def assert_tables_show(text: str, errs: list[RowError]) -> None:
+    """A validation table (studies/calibration/validation_tables.py) in `text` shows what the model
+    computes now: every row of `errs` once, with its designer figure and error."""
+    shown = {m[0]: (m[1], m[2]) for m in re.findall(r"^\| ([A-Z][\w.-]*) \| [\d,]+ \| ([\d,]+) \| ([+-]\d+\.\d)% \|",
+                                                     text, flags=re.MULTILINE)}
+    assert set(shown) == {e.id for e in errs}, "rerun studies/calibration/validation_tables.py"
+    for e in errs:
+        assert shown[e.id] == (f"{e.predicted:,.0f}", f"{100 * e.error:+.1f}"), (e.id, shown[e.id])
+
+
 def table(errs: list[RowError]) -> str:
     lines = []
     for s, (mape, worst, n) in summary(errs).items():

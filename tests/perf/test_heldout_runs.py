@@ -40,13 +40,7 @@ def test_every_heldout_configuration_is_accepted():
 
 @pytest.mark.parametrize("name", list(BOUNDS))
 def test_heldout_rows_per_set(name):
-    errs = [e for e in _errors() if e.set == name]
-    print("\n" + modern_runs.table(errs))
-    mape_bound, within_bound = BOUNDS[name]
-    mape = sum(abs(e.error) for e in errs) / len(errs)
-    within = sum(abs(e.error) <= 0.10 for e in errs) / len(errs)
-    assert mape <= mape_bound, f"{name}: MAPE {100 * mape:.1f}% > {100 * mape_bound:.1f}%"
-    assert within >= within_bound, f"{name}: {100 * within:.0f}% of rows within 10%"
+    modern_runs.assert_set_within(_errors(), name, *BOUNDS[name])
 
 
 def _release(row: dict) -> str:
@@ -99,9 +93,4 @@ def test_the_heldout_tables_hold_the_shipped_calibrations_figures():
     # results/validation/heldout_runs.md (studies/calibration/validation_tables.py) shows what the
     # model computes now: every held-out row once, with its designer figure and error
     text = (Path(__file__).resolve().parents[2] / "results" / "validation" / "heldout_runs.md").read_text()
-    shown = {m[0]: (m[1], m[2]) for m in re.findall(r"^\| (MB[\w.-]*) \| [\d,]+ \| ([\d,]+) \| ([+-]\d+\.\d)% \|",
-                                                     text, flags=re.MULTILINE)}
-    errs = _errors()
-    assert set(shown) == {e.id for e in errs}, "rerun studies/calibration/validation_tables.py"
-    for e in errs:
-        assert shown[e.id] == (f"{e.predicted:,.0f}", f"{100 * e.error:+.1f}"), (e.id, shown[e.id])
+    modern_runs.assert_tables_show(text, _errors())

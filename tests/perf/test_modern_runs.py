@@ -38,13 +38,7 @@ def test_every_published_configuration_is_accepted():
 
 @pytest.mark.parametrize("name", list(BOUNDS))
 def test_modern_runs_per_set(name):
-    errs = [e for e in _errors() if e.set == name]
-    print("\n" + modern_runs.table(errs))
-    mape_bound, within_bound = BOUNDS[name]
-    mape = sum(abs(e.error) for e in errs) / len(errs)
-    within = sum(abs(e.error) <= 0.10 for e in errs) / len(errs)
-    assert mape <= mape_bound, f"{name}: MAPE {100 * mape:.1f}% > {100 * mape_bound:.0f}%"
-    assert within >= within_bound, f"{name}: {100 * within:.0f}% of rows within 10%"
+    modern_runs.assert_set_within(_errors(), name, *BOUNDS[name])
 
 
 def test_low_precision_rows_are_faster_than_their_bf16_twins():
@@ -75,18 +69,11 @@ def test_the_per_expert_host_wait_is_what_megatron_expects_full_graphs_to_win_on
 def test_readme_tables_hold_the_shipped_calibrations_figures():
     # the README's per-set tables (studies/calibration/validation_tables.py) show what the model
     # computes now: every usable row once, with its designer figure and error
-    import re
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     start = text.index("<!-- validation tables: written by studies/calibration/validation_tables.py -->")
-    block = text[start:text.index("<!-- end of validation tables -->")]
-    shown = {m[0]: (m[1], m[2]) for m in re.findall(r"^\| ([A-Z][\w.-]*) \| [\d,]+ \| ([\d,]+) \| ([+-]\d+\.\d)% \|",
-                                                     block, flags=re.MULTILINE)}
-    errs = _errors()
-    assert set(shown) == {e.id for e in errs}, "rerun studies/calibration/validation_tables.py"
-    for e in errs:
-        assert shown[e.id] == (f"{e.predicted:,.0f}", f"{100 * e.error:+.1f}"), (e.id, shown[e.id])
+    modern_runs.assert_tables_show(text[start:text.index("<!-- end of validation tables -->")], _errors())
 
 
 def test_eager_kernels_explain_most_of_torchtitans_torch_compile_gain():
