@@ -1,5 +1,5 @@
 """Held-out check: Megatron-Bridge performance-summary rows that no fit reads
-(tests/perf/data/megatron_bridge_heldout.yaml: the 26.02 to 26.04.01 containers' pre-training rows
+(tests/perf/data/megatron_bridge_heldout.yaml: the 26.02 to 26.08 containers' pre-training rows
 that training-runs-modern.md does not copy, each run with the recipe its release's code states).
 
 They are scored exactly as the calibration rows are (tests/perf/modern_runs.py: the same systems,
@@ -20,11 +20,11 @@ import pytest
 from designer.spec.models import load_model
 from tests.perf import modern_runs
 
-BOUNDS = {  # set: (MAPE bound, share of rows within 10%, at least) -- reached: 4.8%/91%, 3.0%/100%, 14.4%/55%
+BOUNDS = {  # set: (MAPE bound, share of rows within 10%, at least) -- reached: 4.9%/89%, 3.0%/100%, 12.6%/62%
     # a little above what is reached: these rows are for measuring, not for fitting the model to
-    "dense-3d": (0.052, 0.88),
+    "dense-3d": (0.053, 0.86),
     "dense-fsdp": (0.035, 0.85),
-    "moe": (0.150, 0.52),
+    "moe": (0.135, 0.58),
 }
 
 
@@ -66,7 +66,9 @@ def test_heldout_rows_are_no_calibration_rows():
 def test_heldout_rows_are_whole_layouts_with_their_releases_recipe():
     # the rules the calibration rows keep (test_modern_runs_data.py), on the rows as they run
     recipes = modern_runs.heldout()["recipes"]
-    refs = {"26.02": "v0.3.0", "26.02.01": "v0.3.1", "26.04": "26.04-alpha", "26.04.01": "v0.4.2"}
+    refs = {"26.02": "v0.3.0", "26.02.01": "v0.3.1", "26.04": "26.04-alpha", "26.04.01": "v0.4.2", "26.06": "63b08b",
+            "26.06.01": "v0.5.1", "26.08": "v0.6.0"}
+    nccl = {"26.02": "2.29", "26.02.01": "2.29", "26.04": "2.29", "26.04.01": "2.29", "26.06": "2.30"}
     for published in modern_runs.heldout_rows():
         rec = recipes[published["id"]]
         for field, value in (rec.get("corrections") or {}).items():
@@ -85,7 +87,8 @@ def test_heldout_rows_are_whole_layouts_with_their_releases_recipe():
             assert rec["moe_dispatcher"] in ("alltoall", "allgather", "hybridep", "deepep"), r["id"]
         else:
             assert r["ep"] == 1, r["id"]
-        assert r["ref"] == refs[r["release"]] and r["nccl_version"] == "2.29", r["id"]
+        assert r["ref"] == refs[r["release"]] and r["nccl_version"] == nccl.get(r["release"]), r["id"]
+        assert r["use"] or "performance regression" in r["exclude_reason"], r["id"]
         assert rec["source"].startswith(r["ref"] + " ") and rec["recompute"] is not None, r["id"]
 
 
