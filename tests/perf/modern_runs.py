@@ -56,9 +56,18 @@ def recipes() -> dict:
     (data/nemo_recipes.yaml)."""
     bridge = yaml.safe_load((DATA / "megatron_bridge_recipes.yaml").read_text())["rows"]
     nemo = yaml.safe_load((DATA / "nemo_recipes.yaml").read_text())["rows"]
-    held = heldout()["recipes"]
-    assert not set(bridge) & set(nemo) and not set(held) & (set(bridge) | set(nemo))
-    return {**bridge, **nemo, **held}
+    if set(bridge) & set(nemo):
+        raise ValueError(f"rows with two recipes: {sorted(set(bridge) & set(nemo))}")
+    return {**bridge, **nemo}
+
+
+def recipe_of(row: dict) -> dict:
+    """The recipe a row ran: a held-out row's (those rows carry their `release`) from the held-out file,
+    read only when one is scored, so no calibration run depends on it; a calibration row's from
+    recipes(); {} where none is read."""
+    if row.get("release") and row["id"] in heldout()["recipes"]:
+        return heldout()["recipes"][row["id"]]
+    return recipes().get(row["id"], {})
 
 
 def captures_whole_iteration(recipe: dict) -> bool:
@@ -113,7 +122,7 @@ def stated_recompute(row: dict):
     """The row's recompute as its source states it: the row's own, else its performance recipe's
     (megatron_bridge_recipes.yaml `recompute`), else None (not stated)."""
     rc = row["recompute"]
-    return rc if rc is not None else recipes().get(row["id"], {}).get("recompute")
+    return rc if rc is not None else recipe_of(row).get("recompute")
 
 
 def container_release(row: dict) -> str | None:
@@ -177,7 +186,7 @@ def strategy_for(row: dict) -> Strategy:
         recompute = Recompute(rc)
     sharding = row["sharding"]
     zero = _ZERO[sharding]
-    recipe = recipes().get(row["id"], {})
+    recipe = recipe_of(row)
     # the recipe's pipeline layout (DeepSeek-V3's: the embedding and the MTP layer and loss weigh on
     # the end stages, so they hold fewer decoder layers than Megatron's default uneven split gives)
     first_layers = last_layers = None
@@ -279,7 +288,7 @@ def training_for(row: dict) -> TrainingSpec:
                         # where the framework's compiler fuses the quantisation (modern_systems.yaml)
                         low_precision_casts=fw.get("low_precision_casts", "kernels"),
                         # the Megatron-Bridge recipe's fp8_dot_product_attention (megatron_bridge_recipes.yaml)
-                        fp8_attention=prec in ("fp8", "mxfp8", "nvfp4") and recipes().get(row["id"], {}).get("fp8_attention", False),
+                        fp8_attention=prec in ("fp8", "mxfp8", "nvfp4") and recipe_of(row).get("fp8_attention", False),
                         attention_output_saved=attention_output_saved(row))
 
 
@@ -303,7 +312,7 @@ def attention_output_saved(row: dict) -> str | None:
 def corrections(row: dict) -> dict:
     """The published cells a row's recipe and its neighbouring releases show to be misprinted
     (megatron_bridge_recipes.yaml `corrections`, with `correction_evidence`); empty for the rest."""
-    return dict(recipes().get(row["id"], {}).get("corrections") or {})
+    return dict(recipe_of(row).get("corrections") or {})
 
 
 def case(row: dict):

@@ -59,6 +59,8 @@ def test_heldout_rows_are_no_calibration_rows():
     calib = [r for r in modern_runs.rows() if r["framework"] == "megatron-bridge"]
     assert len({r["id"] for r in held}) == len(held) == len({key(r) for r in held})
     assert not {r["id"] for r in held} & {r["id"] for r in modern_runs.rows()}
+    assert not set(modern_runs.heldout()["recipes"]) & set(modern_runs.recipes())
+    assert {r["id"] for r in held} == set(modern_runs.heldout()["recipes"])
     assert not {key(r) for r in held} & {key(r) for r in calib}
     assert all(_release(r) == r["release"] for r in held)
 
