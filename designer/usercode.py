@@ -38,8 +38,8 @@ _ORIGIN_ATTR = "__designer_origin__"
 # Set on a loaded function's module: {function name: (the function, its folder-bound wrapper)}, so an
 # unchanged module gives back the same wrapper.
 _BOUND_ATTR = "__designer_bound__"
-# The names of the modules _stamp stamped, and the folder whose code last ran (load or call), so a
-# call of the folder that ran last scans nothing. Process state, as sys.modules is.
+# The modules _stamp stamped, by name, with their folder (the only stamps there are, so nothing scans
+# sys.modules), and the folder whose code last loaded or ran. Process state, as sys.modules is.
 _stamped: dict[str, str] = {}
 _last_folder: list[str | None] = [None]
 # Loads and calls change process state (sys.modules, sys.path, sys.dont_write_bytecode): one at a time.
@@ -93,33 +93,32 @@ def _refresh(folder: Path) -> None:
     no fresh module keeps a stale one it imported. Modules imported otherwise (the program's own,
     installed packages) carry no stamp and are never touched."""
     key = str(folder)
-    foreign, own = [], []
-    for name, module in list(sys.modules.items()):
-        origin = _own(module, _ORIGIN_ATTR)
-        if origin is None:
-            continue
-        (own if origin[0] == key else foreign).append(name)
-    for n in foreign:
-        sys.modules.pop(n, None)
-    _last_folder[0] = key
+    _forget_foreign(key)
+    own = [n for n, f in _stamped.items() if f == key and _stamp_of(n) == key]
     if all(_unchanged(sys.modules[n]) for n in own):
         return
     for n in own:
         sys.modules.pop(n, None)
+        _stamped.pop(n, None)
+
+
+def _stamp_of(name: str) -> str | None:
+    """The study folder module `name` in sys.modules was loaded from, if _stamp stamped it."""
+    module = sys.modules.get(name)
+    origin = _own(module, _ORIGIN_ATTR) if module is not None else None
+    return None if origin is None else origin[0]
 
 
 def _forget_foreign(key: str) -> None:
-    """Before a call of `key`'s code: forget the modules other study folders' code loaded, as a load
-    does (_refresh), without reading any file; nothing to do when `key`'s code ran last."""
+    """Forget the modules other study folders' code loaded (_stamped: every stamp _stamp made), before
+    `key`'s code loads or runs; nothing to do when `key`'s code ran last, as no other folder's module
+    has been stamped since."""
     if _last_folder[0] == key:
         return
-    for name in list(_stamped):
-        module = sys.modules.get(name)
-        origin = _own(module, _ORIGIN_ATTR) if module is not None else None
-        if origin is None:
-            _stamped.pop(name, None)
-        elif origin[0] != key:
-            sys.modules.pop(name, None)
+    for name, folder in list(_stamped.items()):
+        if folder != key:
+            if _stamp_of(name) == folder:
+                sys.modules.pop(name, None)
             _stamped.pop(name, None)
     _last_folder[0] = key
 
