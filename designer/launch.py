@@ -277,7 +277,13 @@ def _moe_args(llm: LLMSpec, s: Strategy, gpus_per_node: int, notes: list[str]) -
 def _zero_args(s: Strategy, training: TrainingSpec, notes: list[str]) -> list[str]:
     a: list[str] = []
     dp_ranks = s.dp * s.cp  # Megatron's distributed optimizer and FSDP shard over the dp x cp group
-    if s.zero_stage == 1:
+    if training.optimizer == "muon":
+        # Muon (TrainingSpec.optimizer): under ZeRO-1 Megatron's layer-wise distributed optimizer,
+        # which runs without the distributed optimizer's buffers (Megatron-Bridge recipes/kimi/kimi_k2.py:
+        # "Muon needs this to be False"); blockwise Newton-Schulz on each TP block, as designer prices it
+        a += ["--optimizer", "dist_muon" if s.zero_stage == 1 else "muon",
+              "--muon-num-ns-steps", str(training.muon_ns_steps), "--muon-tp-mode", "blockwise"]
+    elif s.zero_stage == 1:
         # ZeRO-1: the distributed optimizer shards optimizer state and reduce-scatters gradients
         a.append("--use-distributed-optimizer")
     elif s.zero_stage in (2, 3):
@@ -481,8 +487,9 @@ def megatron_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus: i
     fsdp = s.zero_stage in (2, 3)
     if s.overlap_dp_comm and s.dp * s.cp > 1:
         a.append("--overlap-grad-reduce")
-        if s.zero_stage >= 1:
+        if s.zero_stage >= 1 and training.optimizer != "muon":
             # arguments.py: --overlap-param-gather needs the distributed optimizer or Megatron-FSDP
+            # (Muon's layer-wise gather runs after the step, as designer prices it)
             a.append("--overlap-param-gather")
     if not s.overlap_pp_comm and s.pp > 2 and s.schedule == Schedule.interleaved:
         a.append("--no-overlap-p2p-communication")  # overlap_p2p_comm is on by default (interleaved only)

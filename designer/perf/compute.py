@@ -755,8 +755,68 @@ def logits_forward(llm: LLMSpec, *, b, s, tp, cp, prec: Precisions, hbm_bytes_pe
     return t + ce_bytes / (hbm_bytes_per_s * calib.hbm_efficiency), flops
 
 
+def muon_matrices(llm: LLMSpec, moe_layer: bool, tp, etp=1.0) -> tuple[list, list]:
+    """The 2-D weights of one layer that Muon orthogonalises, as (rows, cols) of the block one
+    tensor-parallel rank holds (Megatron-Bridge's muon_tp_mode "blockwise": each rank runs
+    Newton-Schulz on its own shard), apart: (the layer's dense side, one routed expert's).
+
+    The fused QKV weight is split into its query, key and value parts (Megatron-Core muon.py
+    split_qkv, qkv_split_shapes per query group); MLA's down-projections and the router are held
+    whole by every TP rank (tp_replicated_layer_params); a gated MLP's fused gate and up projection
+    is one matrix (muon.py splits only QKV); each routed expert's weights are matrices of their own
+    (Transformer Engine's grouped linear keeps weight0..weightN). Norms and biases are vectors, on
+    the scalar optimizer."""
+    h = llm.hidden_size
+    a, kv, dh = _attention_dims(llm)
+    tp, etp = np.asarray(tp, float), np.asarray(etp, float)
+    gate = 2.0 if llm.gated_mlp else 1.0
+    if llm.mla is not None:
+        m = llm.mla
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        q = ([(m.q_lora_rank, h), (a / tp * qk, m.q_lora_rank)] if m.q_lora_rank
+             else [(a / tp * qk, h)])
+        attn = q + [(m.kv_lora_rank + m.qk_rope_head_dim, h),
+                    (a / tp * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank),
+                    (h, a / tp * m.v_head_dim)]
+    else:
+        kv_rows = np.maximum(kv / tp, 1.0) * dh
+        attn = [(a / tp * dh, h), (kv_rows, h), (kv_rows, h), (h, a / tp * dh)]
+
+    def mlp(width, split):
+        return [(gate * width / split, h), (h, width / split)]
+    if moe_layer and llm.moe is not None:
+        moe = llm.moe
+        dense = attn + [(moe.experts, h)]
+        if moe.shared_experts:
+            dense += mlp(moe.shared_experts * moe.shared_ffn_size, tp)
+        return dense, mlp(moe.expert_ffn_size, etp)
+    return attn + mlp(llm.ffn_size, tp), []
+
+
+def newton_schulz_s(matrices: list, steps: int, peak_flops: float, max_eff: float, calib: ComputeCalibration):
+    """(seconds, parameters) of Muon's orthogonalisation of `matrices` ((rows, cols) pairs): per
+    Newton-Schulz step on an m x n matrix (m <= n; the iteration runs on the transpose of a tall one),
+    A = X X^T (m x n by n x m), B = bA + cA A (m x m by m x m) and X' = aX + B X (m x m by m x n)
+    (Jordan et al. 2024, the quintic iteration zeropower_via_newtonschulz5; emerging_optimizers
+    newton_schulz), 4m^2 n + 2m^3 FLOPs. The matmuls run in 16-bit: Megatron's
+    --muon-fp32-matmul-prec "medium" (the Megatron-Bridge default) is PyTorch's float32 matmul
+    precision that lets fp32 matmuls use bfloat16 internally."""
+    t = 0.0
+    n_params = 0.0
+    for rows, cols in matrices:
+        r, c = np.asarray(rows, float), np.asarray(cols, float)
+        small, big = np.minimum(r, c), np.maximum(r, c)
+        t = t + steps * (gemm_time_s(small, small, big, 1, peak_flops, max_eff, calib)
+                         + gemm_time_s(small, small, small, 1, peak_flops, max_eff, calib)
+                         + gemm_time_s(small, big, small, 1, peak_flops, max_eff, calib))
+        n_params = n_params + r * c
+    return t, n_params
+
+
 def optimizer_step_s(local_params, hbm_bytes_per_s: float, calib: ComputeCalibration):
-    """The Adam step plus gradient-norm clipping is memory-bound: bytes/param of HBM traffic."""
+    """The Adam step plus gradient-norm clipping is memory-bound: bytes/param of HBM traffic. Muon's
+    element-wise part (momentum, update, master and 16-bit weights, the clip) moves about as much,
+    one moment less and the Newton-Schulz input and output more (its matmuls: newton_schulz_s)."""
     return np.asarray(local_params, float) * calib.optimizer_bytes_per_param / (hbm_bytes_per_s * calib.hbm_efficiency)
 
 

@@ -155,6 +155,8 @@ REASONS = {
     28: ("divisibility", "interleaved schedule needs the microbatches of a pipeline schedule to be a multiple of pp"),
     29: ("compatibility", "Megatron-Core's EP all-to-all overlap needs EP, the alltoall or deepep dispatcher, "
                           "virtual stages when pp > 1, no full or MoE recompute and at most one MTP layer"),
+    30: ("compatibility", "Muon orthogonalises whole matrices on the GPU: it needs ZeRO stage 0 or 1 (Megatron's "
+                          "layer-wise distributed optimizer) and no optimizer or weight offload"),
 }
 
 
@@ -1124,6 +1126,7 @@ class StageParams:
     rank_expert: np.ndarray
     # of rank_dense, the embedding, the output layer and the final norm (no low-precision copies)
     rank_plain: np.ndarray = 0.0
+    peak_plain: np.ndarray = 0.0  # of peak_dense, the same
 
 
 def stage_params(ctx: _Context, stt: StageTimes) -> StageParams:
@@ -1192,11 +1195,13 @@ def stage_params(ctx: _Context, stt: StageTimes) -> StageParams:
     peak_i = np.argmax(rank_d + rank_e, axis=0)
     peak_d = np.take_along_axis(rank_d, peak_i[None], axis=0)[0]
     peak_e = np.take_along_axis(rank_e, peak_i[None], axis=0)[0]
-    return StageParams(pace_dense=pace_d, pace_expert=pace_e, peak_dense=peak_d, peak_expert=peak_e,
+    rank_plain = np.broadcast_to(rank_plain, rank_d.shape)
+    peak_plain = np.take_along_axis(rank_plain, peak_i[None], axis=0)[0]
+    return StageParams(pace_dense=pace_d, pace_expert=pace_e, peak_dense=peak_d, peak_expert=peak_e, peak_plain=peak_plain,
                        layer_dense=np.maximum((dense_p - rep_d) / tp + rep_d,
                                               (moe_ne - rep_m) / tp + rep_m if llm.moe is not None else 0.0),
                        layer_expert=moe_e / (etp * ep) + np.zeros(ctx.shape),
-                       rank_dense=rank_d, rank_expert=rank_e, rank_plain=np.broadcast_to(rank_plain, rank_d.shape))
+                       rank_dense=rank_d, rank_expert=rank_e, rank_plain=rank_plain)
 
 
 def low_precision_param_gather(ctx: _Context) -> np.ndarray:
@@ -1254,6 +1259,7 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, stage_exposed_fwd_
     z3_f = np.zeros(shape)
     z3_b = np.zeros(shape)
     z3_r = np.zeros(shape)
+    layer_wise = np.full(shape, ctx.training.optimizer == "muon") & (zero == 1)
     for kind in ("dense", "expert"):
         if kind == "dense":
             # per-layer gathers carry the stage's embedding / output layer too (FSDP wraps them as units)
@@ -1287,21 +1293,26 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, stage_exposed_fwd_
         bucket = np.minimum(1.0, bucket_b / np.maximum(G, 1.0))
         n_buckets = np.where(ov, np.ceil(np.maximum(G, 1.0) / bucket_b), 1.0)
         # ZeRO 0: all-reduce; 1-2: reduce-scatter + all-gather over the shard group; HSDP all-reduces
-        # the reduced shard across the replicas
-        ar = _ct_buckets("all_reduce", G, n_buckets, g_full, system, ccol, zero == 0, graphs=ctx.S.graphs)
-        rs = _ct_buckets("reduce_scatter", G, n_buckets, g_shard, system, ccol, (zero == 1) | (zero == 2),
+        # the reduced shard across the replicas. Muon's layer-wise distributed optimizer (ZeRO-1 under
+        # Muon) all-reduces the gradients in the buckets (Megatron-Bridge runs it without the
+        # distributed optimizer's buffers, use_distributed_optimizer False) and all-gathers the
+        # updated weights in one call after the step, which no compute hides (overlap_param_gather
+        # False; layer_wise_optimizer.py allgather_params, core_v0.17.0)
+        ar = _ct_buckets("all_reduce", G, n_buckets, g_full, system, ccol, (zero == 0) | layer_wise,
                          graphs=ctx.S.graphs)
-        ag = _ct_buckets("all_gather", params * gather_bytes, n_buckets, g_shard, system, ccol,
-                         (zero == 1) | (zero == 2), graphs=ctx.S.graphs)
+        rs = _ct_buckets("reduce_scatter", G, n_buckets, g_shard, system, ccol,
+                         ((zero == 1) | (zero == 2)) & ~layer_wise, graphs=ctx.S.graphs)
+        ag = _ct_buckets("all_gather", params * gather_bytes, np.where(layer_wise, 1.0, n_buckets), g_shard, system,
+                         ccol, (zero == 1) | (zero == 2), graphs=ctx.S.graphs)
         # (under ZeRO-3 the replicas' all-reduce goes per layer with its reduce-scatter, below)
         rep = _ct_buckets("all_reduce", G / np.maximum(shard_n, 1), n_buckets, g_rep, system, ccol,
-                          (zero >= 1) & (zero <= 2) & hsdp, graphs=ctx.S.graphs)
+                          (zero >= 1) & (zero <= 2) & hsdp & ~layer_wise, graphs=ctx.S.graphs)
         n_rs = np.where(zero == 2, m, n_sync)  # DeepSpeed stage 2 reduces every micro-step
         # the replicas' all-reduce follows each bucket's reduce-scatter (Megatron's distributed
         # optimizer instances, param_and_grad_buffer: both per bucket, overlapped with the backward)
         t_grad = ar.time_s + rs.time_s + rep.time_s
         e_grad = np.where(ov, chunked_exposed(t_grad, t_b, bucket, ctx), t_grad) * n_rs
-        e_ag = np.where(ov, chunked_exposed(ag.time_s, t_f, bucket, ctx), ag.time_s)
+        e_ag = np.where(ov & ~layer_wise, chunked_exposed(ag.time_s, t_f, bucket, ctx), ag.time_s)
         total = total + n_rs * (ar.time_s + rs.time_s + rep.time_s) + ag.time_s
         exposed = exposed + np.where(zero <= 2, e_grad + e_ag, 0.0)
         rows += [(ar, n_rs, "dp"), (rs, n_rs, "dp"), (ag, 1.0, "dp"), (rep, n_rs, "dp")]
@@ -1392,6 +1403,8 @@ def optimizer_term(ctx: _Context, sp_: StageParams):
     esg = np.maximum(ctx.pl.expert_dp.size.astype(float), 1.0)
     local = np.where(S.zero >= 1, sp_.peak_dense / sg + sp_.peak_expert / esg, sp_.peak_dense + sp_.peak_expert)
     on_gpu = cmp.optimizer_step_s(local, gpu.hbm_bandwidth_bytes_per_s, ctx.calib.compute)
+    if ctx.training.optimizer == "muon":
+        on_gpu = on_gpu + newton_schulz_term(ctx, sp_, sg, esg)
     if not np.any(S.offload_opt | S.offload_w):
         return on_gpu
     link = max(gpu.host_link_bytes_per_s, 1.0)
@@ -1400,6 +1413,34 @@ def optimizer_term(ctx: _Context, sp_: StageParams):
     transfer = np.where(S.offload_w, 0.0, local * (mem.GRAD_BYTES + mem.WEIGHT_BYTES) / link)
     offloaded = transfer + local * ctx.calib.compute.optimizer_bytes_per_param / host
     return np.where(S.offload_opt | S.offload_w, offloaded, on_gpu)
+
+
+def newton_schulz_term(ctx: _Context, sp_: StageParams, dp_shard, expert_dp_shard):
+    """Muon's orthogonalisation on the most loaded rank: every hidden weight matrix it owns, priced
+    per parameter at its layer's mix of matrix shapes (cmp.muon_matrices, cmp.newton_schulz_s). The
+    embedding and output layer stay on AdamW. Under ZeRO-1 (Megatron's layer-wise distributed
+    optimizer, layer_wise_optimizer.py shard_params) the whole matrices are dealt out over the
+    data-parallel ranks, the experts' over the expert data-parallel group, so each rank
+    orthogonalises its share; without it every replica orthogonalises all of its matrices."""
+    llm, S, prec = ctx.llm, ctx.S, ctx.prec
+    steps = ctx.training.muon_ns_steps
+    n_dense, n_moe = cmp.layer_kinds(llm)
+    dense_t, dense_p = cmp.newton_schulz_s(cmp.muon_matrices(llm, False, ctx.tp)[0], steps, prec.hi_peak_flops,
+                                           prec.hi_max_eff, ctx.calib.compute)
+    t_d, p_d = n_dense * dense_t, n_dense * dense_p
+    t_e = p_e = 0.0
+    if n_moe:
+        moe_dense, expert = cmp.muon_matrices(llm, True, ctx.tp, ctx.etp)
+        moe_t, moe_p = cmp.newton_schulz_s(moe_dense, steps, prec.hi_peak_flops, prec.hi_max_eff, ctx.calib.compute)
+        t_d, p_d = t_d + n_moe * moe_t, p_d + n_moe * moe_p
+        t_e, p_e = cmp.newton_schulz_s(expert, steps, prec.hi_peak_flops, prec.hi_max_eff, ctx.calib.compute)
+    # the rank's Muon-managed parameters: its dense side less the embedding and output layer
+    hidden = np.maximum(sp_.peak_dense - sp_.peak_plain, 0.0)
+    own_d = np.where(S.zero >= 1, hidden / dp_shard, hidden)
+    own_e = np.where(S.zero >= 1, sp_.peak_expert / expert_dp_shard, sp_.peak_expert)
+    per_d = t_d / np.maximum(p_d, 1.0)
+    per_e = t_e / np.maximum(p_e, 1.0) if n_moe else 0.0
+    return own_d * per_d + own_e * per_e
 
 
 def attention_output_saved_once(training: TrainingSpec) -> bool:
@@ -1582,15 +1623,21 @@ def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams, acts) -> dict[
     weight_bytes = np.where((S.zero >= 3) & tr.fp32_sharded_params, 0.0, weight_bytes)
     plain_weight_bytes = np.where((S.zero >= 3) & tr.fp32_sharded_params, 0.0, mem.WEIGHT_BYTES)
     rpn_dp = np.minimum(ctx.pl.grad.ranks_per_domain, ctx.pl.grad.size).astype(float)
+    moment_bytes = 4.0 if tr.optimizer_state_dtype == "fp32" else 2.0
     states = dict(dp_shard=sg, expert_dp_shard=edp, zero_stage=S.zero, hpz=S.hpz, ranks_per_node_dp=rpn_dp,
-                  grad_bytes=mem.gradient_bytes(tr.grad_accumulation_dtype),
-                  optimizer_bytes=4.0 + (8.0 if tr.optimizer_state_dtype == "fp32" else 4.0))
+                  grad_bytes=mem.gradient_bytes(tr.grad_accumulation_dtype))
+    # the fp32 master and Adam's two moments; Muon keeps one momentum on the hidden matrices (the
+    # norms' and biases' few parameters among them are priced so too) and the embedding and output
+    # layer stay on AdamW
+    adam_bytes = 4.0 + 2 * moment_bytes
+    hidden_bytes = 4.0 + moment_bytes if tr.optimizer == "muon" else adam_bytes
     # the embedding (a lookup) and the output layer (not a Transformer Engine module in Megatron;
     # torchao's float8 filter skips it too) keep no low-precision copy
     w_q, g_q, o_q = mem.model_state_bytes(sp_.rank_dense - sp_.rank_plain, sp_.rank_expert,
                                           extra_weight_bytes=np.where(low_gather, 0.0, fp8_copy),
-                                          weight_bytes=weight_bytes, **states)
-    w_p, g_p, o_p = mem.model_state_bytes(sp_.rank_plain, 0.0, weight_bytes=plain_weight_bytes, **states)
+                                          weight_bytes=weight_bytes, optimizer_bytes=hidden_bytes, **states)
+    w_p, g_p, o_p = mem.model_state_bytes(sp_.rank_plain, 0.0, weight_bytes=plain_weight_bytes,
+                                          optimizer_bytes=adam_bytes, **states)
     w_b, g_b, o_b = w_q + w_p, g_q + g_p, o_q + o_p
     # ZeRO-3: the gathered weights of the layer in use and of the prefetched ones (16-bit with their
     # low-precision copies, or the low-precision pair alone where that is what is gathered); without
@@ -1685,6 +1732,7 @@ def feasibility_codes(llm: LLMSpec, training: TrainingSpec, S: StrategyArrays, s
         flag((S.tp > 1) & ~S.sp, 27)
     flag((S.schedule == mem.SCHEDULE_INTERLEAVED) & ((S.pp < 2) | (S.v < 2)), 11)
     flag((S.qwz | S.qgz | S.hpz) & (S.zero < 3), 12)
+    flag(np.full(S.tp.shape, training.optimizer == "muon") & ((S.zero >= 2) | S.offload_opt | S.offload_w), 30)
     flag((S.shard_group > 0) & (((S.dp * S.cp) % np.maximum(S.shard_group, 1)) != 0), 14)
     m = training.global_batch_sequences // np.maximum(S.dp * S.mbs, 1)
     flushes = np.maximum(S.flushes, 1)

@@ -247,6 +247,21 @@ class TrainingSpec(Record):
                                     "(Megatron-LM's default with fp32 main gradients, torchtitan): twice the bytes")
     # Adam moments: fp32 by default; DeepSeek-V3 keeps them in bf16 (§3.3.3)
     optimizer_state_dtype: Literal["fp32", "bf16"] = "fp32"
+    # The optimizer of the hidden weight matrices. Muon (Jordan et al. 2024, "Muon: an optimizer for
+    # hidden layers"; Megatron-Core's TensorParallelMuon, megatron/core/optimizer/muon.py at core_v0.17.0)
+    # runs on every 2-D weight but the embedding and the output layer, which stay on AdamW
+    # (layer_wise_optimizer.py is_managed_by_layer_wise_optimizer): one momentum per parameter instead of
+    # Adam's two, and each step orthogonalises every matrix's update with Newton-Schulz iterations
+    # (muon_num_ns_steps, default 5) on its tensor-parallel block (Megatron-Bridge's muon_tp_mode
+    # "blockwise", recipes/utils/optimizer_utils.py distributed_muon_with_cosine_annealing). Under
+    # ZeRO-1 it is Megatron's layer-wise distributed optimizer (--optimizer dist_muon): whole matrices
+    # shard over the data-parallel ranks, the gradients are all-reduced and the updated weights
+    # all-gathered after the step.
+    optimizer: Literal["adam", "muon"] = Field(
+        default="adam", description="adam (AdamW on every parameter) or muon (Muon on the hidden weight matrices, "
+        "AdamW on the embedding, output layer, norms and biases; needs ZeRO stage 0 or 1, no optimizer offload)")
+    muon_ns_steps: int = Field(default=5, ge=1, le=20, description="with optimizer muon: Newton-Schulz iterations "
+                               "per matrix per step (Megatron-Core --muon-num-ns-steps, default 5)")
     # 1e18 tokens: four orders of magnitude past the largest published runs (~1e13-1e14); beyond it
     # the time to train overflows the outputs (launch iteration counts, infinite times)
     total_tokens: float = Field(gt=0, le=1e18, description="tokens to train on; gives time-to-train")
@@ -383,7 +398,11 @@ class TrainingSpec(Record):
         with --fp8-recipe delayed"); NVFP4's --fp4-param-gather with no such condition. Elsewhere the
         weights stay 16-bit."""
         zero_stage, offloaded = np.asarray(zero_stage), np.asarray(offloaded, bool)
-        if not self.fp8_param_gather or self.precision not in (Precision.fp8, Precision.mxfp8, Precision.nvfp4):
+        # Muon's layer-wise distributed optimizer gathers the 16-bit weights: Megatron-Bridge turns the
+        # low-precision gather off under it (scripts/performance/configs/kimi/kimi_llm_pretrain.py,
+        # set_kimi_k2_common_configs: "incompatible with Muon's LayerWiseDistributedOptimizer")
+        if not self.fp8_param_gather or self.optimizer == "muon" or self.precision not in (
+                Precision.fp8, Precision.mxfp8, Precision.nvfp4):
             return np.zeros(zero_stage.shape, bool)
         if self.precision == Precision.nvfp4:
             return np.ones(zero_stage.shape, bool)

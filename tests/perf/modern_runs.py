@@ -280,6 +280,9 @@ def training_for(row: dict) -> TrainingSpec:
                         grad_accumulation_dtype=fw.get("grad_accumulation_dtype", "fp32"),
                         grad_reduce_dtype=grad_reduce_dtype(row),
                         optimizer_state_dtype="bf16" if row["framework"] == "deepseek" else "fp32",
+                        # the recipe's optimizer (Kimi K2's Megatron-Bridge recipes train with Muon)
+                        optimizer=recipe_of(row).get("optimizer", "adam"),
+                        muon_ns_steps=recipe_of(row).get("muon_ns_steps", 5),
                         moe_routing=fw.get("moe_routing", "uniform"),
                         # a learned router's uneven load where the source says the balance was not forced
                         # (the ModelZoo's "dropless routing (not forced balance)" rows, DeepSeek-V3's own run)
