@@ -107,6 +107,10 @@ CASES = [
     # MoE with a 128-token sliding window in alternate layers (GPT-OSS), HybridEP-style dispatcher, priced
     # with the benchmarks' forced balance
     Case("gpt-oss-20b", _train(4096, 256, moe_load_balance="forced"), Strategy(dp=8, ep=8, zero_stage=1, moe_dispatcher="deepep"), 8),
+    # Kimi K2 trained with Muon: ZeRO-1 is Megatron's layer-wise distributed optimizer
+    Case("kimi-k2", _train(4096, 4096, precision=Precision.mxfp8, optimizer="muon"), Strategy(
+        pp=4, dp=64, ep=64, schedule=Schedule.interleaved, virtual_stages=4, zero_stage=1, microbatch_size=2,
+        moe_dispatcher="deepep"), 256),
     # MoE with ZeRO-3 (Megatron-FSDP) and pipeline, allgather dispatcher
     Case("qwen3-30b-a3b", _train(4096, 512, precision=Precision.mxfp8), Strategy(
         pp=2, dp=16, ep=8, zero_stage=3, microbatch_size=2, moe_dispatcher="allgather", cp=1), 32),
@@ -270,8 +274,14 @@ def test_megatron_values_round_trip_to_the_records(case):
     if s.cp > 1:
         assert ns.cp_comm_type == [s.cp_comm]
     assert bool(ns.use_tp_pp_dp_mapping) == (s.rank_order == RankOrder.tp_cp_pp_dp)
-    # ZeRO: 1 the distributed optimizer, 2/3 Megatron-FSDP's gradient / weight sharding
-    if s.zero_stage == 0:
+    # ZeRO: 1 the distributed optimizer, 2/3 Megatron-FSDP's gradient / weight sharding; Muon's
+    # ZeRO-1 is the layer-wise distributed optimizer, without the distributed optimizer's buffers
+    if t.optimizer == "muon":
+        assert ns.optimizer == ("dist_muon" if s.zero_stage == 1 else "muon")
+        assert ns.muon_num_ns_steps == t.muon_ns_steps and ns.muon_tp_mode == "blockwise"
+        assert not ns.use_distributed_optimizer and not ns.use_megatron_fsdp and not ns.overlap_param_gather
+    elif s.zero_stage == 0:
+        assert (ns.optimizer or "adam") == "adam"
         assert not ns.use_distributed_optimizer and not ns.use_megatron_fsdp
     elif s.zero_stage == 1:
         assert ns.use_distributed_optimizer and not ns.use_megatron_fsdp

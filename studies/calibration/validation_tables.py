@@ -42,7 +42,9 @@ def assumptions(row: dict, st, calib) -> str:
              + (f"/{row['fp8_recipe']}" if row["fp8_recipe"] else ""),
              f"tp{st.tp} pp{st.pp} cp{st.cp} dp{st.dp}" + (f" ep{st.ep}" if st.ep > 1 else "")
              + (f" v{st.virtual_stages}" if st.virtual_stages > 1 else ""),
-             f"mbs {st.microbatch_size}", f"ZeRO-{st.zero_stage}",
+             f"mbs {st.microbatch_size}", f"ZeRO-{st.zero_stage}"
+             + (" (Muon, layer-wise)" if training.optimizer == "muon" and st.zero_stage == 1
+                else " (Muon)" if training.optimizer == "muon" else ""),
              *([f"end stages {st.pp_first_stage_layers} + {st.pp_last_stage_layers} layers (recipe layout)"]
                if st.pp_first_stage_layers is not None else []),
              st.schedule.value + (f" x{st.pipeline_flushes} (one schedule per accumulation step)"

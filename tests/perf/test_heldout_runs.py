@@ -20,11 +20,11 @@ import pytest
 from designer.spec.models import load_model
 from tests.perf import modern_runs
 
-BOUNDS = {  # set: (MAPE bound, share of rows within 10%, at least) -- reached: 4.9%/89%, 3.0%/100%, 12.6%/62%
+BOUNDS = {  # set: (MAPE bound, share of rows within 10%, at least) -- reached: 4.9%/89%, 3.0%/100%, 12.1%/64%
     # a little above what is reached: these rows are for measuring, not for fitting the model to
     "dense-3d": (0.053, 0.86),
     "dense-fsdp": (0.035, 0.85),
-    "moe": (0.135, 0.58),
+    "moe": (0.13, 0.60),
 }
 
 
@@ -92,6 +92,16 @@ def test_heldout_rows_are_whole_layouts_with_their_releases_recipe():
         assert r["ref"] == refs[r["release"]] and r["nccl_version"] == nccl.get(r["release"]), r["id"]
         assert r["use"] or "performance regression" in r["exclude_reason"], r["id"]
         assert rec["source"].startswith(r["ref"] + " ") and rec["recompute"] is not None, r["id"]
+        # 26.04's table predates the branch's else branch that clears the presets' recompute: a row
+        # that runs its preset's modules there says why
+        assert r["release"] != "26.04" or rec["recompute"] == "none" or rec.get("recompute_note"), r["id"]
+        # Muon rows (Kimi K2's recipes): ZeRO-1 is the layer-wise distributed optimizer, as designer
+        # prices TrainingSpec.optimizer muon (all-reduced gradients, 16-bit weight gather after the step)
+        assert rec.get("optimizer", "adam") in ("adam", "muon"), r["id"]
+        if rec.get("optimizer") == "muon":
+            assert r["sharding"] == "distopt" and rec["muon_tp_mode"] == "blockwise", r["id"]
+            assert not rec["use_distributed_optimizer"] and not rec["overlap_param_gather"], r["id"]
+            assert not rec["fp8_param_gather"] and not rec["grad_reduce_in_fp32"], r["id"]
 
 
 def test_the_heldout_tables_hold_the_shipped_calibrations_figures():
