@@ -132,6 +132,11 @@ def tp_candidates(space: StrategySpace, hb_domain_size: int) -> list[int]:
     return list(divisors(hb_domain_size)) + [hb_domain_size * m for m in range(2, space.max_tp_hb_domains + 1)]
 
 
+# TrainingSpec.optimizer muon: Newton-Schulz runs on whole matrices, on the GPU (iteration.py reason 30)
+MUON_RULE = ("Muon orthogonalises whole matrices on the GPU: it needs ZeRO stage 0 or 1 and no optimizer or weight "
+             "offload")
+
+
 def invalid_reason(s: Strategy, llm: LLMSpec, training: TrainingSpec, n_gpus: int, hb_domain_size: int) -> str | None:
     """Why one strategy cannot run on a design (None when it can). The scalar statement of the rules
     that `DesignSpace` applies vectorized; tests check the two agree."""
@@ -186,6 +191,8 @@ def invalid_reason(s: Strategy, llm: LLMSpec, training: TrainingSpec, n_gpus: in
         return "ZeRO++ (qwZ/qgZ/hpZ) needs ZeRO stage 3"
     if s.offload_weights and s.zero_stage != 3:
         return "weight offload needs ZeRO stage 3 (FSDP)"
+    if training.optimizer == "muon" and (s.zero_stage >= 2 or s.offload_optimizer or s.offload_weights):
+        return MUON_RULE
     if s.cp > 1 and s.cp_comm == "a2a" and llm.heads % (s.tp * s.cp):
         return f"cp_comm a2a needs tp*cp = {s.tp * s.cp} to divide heads {llm.heads}"
     return None
@@ -459,7 +466,8 @@ class DesignSpace:
     @cached_property
     def _zero_block(self) -> np.ndarray:
         """The valid rows of the ZeRO block, the same for every layout: ZeRO++ and weight offload
-        need ZeRO-3; a row that is not selective recompute takes the first module list."""
+        need ZeRO-3; a row that is not selective recompute takes the first module list; Muon needs
+        ZeRO 0 or 1 and no offload."""
         dims = _BLOCKS[2]
         idx = np.indices(tuple(len(self.free_values[d]) for d in dims)).reshape(len(dims), -1).T
         v = {d: self._values[d][idx[:, j]] for j, d in enumerate(dims)}
@@ -467,7 +475,10 @@ class DesignSpace:
         zpp = v["zeropp_quantized_weights"] | v["zeropp_quantized_gradients"] | v["zeropp_hierarchical_partition"]
         modules_unused = (v["recompute"] != RECOMPUTES.index(Recompute.selective)) & (
             v["recompute_modules"] != self.free_values["recompute_modules"][0])
-        out = idx[~(((zpp | v["offload_weights"]) & not3) | modules_unused)].astype(np.int64)
+        bad = ((zpp | v["offload_weights"]) & not3) | modules_unused
+        if self.training.optimizer == "muon":  # MUON_RULE
+            bad |= (v["zero_stage"] >= 2) | v["offload_optimizer"] | v["offload_weights"]
+        out = idx[~bad].astype(np.int64)
         out.setflags(write=False)
         return out
 
@@ -783,6 +794,8 @@ def reference_layout_rows(ds: DesignSpace) -> Iterator[tuple[int, dict[str, np.n
         ok &= ~dual | ((pp >= 2) & (pp % 2 == 0))
         ok &= ~(zpp & (c["zero_stage"] != 3))
         ok &= ~(c["offload_weights"] & (c["zero_stage"] != 3))
+        if ds.training.optimizer == "muon":
+            ok &= (c["zero_stage"] <= 1) & ~c["offload_optimizer"] & ~c["offload_weights"]
         ok &= modules_ok
         if cp > 1 and ds.llm.heads % (tp * cp):
             ok &= c["cp_comm"] != CODED["cp_comm"].index("a2a")
@@ -899,6 +912,12 @@ def explain_space(llm: LLMSpec, training: TrainingSpec, space: StrategySpace, *,
         for e in (space.ep or ()):
             if llm.moe.experts % e:
                 out.append(Removed("ep", e, f"does not divide the {llm.moe.experts} experts"))
+    if training.optimizer == "muon":
+        for dim, values in (("zero_stage", [z for z in space.zero_stages if z >= 2]),
+                            ("offload_optimizer", [v for v in space.offload_optimizer if v]),
+                            ("offload_weights", [v for v in space.offload_weights if v])):
+            if values:
+                out.append(Removed(dim, values, MUON_RULE))
     lacks = {RecomputeModule.moe: "experts", RecomputeModule.moe_act: "experts", RecomputeModule.mla_up_proj: "MLA"}
     lacks = {m: what for m, what in lacks.items() if (llm.moe is None if what == "experts" else llm.mla is None)}
     for modules in space.recompute_modules:

@@ -73,6 +73,9 @@ ZERO_PLUS = dict(zero_stages=(0, 1, 2, 3), zeropp_quantized_weights=(False, True
 
 SCALAR_CASES = {
     "dense": (TINY, TRAIN_8, StrategySpace(**EVERY_SCHEDULE, **ZERO_PLUS, microbatch_sizes=(1, 2)), 16, 4),
+    # Muon keeps ZeRO 0 and 1 without offload (space.MUON_RULE)
+    "dense-muon": (TINY, TRAIN_8.model_copy(update={"optimizer": "muon"}), StrategySpace(
+        **ZERO_PLUS, offload_optimizer=(False, True), microbatch_sizes=(1, 2)), 16, 4),
     "gqa-cp-a2a": (GQA, TRAIN_24, StrategySpace(cp=(1, 2, 4, 8), microbatch_sizes=(1, 2, 3, 4),
                                                 cp_comm=("p2p", "all_gather", "a2a"), recompute=(Recompute.full,)), 24, 6),
     "moe-cp": (MOE, TRAIN_32, StrategySpace(cp=(1, 2), cp_comm=("p2p", "a2a"), zero_stages=(1, 3), recompute=("full",),
@@ -245,3 +248,14 @@ def test_kept_rows_are_a_one_shot_ranking_of_every_scored_row(wide, keep):
     np.testing.assert_array_equal(small.time_to_train_s, full.time_to_train_s[want])
     np.testing.assert_array_equal(small.feasible, full.feasible[want])
     assert small.time_to_train_s[small.best] == full.time_to_train_s[full.best]
+
+
+def test_muon_keeps_zero_0_and_1_without_offload():
+    # the same space less the rows Muon cannot run: exactly those with ZeRO 2/3 or an offload
+    llm, training, space, n_gpus, hb = SCALAR_CASES["dense-muon"]
+    adam = DesignSpace.build_uncached(llm, training.model_copy(update={"optimizer": "adam"}), space, n_gpus=n_gpus,
+                                      hb_domain_size=hb).table()
+    muon = DesignSpace.build_uncached(llm, training, space, n_gpus=n_gpus, hb_domain_size=hb).table()
+    keep = (adam.columns["zero_stage"] <= 1) & ~adam.columns["offload_optimizer"] & ~adam.columns["offload_weights"]
+    assert 0 < len(muon) == int(keep.sum()) < len(adam)
+    assert set(np.unique(muon.columns["zero_stage"])) == {0, 1}
