@@ -278,11 +278,16 @@ def _zero_args(s: Strategy, training: TrainingSpec, notes: list[str]) -> list[st
     a: list[str] = []
     dp_ranks = s.dp * s.cp  # Megatron's distributed optimizer and FSDP shard over the dp x cp group
     if training.optimizer == "muon":
-        # Muon (TrainingSpec.optimizer): under ZeRO-1 Megatron's layer-wise distributed optimizer,
-        # which runs without the distributed optimizer's buffers (Megatron-Bridge recipes/kimi/kimi_k2.py:
-        # "Muon needs this to be False"); blockwise Newton-Schulz on each TP block, as designer prices it
-        a += ["--optimizer", "dist_muon" if s.zero_stage == 1 else "muon",
-              "--muon-num-ns-steps", str(training.muon_ns_steps), "--muon-tp-mode", "blockwise"]
+        # Muon (TrainingSpec.optimizer), blockwise Newton-Schulz on each TP block as designer prices it.
+        # Under ZeRO-1 the layer-wise distributed optimizer: arguments.py turns --use-distributed-optimizer
+        # with an emerging optimizer into use_layer_wise_distributed_optimizer (and the deprecated
+        # --optimizer dist_muon into both), and the gradients are all-reduced
+        a += ["--optimizer", "muon", "--muon-num-ns-steps", str(training.muon_ns_steps), "--muon-tp-mode", "blockwise"]
+        if s.zero_stage == 1:
+            a.append("--use-distributed-optimizer")
+            notes.append("Muon under ZeRO-1: this Megatron-LM routes the embedding and output layer through the "
+                         "distributed optimizer (0044db1f, #4771), spreading their AdamW state evenly; designer "
+                         "priced Megatron-Core 0.17's layer-wise optimizer, where one rank holds each whole")
     elif s.zero_stage == 1:
         # ZeRO-1: the distributed optimizer shards optimizer state and reduce-scatters gradients
         a.append("--use-distributed-optimizer")

@@ -277,9 +277,10 @@ def test_megatron_values_round_trip_to_the_records(case):
     # ZeRO: 1 the distributed optimizer, 2/3 Megatron-FSDP's gradient / weight sharding; Muon's
     # ZeRO-1 is the layer-wise distributed optimizer, without the distributed optimizer's buffers
     if t.optimizer == "muon":
-        assert ns.optimizer == ("dist_muon" if s.zero_stage == 1 else "muon")
+        # --use-distributed-optimizer with Muon is the layer-wise optimizer (arguments.py)
+        assert ns.optimizer == "muon" and bool(ns.use_distributed_optimizer) == (s.zero_stage == 1)
         assert ns.muon_num_ns_steps == t.muon_ns_steps and ns.muon_tp_mode == "blockwise"
-        assert not ns.use_distributed_optimizer and not ns.use_megatron_fsdp and not ns.overlap_param_gather
+        assert not ns.use_megatron_fsdp and not ns.overlap_param_gather
     elif s.zero_stage == 0:
         assert (ns.optimizer or "adam") == "adam"
         assert not ns.use_distributed_optimizer and not ns.use_megatron_fsdp

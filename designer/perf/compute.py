@@ -793,14 +793,14 @@ def muon_matrices(llm: LLMSpec, moe_layer: bool, tp, etp=1.0) -> tuple[list, lis
     return attn + mlp(llm.ffn_size, tp), []
 
 
-def newton_schulz_s(matrices: list, steps: int, peak_flops: float, max_eff: float, calib: ComputeCalibration):
+def newton_schulz_cost(matrices: list, steps: int, peak_flops: float, max_eff: float, calib: ComputeCalibration):
     """(seconds, parameters) of Muon's orthogonalisation of `matrices` ((rows, cols) pairs): per
     Newton-Schulz step on an m x n matrix (m <= n; the iteration runs on the transpose of a tall one),
     A = X X^T (m x n by n x m), B = bA + cA A (m x m by m x m) and X' = aX + B X (m x m by m x n)
     (Jordan et al. 2024, the quintic iteration zeropower_via_newtonschulz5; emerging_optimizers
-    newton_schulz), 4m^2 n + 2m^3 FLOPs. The matmuls run in 16-bit: Megatron's
-    --muon-fp32-matmul-prec "medium" (the Megatron-Bridge default) is PyTorch's float32 matmul
-    precision that lets fp32 matmuls use bfloat16 internally."""
+    newton_schulz), 4m^2 n + 2m^3 FLOPs. The matmuls run in bfloat16: under Megatron's
+    --muon-fp32-matmul-prec "medium" (the Megatron-Bridge default) emerging_optimizers casts the
+    fp32 momentum to bfloat16 for them (muon_utils.newton_schulz)."""
     t = 0.0
     n_params = 0.0
     for rows, cols in matrices:
@@ -816,7 +816,7 @@ def newton_schulz_s(matrices: list, steps: int, peak_flops: float, max_eff: floa
 def optimizer_step_s(local_params, hbm_bytes_per_s: float, calib: ComputeCalibration):
     """The Adam step plus gradient-norm clipping is memory-bound: bytes/param of HBM traffic. Muon's
     element-wise part (momentum, update, master and 16-bit weights, the clip) moves about as much,
-    one moment less and the Newton-Schulz input and output more (its matmuls: newton_schulz_s)."""
+    one moment less and the Newton-Schulz input and output more (its matmuls: newton_schulz_cost)."""
     return np.asarray(local_params, float) * calib.optimizer_bytes_per_param / (hbm_bytes_per_s * calib.hbm_efficiency)
 
 

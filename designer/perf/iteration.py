@@ -155,8 +155,9 @@ REASONS = {
     28: ("divisibility", "interleaved schedule needs the microbatches of a pipeline schedule to be a multiple of pp"),
     29: ("compatibility", "Megatron-Core's EP all-to-all overlap needs EP, the alltoall or deepep dispatcher, "
                           "virtual stages when pp > 1, no full or MoE recompute and at most one MTP layer"),
-    30: ("compatibility", "Muon orthogonalises whole matrices on the GPU: it needs ZeRO stage 0 or 1 (Megatron's "
-                          "layer-wise distributed optimizer) and no optimizer or weight offload"),
+    30: ("compatibility", "Muon orthogonalises whole matrices on the GPU: it needs ZeRO stage 0 or 1 over the whole "
+                          "data-parallel group (Megatron's layer-wise distributed optimizer: no shard group) and no "
+                          "optimizer or weight offload"),
 }
 
 
@@ -1126,7 +1127,6 @@ class StageParams:
     rank_expert: np.ndarray
     # of rank_dense, the embedding, the output layer and the final norm (no low-precision copies)
     rank_plain: np.ndarray = 0.0
-    peak_plain: np.ndarray = 0.0  # of peak_dense, the same
 
 
 def stage_params(ctx: _Context, stt: StageTimes) -> StageParams:
@@ -1196,8 +1196,7 @@ def stage_params(ctx: _Context, stt: StageTimes) -> StageParams:
     peak_d = np.take_along_axis(rank_d, peak_i[None], axis=0)[0]
     peak_e = np.take_along_axis(rank_e, peak_i[None], axis=0)[0]
     rank_plain = np.broadcast_to(rank_plain, rank_d.shape)
-    peak_plain = np.take_along_axis(rank_plain, peak_i[None], axis=0)[0]
-    return StageParams(pace_dense=pace_d, pace_expert=pace_e, peak_dense=peak_d, peak_expert=peak_e, peak_plain=peak_plain,
+    return StageParams(pace_dense=pace_d, pace_expert=pace_e, peak_dense=peak_d, peak_expert=peak_e,
                        layer_dense=np.maximum((dense_p - rep_d) / tp + rep_d,
                                               (moe_ne - rep_m) / tp + rep_m if llm.moe is not None else 0.0),
                        layer_expert=moe_e / (etp * ep) + np.zeros(ctx.shape),
@@ -1294,10 +1293,11 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, stage_exposed_fwd_
         n_buckets = np.where(ov, np.ceil(np.maximum(G, 1.0) / bucket_b), 1.0)
         # ZeRO 0: all-reduce; 1-2: reduce-scatter + all-gather over the shard group; HSDP all-reduces
         # the reduced shard across the replicas. Muon's layer-wise distributed optimizer (ZeRO-1 under
-        # Muon) all-reduces the gradients in the buckets (Megatron-Bridge runs it without the
-        # distributed optimizer's buffers, use_distributed_optimizer False) and all-gathers the
-        # updated weights in one call after the step, which no compute hides (overlap_param_gather
-        # False; layer_wise_optimizer.py allgather_params, core_v0.17.0)
+        # Muon) all-reduces the gradients in the buckets (it runs without the distributed optimizer's
+        # buffers: arguments.py sets use_distributed_optimizer False for an emerging optimizer) and
+        # all-gathers the updated weights in one call after the step (layer_wise_optimizer.py
+        # allgather_params, core_v0.17.0), not hidden, as the Megatron-Bridge recipes run it
+        # (overlap_param_gather False; Megatron can overlap it with the next forward)
         ar = _ct_buckets("all_reduce", G, n_buckets, g_full, system, ccol, (zero == 0) | layer_wise,
                          graphs=ctx.S.graphs)
         rs = _ct_buckets("reduce_scatter", G, n_buckets, g_shard, system, ccol,
@@ -1416,31 +1416,37 @@ def optimizer_term(ctx: _Context, sp_: StageParams):
 
 
 def newton_schulz_term(ctx: _Context, sp_: StageParams, dp_shard, expert_dp_shard):
-    """Muon's orthogonalisation on the most loaded rank: every hidden weight matrix it owns, priced
-    per parameter at its layer's mix of matrix shapes (cmp.muon_matrices, cmp.newton_schulz_s). The
+    """Muon's orthogonalisation on the busiest rank: every hidden weight matrix it owns, priced per
+    parameter at the model's mix of matrix shapes (cmp.muon_matrices, cmp.newton_schulz_cost). The
     embedding and output layer stay on AdamW. Under ZeRO-1 (Megatron's layer-wise distributed
-    optimizer, layer_wise_optimizer.py shard_params) the whole matrices are dealt out over the
-    data-parallel ranks, the experts' over the expert data-parallel group, so each rank
-    orthogonalises its share; without it every replica orthogonalises all of its matrices."""
+    optimizer, layer_wise_optimizer.py shard_params) whole matrices are dealt out over the
+    data-parallel ranks, the experts' over the expert data-parallel group: a rank orthogonalises its
+    share, and no less than the largest single matrix, which one rank takes whole (with fewer matrices
+    than ranks, the busiest rank is the one holding it). Without it every replica orthogonalises all of
+    its matrices."""
     llm, S, prec = ctx.llm, ctx.S, ctx.prec
     steps = ctx.training.muon_ns_steps
+
+    def cost(matrices):
+        return cmp.newton_schulz_cost(matrices, steps, prec.hi_peak_flops, prec.hi_max_eff, ctx.calib.compute)
+
     n_dense, n_moe = cmp.layer_kinds(llm)
-    dense_t, dense_p = cmp.newton_schulz_s(cmp.muon_matrices(llm, False, ctx.tp)[0], steps, prec.hi_peak_flops,
-                                           prec.hi_max_eff, ctx.calib.compute)
-    t_d, p_d = n_dense * dense_t, n_dense * dense_p
-    t_e = p_e = 0.0
-    if n_moe:
-        moe_dense, expert = cmp.muon_matrices(llm, True, ctx.tp, ctx.etp)
-        moe_t, moe_p = cmp.newton_schulz_s(moe_dense, steps, prec.hi_peak_flops, prec.hi_max_eff, ctx.calib.compute)
-        t_d, p_d = t_d + n_moe * moe_t, p_d + n_moe * moe_p
-        t_e, p_e = cmp.newton_schulz_s(expert, steps, prec.hi_peak_flops, prec.hi_max_eff, ctx.calib.compute)
-    # the rank's Muon-managed parameters: its dense side less the embedding and output layer
-    hidden = np.maximum(sp_.peak_dense - sp_.peak_plain, 0.0)
-    own_d = np.where(S.zero >= 1, hidden / dp_shard, hidden)
-    own_e = np.where(S.zero >= 1, sp_.peak_expert / expert_dp_shard, sp_.peak_expert)
+    dense_mats = cmp.muon_matrices(llm, False, ctx.tp)[0] if n_dense else []
+    moe_mats, expert_mats = cmp.muon_matrices(llm, True, ctx.tp, ctx.etp) if n_moe else ([], [])
+    t_d, p_d = cost(dense_mats)
+    moe_t, moe_p = cost(moe_mats)
+    t_d, p_d = n_dense * t_d + n_moe * moe_t, n_dense * p_d + n_moe * moe_p
+    t_e, p_e = cost(expert_mats)
     per_d = t_d / np.maximum(p_d, 1.0)
-    per_e = t_e / np.maximum(p_e, 1.0) if n_moe else 0.0
-    return own_d * per_d + own_e * per_e
+    per_e = t_e / np.maximum(p_e, 1.0)
+    # per kind of rank (first, middle, last): its Muon-managed parameters, the dense side less the
+    # embedding and output layer, and its experts
+    hidden = np.maximum(sp_.rank_dense - sp_.rank_plain, 0.0)
+    own_d = np.where(S.zero >= 1, hidden / dp_shard, hidden)
+    own_e = np.where(S.zero >= 1, sp_.rank_expert / expert_dp_shard, sp_.rank_expert)
+    share = np.max(own_d * per_d + own_e * per_e, axis=0)
+    largest = np.maximum.reduce([cost([mat])[0] + np.zeros(ctx.shape) for mat in dense_mats + moe_mats + expert_mats])
+    return np.where(S.zero >= 1, np.maximum(share, largest), share)
 
 
 def attention_output_saved_once(training: TrainingSpec) -> bool:
@@ -1626,9 +1632,9 @@ def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams, acts) -> dict[
     moment_bytes = 4.0 if tr.optimizer_state_dtype == "fp32" else 2.0
     states = dict(dp_shard=sg, expert_dp_shard=edp, zero_stage=S.zero, hpz=S.hpz, ranks_per_node_dp=rpn_dp,
                   grad_bytes=mem.gradient_bytes(tr.grad_accumulation_dtype))
-    # the fp32 master and Adam's two moments; Muon keeps one momentum on the hidden matrices (the
-    # norms' and biases' few parameters among them are priced so too) and the embedding and output
-    # layer stay on AdamW
+    # the fp32 master and Adam's two moments; Muon keeps one fp32 momentum on the hidden matrices
+    # (TrainingSpec refuses 16-bit state with it; the norms' and biases' few parameters among them are
+    # priced so too) and the embedding and output layer stay on AdamW
     adam_bytes = 4.0 + 2 * moment_bytes
     hidden_bytes = 4.0 + moment_bytes if tr.optimizer == "muon" else adam_bytes
     # the embedding (a lookup) and the output layer (not a Transformer Engine module in Megatron;
@@ -1639,6 +1645,19 @@ def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams, acts) -> dict[
     w_p, g_p, o_p = mem.model_state_bytes(sp_.rank_plain, 0.0, weight_bytes=plain_weight_bytes,
                                           optimizer_bytes=adam_bytes, **states)
     w_b, g_b, o_b = w_q + w_p, g_q + g_p, o_q + o_p
+    if tr.optimizer == "muon":
+        # Muon's layer-wise ZeRO-1 deals whole parameters out (layer_wise_optimizer.py shard_params,
+        # core_v0.17.0, the Megatron-Bridge 26.02.01-26.04.01 containers'): the rank dealt a stage's
+        # largest parameter (its embedding or output layer, with AdamW's state) holds all of its state,
+        # not a 1/dp share of it. From Megatron-Core 0.18 the embedding and output layer go through the
+        # distributed optimizer instead (0044db1f, #4771): this is then that rank's upper bound
+        h = ctx.llm.hidden_size
+        mats = cmp.muon_matrices(ctx.llm, False, ctx.tp)[0] + (
+            cmp.muon_matrices(ctx.llm, True, ctx.tp)[0] if ctx.llm.moe is not None else [])
+        largest_hidden = np.maximum.reduce([np.asarray(r * c, float) + np.zeros(ctx.shape) for r, c in mats])
+        largest = np.maximum(np.where(sp_.rank_plain > 0, ctx.llm.vocab_size * h / ctx.tp * adam_bytes, 0.0),
+                             largest_hidden * hidden_bytes)
+        o_b = o_b + np.where(S.zero == 1, largest * (1.0 - 1.0 / sg), 0.0)
     # ZeRO-3: the gathered weights of the layer in use and of the prefetched ones (16-bit with their
     # low-precision copies, or the low-precision pair alone where that is what is gathered); without
     # resharding the whole stage stays gathered
@@ -1732,7 +1751,11 @@ def feasibility_codes(llm: LLMSpec, training: TrainingSpec, S: StrategyArrays, s
         flag((S.tp > 1) & ~S.sp, 27)
     flag((S.schedule == mem.SCHEDULE_INTERLEAVED) & ((S.pp < 2) | (S.v < 2)), 11)
     flag((S.qwz | S.qgz | S.hpz) & (S.zero < 3), 12)
-    flag(np.full(S.tp.shape, training.optimizer == "muon") & ((S.zero >= 2) | S.offload_opt | S.offload_w), 30)
+    # Megatron's layer-wise optimizer runs without the distributed optimizer, so it ignores
+    # num_distributed_optimizer_instances and shards over the whole DP x CP group
+    partial_group = (S.shard_group > 0) & (S.shard_group < S.dp * S.cp)
+    flag(np.full(S.tp.shape, training.optimizer == "muon") & ((S.zero >= 2) | S.offload_opt | S.offload_w
+                                                              | partial_group), 30)
     flag((S.shard_group > 0) & (((S.dp * S.cp) % np.maximum(S.shard_group, 1)) != 0), 14)
     m = training.global_batch_sequences // np.maximum(S.dp * S.mbs, 1)
     flushes = np.maximum(S.flushes, 1)

@@ -44,7 +44,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from designer.errors import SpecError
-from designer.perf.iteration import balanced_end_stages
+from designer.perf.iteration import REASONS, balanced_end_stages
 from designer.perf.records import RECOMPUTE_MODULE_BITS, recompute_module_label, recompute_module_mask
 from designer.spec.llm import LLMSpec, Recompute, RecomputeModule, Schedule, Strategy, TrainingSpec
 from designer.spec.study import StrategySpace
@@ -132,9 +132,8 @@ def tp_candidates(space: StrategySpace, hb_domain_size: int) -> list[int]:
     return list(divisors(hb_domain_size)) + [hb_domain_size * m for m in range(2, space.max_tp_hb_domains + 1)]
 
 
-# TrainingSpec.optimizer muon: Newton-Schulz runs on whole matrices, on the GPU (iteration.py reason 30)
-MUON_RULE = ("Muon orthogonalises whole matrices on the GPU: it needs ZeRO stage 0 or 1 and no optimizer or weight "
-             "offload")
+# TrainingSpec.optimizer muon: Newton-Schulz runs on whole matrices, on the GPU (the evaluator's reason 30)
+MUON_RULE = REASONS[30][1]
 
 
 def invalid_reason(s: Strategy, llm: LLMSpec, training: TrainingSpec, n_gpus: int, hb_domain_size: int) -> str | None:
@@ -191,7 +190,8 @@ def invalid_reason(s: Strategy, llm: LLMSpec, training: TrainingSpec, n_gpus: in
         return "ZeRO++ (qwZ/qgZ/hpZ) needs ZeRO stage 3"
     if s.offload_weights and s.zero_stage != 3:
         return "weight offload needs ZeRO stage 3 (FSDP)"
-    if training.optimizer == "muon" and (s.zero_stage >= 2 or s.offload_optimizer or s.offload_weights):
+    if training.optimizer == "muon" and (s.zero_stage >= 2 or s.offload_optimizer or s.offload_weights or (
+            s.shard_group_size is not None and s.shard_group_size < s.dp * s.cp)):
         return MUON_RULE
     if s.cp > 1 and s.cp_comm == "a2a" and llm.heads % (s.tp * s.cp):
         return f"cp_comm a2a needs tp*cp = {s.tp * s.cp} to divide heads {llm.heads}"

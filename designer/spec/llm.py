@@ -254,14 +254,19 @@ class TrainingSpec(Record):
     # Adam's two, and each step orthogonalises every matrix's update with Newton-Schulz iterations
     # (muon_num_ns_steps, default 5) on its tensor-parallel block (Megatron-Bridge's muon_tp_mode
     # "blockwise", recipes/utils/optimizer_utils.py distributed_muon_with_cosine_annealing). Under
-    # ZeRO-1 it is Megatron's layer-wise distributed optimizer (--optimizer dist_muon): whole matrices
-    # shard over the data-parallel ranks, the gradients are all-reduced and the updated weights
-    # all-gathered after the step.
+    # ZeRO-1 it is Megatron's layer-wise distributed optimizer (--optimizer muon
+    # --use-distributed-optimizer, formerly dist_muon): whole parameters are dealt out over the
+    # data-parallel ranks, the gradients are all-reduced and the updated weights all-gathered after
+    # the step.
     optimizer: Literal["adam", "muon"] = Field(
         default="adam", description="adam (AdamW on every parameter) or muon (Muon on the hidden weight matrices, "
-        "AdamW on the embedding, output layer, norms and biases; needs ZeRO stage 0 or 1, no optimizer offload)")
-    muon_ns_steps: int = Field(default=5, ge=1, le=20, description="with optimizer muon: Newton-Schulz iterations "
-                               "per matrix per step (Megatron-Core --muon-num-ns-steps, default 5)")
+        "AdamW on the embedding and output layer; fp32 state, bf16 or low-precision training; ZeRO stage 0 or 1 over "
+        "the whole data-parallel group, no offload)")
+    # Megatron-Core's default coefficient type, "quintic", is a cycle of five coefficient sets
+    # (emerging_optimizers muon_utils._COEFFICIENT_SETS), so the iterations come in fives
+    muon_ns_steps: int = Field(default=5, ge=5, le=20, multiple_of=5, description="with optimizer muon: "
+                               "Newton-Schulz iterations per matrix per step, a multiple of 5 (Megatron-Core "
+                               "--muon-num-ns-steps, default 5)")
     # 1e18 tokens: four orders of magnitude past the largest published runs (~1e13-1e14); beyond it
     # the time to train overflows the outputs (launch iteration counts, infinite times)
     total_tokens: float = Field(gt=0, le=1e18, description="tokens to train on; gives time-to-train")
@@ -294,6 +299,22 @@ class TrainingSpec(Record):
     moe_busiest_rank_load: float | None = Field(
         default=None, ge=1.0, le=8.0, description="with moe_load_balance learned: the busiest EP rank's routed tokens over "
         "the mean, as a run's router statistics give it (Megatron logs the tokens per expert); None: the calibrated value")
+
+    @model_validator(mode="after")
+    def _muon_precisions(self):
+        # Megatron-Core keeps Muon's momentum as zeros_like the fp32 master weights and refuses the
+        # precision-aware optimizer with it ("--use-precision-aware-optimizer only supported with
+        # adam", megatron/core/optimizer/optimizer_config.py) and an emerging optimizer under fp16
+        if self.optimizer == "muon":
+            for field, value, allowed in (("optimizer_state_dtype", self.optimizer_state_dtype, "fp32"),
+                                          ("grad_accumulation_dtype", self.grad_accumulation_dtype, "fp32")):
+                if value != allowed:
+                    raise ValueError(f"{field} = {value!r} with optimizer = 'muon': Megatron-Core keeps Muon's "
+                                     f"state in fp32; allowed: {allowed!r}")
+            if self.precision == Precision.fp16:
+                raise ValueError("precision = 'fp16' with optimizer = 'muon': Megatron-Core runs Muon under bf16 "
+                                 "or a low-precision recipe on bf16; allowed: bf16, fp8, mxfp8, nvfp4")
+        return self
 
     @model_validator(mode="before")
     @classmethod

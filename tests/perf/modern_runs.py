@@ -277,7 +277,11 @@ def training_for(row: dict) -> TrainingSpec:
                         fp8_param_gather=prec in ("fp8", "mxfp8") and (
                             recipe in fw.get("fp8_param_gather_recipes", ()) or any(
                                 k in (row.get("notes") or "").lower() for k in ("fp8 param-gather", "fp8 all-gather"))),
-                        grad_accumulation_dtype=fw.get("grad_accumulation_dtype", "fp32"),
+                        # Muon's recipes turn the precision-aware optimizer off, fp32 main gradients
+                        # (Megatron-Bridge recipes/kimi/kimi_k2.py: use_precision_aware_optimizer False,
+                        # main_grads_dtype float32)
+                        grad_accumulation_dtype="fp32" if recipe_of(row).get("optimizer") == "muon"
+                        else fw.get("grad_accumulation_dtype", "fp32"),
                         grad_reduce_dtype=grad_reduce_dtype(row),
                         optimizer_state_dtype="bf16" if row["framework"] == "deepseek" else "fp32",
                         # the recipe's optimizer (Kimi K2's Megatron-Bridge recipes train with Muon)
