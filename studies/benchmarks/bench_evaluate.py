@@ -58,9 +58,13 @@ def main(n: Annotated[int, typer.Option(
              "--n", help="strategies to score with evaluate_many (at least the full factorial)")] = 100_000,
          repeats: Annotated[int, typer.Option(
              "--repeats", help="timed evaluate_many calls (the median is printed)")] = 3,
+         optimizer: Annotated[str, typer.Option(
+             "--optimizer", help="the training's optimizer: adam or muon (TrainingSpec.optimizer)")] = "adam",
          ) -> None:
+    if optimizer not in ("adam", "muon"):
+        raise typer.BadParameter(f"--optimizer {optimizer!r}: give adam or muon")
     llm = load_model("llama3-70b")
-    training = TrainingSpec(sequence_length=8192, global_batch_sequences=2048, total_tokens=15e12)
+    training = TrainingSpec(sequence_length=8192, global_batch_sequences=2048, total_tokens=15e12, optimizer=optimizer)
     system = design()
     calib = load_perf_calibration()
     S = strategy_space(system.n_gpus, n)
