@@ -1670,9 +1670,12 @@ def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams, acts) -> dict[
     # (dp_term, n_red), so the stage's unsharded gradients accumulate until then beside their shards
     # (torch.distributed.pipelining stage.backward_maybe_with_nosync: FSDP2's
     # set_requires_gradient_sync(False) before the last backward). ZeRO-2 reduce-scatters every
-    # microbatch (dp_term), so it holds no such buffer.
+    # microbatch (dp_term), so it holds no such buffer. A parameter its group does not shard (a shard
+    # group of one rank: experts whose expert data-parallel group is EP itself) has one gradient, its
+    # sharded gradient, and no unsharded copy beside it.
     unsharded_grads = np.where((S.zero >= 3) & (ctx.pp > 1),
-                               (sp_.rank_dense + sp_.rank_expert) * mem.gradient_bytes(tr.grad_accumulation_dtype), 0.0)
+                               (sp_.rank_dense * (sg > 1) + sp_.rank_expert * (edp > 1))
+                               * mem.gradient_bytes(tr.grad_accumulation_dtype), 0.0)
     other = mcal.framework_reserved_bytes + np.where(S.zero == 3, z3_extra, 0.0) + unsharded_grads
     # offload: master weights and moments live in host memory (with the weights and gradients too
     # under weight offload), and the offloaded activations of the first stage's microbatches in flight
