@@ -252,7 +252,7 @@ class TrainingSpec(Record):
     # runs on every 2-D weight but the embedding and the output layer, which stay on AdamW
     # (layer_wise_optimizer.py is_managed_by_layer_wise_optimizer): one momentum per parameter instead of
     # Adam's two, and each step orthogonalises every matrix's update with Newton-Schulz iterations
-    # (muon_num_ns_steps, default 5) on its tensor-parallel block (Megatron-Bridge's muon_tp_mode
+    # (muon_ns_steps, Megatron's --muon-num-ns-steps, default 5) on its tensor-parallel block (Megatron-Bridge's muon_tp_mode
     # "blockwise", recipes/utils/optimizer_utils.py distributed_muon_with_cosine_annealing). Under
     # ZeRO-1 it is Megatron's layer-wise distributed optimizer (--optimizer muon
     # --use-distributed-optimizer, formerly dist_muon): whole parameters are dealt out over the
