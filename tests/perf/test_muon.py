@@ -61,7 +61,8 @@ def test_newton_schulz_flops_are_the_quintic_iterations():
     assert float(cmp.newton_schulz_cost([(7168, 4096)], 5, 1e15, 0.5, flat)[0]) == pytest.approx(float(t), rel=1e-12)
 
 
-def _llama_8b(optimizer: str, zero: int, model: str = "llama3-8b"):
+def _dense_run(optimizer: str, zero: int, model: str = "llama3-8b"):
+    """A dense model on 64 H100 at DP 64 (Llama 3 8B unless named), full recompute."""
     llm = load_model(model)
     training = TrainingSpec(sequence_length=8192, global_batch_sequences=128, precision="bf16", total_tokens=1e12,
                             optimizer=optimizer)
@@ -77,7 +78,7 @@ def test_muon_keeps_one_moment_on_the_hidden_matrices():
     # Megatron's layer-wise optimizer deals whole parameters out, so one rank holds the output layer's
     # (or the embedding's) whole AdamW state, 525,336,576 x 12 B = 6,304,038,912 B, beside a 1/64 share
     # of the rest: (6,979,584,000 x 8 + 1,050,677,248 x 12 - 6,304,038,912) / 64 = 970,949,376 B
-    adam, muon = _llama_8b("adam", 1), _llama_8b("muon", 1)
+    adam, muon = _dense_run("adam", 1), _dense_run("muon", 1)
     assert isinstance(adam, Metrics) and isinstance(muon, Metrics)
     assert adam.memory.optimizer_bytes == pytest.approx(8_030_261_248 * 12 / 64, rel=1e-9)
     assert muon.memory.optimizer_bytes == pytest.approx(6_304_038_912 + 970_949_376, rel=1e-9)
@@ -87,7 +88,7 @@ def test_the_layer_wise_optimizer_all_reduces_and_gathers_after_the_step():
     # Megatron's distributed optimizer reduce-scatters the 16-bit gradients and all-gathers the 16-bit
     # weights ((p-1)/p of the buffer each); the layer-wise one all-reduces the gradients (twice that)
     # and all-gathers the weights: 3/2 of the bytes, and its gather, after the step, hides behind nothing
-    adam, muon = _llama_8b("adam", 1), _llama_8b("muon", 1)
+    adam, muon = _dense_run("adam", 1), _dense_run("muon", 1)
     dp_bytes = [m.type_bytes.dp_hb_bytes + m.type_bytes.dp_rail_bytes for m in (adam, muon)]
     assert dp_bytes[1] / dp_bytes[0] == pytest.approx(1.5, rel=1e-9)
     assert muon.breakdown.exposed_comm_s > adam.breakdown.exposed_comm_s
@@ -98,8 +99,8 @@ def test_the_layer_wise_optimizer_all_reduces_and_gathers_after_the_step():
 def test_muon_without_sharding_orthogonalises_every_matrix_on_every_replica():
     # ZeRO-0: each replica runs all of its matrices' iterations; ZeRO-1 deals them out over 64 ranks
     # (a model whose unsharded states fit)
-    adam0, muon0 = _llama_8b("adam", 0, "mcore-gpt-1.7b"), _llama_8b("muon", 0, "mcore-gpt-1.7b")
-    adam1, muon1 = _llama_8b("adam", 1, "mcore-gpt-1.7b"), _llama_8b("muon", 1, "mcore-gpt-1.7b")
+    adam0, muon0 = _dense_run("adam", 0, "mcore-gpt-1.7b"), _dense_run("muon", 0, "mcore-gpt-1.7b")
+    adam1, muon1 = _dense_run("adam", 1, "mcore-gpt-1.7b"), _dense_run("muon", 1, "mcore-gpt-1.7b")
     extra0 = muon0.breakdown.compute_s - adam0.breakdown.compute_s
     extra1 = muon1.breakdown.compute_s - adam1.breakdown.compute_s
     assert extra0 == pytest.approx(64 * extra1, rel=1e-6)
