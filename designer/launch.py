@@ -589,6 +589,9 @@ def megatron_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus: i
         # arguments.py: --cpu-offloading-num-layers > 0 sets cpu_offloading itself
         a += ["--cpu-offloading-num-layers", str(s.offload_activation_layers)]
     a += _precision_args(s, training, notes)
+    if not training.fp32_master_weights:
+        notes.append("fp32_master_weights false: Megatron-LM keeps fp32 main parameters beside the 16-bit model "
+                     "(4 B per parameter designer did not price)")
     if s.zero_stage <= 1:
         _gradient_wire_note(training, notes)  # Megatron-FSDP (ZeRO-2/3) is told both widths above
     env: list[tuple[str, str]] = []
@@ -772,6 +775,9 @@ def torchtitan_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus:
     if training.precision == Precision.fp16:
         notes.append("fp16: torchtitan mixes in bfloat16 or float32 only; bfloat16 written")
     training_fields["mixed_precision_param"] = "bfloat16"
+    if not training.fp32_master_weights:
+        notes.append("fp32_master_weights false: torchtitan builds the model in float32 and FSDP2 keeps the fp32 "
+                     "shards as the master (4 B per parameter designer did not price)")
     # job_config.py at TORCHTITAN_COMMIT: mixed_precision_reduce is Literal['float32']
     training_fields["mixed_precision_reduce"] = "float32"
     if training.grad_reduce_dtype == "bf16":

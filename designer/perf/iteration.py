@@ -1635,8 +1635,9 @@ def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams, acts) -> dict[
     # the fp32 master and Adam's two moments; Muon keeps one fp32 momentum on the hidden matrices
     # (TrainingSpec refuses 16-bit state with it; the norms' and biases' few parameters among them are
     # priced so too) and the embedding and output layer stay on AdamW
-    adam_bytes = 4.0 + 2 * moment_bytes
-    hidden_bytes = 4.0 + 4.0 if tr.optimizer == "muon" else adam_bytes
+    master_bytes = 4.0 if tr.fp32_master_weights else 0.0  # pure 16-bit training keeps no master copy
+    adam_bytes = master_bytes + 2 * moment_bytes
+    hidden_bytes = master_bytes + 4.0 if tr.optimizer == "muon" else adam_bytes
     # the embedding (a lookup) and the output layer (not a Transformer Engine module in Megatron;
     # torchao's float8 filter skips it too) keep no low-precision copy
     w_q, g_q, o_q = mem.model_state_bytes(sp_.rank_dense - sp_.rank_plain, sp_.rank_expert,

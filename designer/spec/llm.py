@@ -280,6 +280,14 @@ class TrainingSpec(Record):
     fp32_sharded_params: bool = Field(
         default=False, description="ZeRO-3: the sharded fp32 parameters are the master weights, no 16-bit copy at "
         "rest (PyTorch FSDP/FSDP2 mixed precision)")
+    # Whether an fp32 copy of the weights is the optimizer's master. NeMo AutoModel builds its models
+    # in bfloat16 (NeMoAutoModelForCausalLM.from_config: torch_dtype "auto" selects torch.bfloat16;
+    # its MoE models' parameters and experts default to bfloat16, components/moe/layers.py), FSDP2
+    # shards those bf16 parameters, and torch.optim.Adam keeps its moments as zeros_like them: no fp32
+    # copy anywhere, 2 + 2 + 2 x 2 = 8 B per parameter with bf16 gradients.
+    fp32_master_weights: bool = Field(
+        default=True, description="false: the 16-bit weights are the only copy and the optimizer updates them in "
+        "place (pure bf16 training, NeMo AutoModel's models built in bfloat16): no fp32 master at rest")
     # How the router spreads tokens over the experts, for the deduplicating dispatchers' traffic:
     # uniform (a learned router; Megatron's --moe-router-force-load-balancing draws random logits,
     # router.py apply_random_logits) or round_robin (a synthetic balanced gate that gives token t the
@@ -301,13 +309,17 @@ class TrainingSpec(Record):
         "the mean, as a run's router statistics give it (Megatron logs the tokens per expert); None: the calibrated value")
 
     @model_validator(mode="after")
-    def _muon_precisions(self):
+    def _precisions(self):
         # Megatron-Core keeps Muon's momentum as zeros_like the fp32 master weights and refuses the
         # precision-aware optimizer with it ("--use-precision-aware-optimizer only supported with
         # adam", megatron/core/optimizer/optimizer_config.py) and an emerging optimizer under fp16
+        if not self.fp32_master_weights and self.fp32_sharded_params:
+            raise ValueError("fp32_sharded_params = True with fp32_master_weights = False: fp32 shards are the fp32 "
+                             "master; allowed: one of them")
         if self.optimizer == "muon":
             for field, value, allowed in (("optimizer_state_dtype", self.optimizer_state_dtype, "fp32"),
-                                          ("grad_accumulation_dtype", self.grad_accumulation_dtype, "fp32")):
+                                          ("grad_accumulation_dtype", self.grad_accumulation_dtype, "fp32"),
+                                          ("fp32_master_weights", self.fp32_master_weights, True)):
                 if value != allowed:
                     raise ValueError(f"{field} = {value!r} with optimizer = 'muon': Megatron-Core keeps Muon's "
                                      f"state in fp32; allowed: {allowed!r}")

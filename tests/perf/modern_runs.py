@@ -283,7 +283,8 @@ def training_for(row: dict) -> TrainingSpec:
                         grad_accumulation_dtype="fp32" if recipe_of(row).get("optimizer") == "muon"
                         else fw.get("grad_accumulation_dtype", "fp32"),
                         grad_reduce_dtype=grad_reduce_dtype(row),
-                        optimizer_state_dtype="bf16" if row["framework"] == "deepseek" else "fp32",
+                        optimizer_state_dtype="bf16" if row["framework"] == "deepseek"
+                        else fw.get("optimizer_state_dtype", "fp32"),
                         # the recipe's optimizer (Kimi K2's Megatron-Bridge recipes train with Muon)
                         optimizer=recipe_of(row).get("optimizer", "adam"),
                         muon_ns_steps=recipe_of(row).get("muon_ns_steps", 5),
@@ -292,6 +293,7 @@ def training_for(row: dict) -> TrainingSpec:
                         # (the ModelZoo's "dropless routing (not forced balance)" rows, DeepSeek-V3's own run)
                         moe_load_balance="learned" if "not forced balance" in (row.get("notes") or "") else "forced",
                         fp32_sharded_params=fw.get("fp32_sharded_params", False),
+                        fp32_master_weights=fw.get("fp32_master_weights", True),
                         # where the framework's compiler fuses the quantisation (modern_systems.yaml)
                         low_precision_casts=fw.get("low_precision_casts", "kernels"),
                         # the Megatron-Bridge recipe's fp8_dot_product_attention (megatron_bridge_recipes.yaml)

@@ -138,6 +138,24 @@ def test_fsdp_fp32_sharded_params_hold_no_16_bit_copy_at_rest():
     assert runs[False].memory_per_gpu_bytes - runs[True].memory_per_gpu_bytes == pytest.approx(sep.weights_bytes)
 
 
+def test_pure_bf16_training_keeps_no_master_copy():
+    # Llama 3 8B (8,030,261,248 parameters), ZeRO-3 over 8 H100s, trained as NeMo AutoModel builds its
+    # models: bf16 weights that the optimizer updates in place, bf16 gradients and bf16 Adam moments
+    # (fp32_master_weights false): 2 + 2 + 2 x 2 = 8 B per parameter over 8 ranks, against 2 + 4 + 12.
+    llm = load_model("llama3-8b")
+    st = Strategy(tp=1, dp=8, zero_stage=3, recompute=Recompute.full)
+    tr = TrainingSpec(sequence_length=8192, global_batch_sequences=16, total_tokens=1e9, fp32_master_weights=False,
+                      grad_accumulation_dtype="bf16", optimizer_state_dtype="bf16")
+    m = evaluate_system(llm, tr, st, cluster("h100_sxm", 8), calib=CAL).memory
+    assert m.weights_bytes == pytest.approx(2 * 8_030_261_248 / 8, rel=1e-9)
+    assert m.gradients_bytes == pytest.approx(2 * 8_030_261_248 / 8, rel=1e-9)
+    assert m.optimizer_bytes == pytest.approx(4 * 8_030_261_248 / 8, rel=1e-9)
+    # the fp32 shards are the fp32 master, so the two cannot both be stated
+    with pytest.raises(ValueError, match="fp32_sharded_params"):
+        TrainingSpec(sequence_length=8192, global_batch_sequences=16, total_tokens=1e9, fp32_master_weights=False,
+                     fp32_sharded_params=True)
+
+
 @pytest.mark.parametrize("t", [1, 2, 8])
 def test_fp8_activation_input_store_halves_the_saved_gate_and_up_outputs(t):
     # Llama 3 8B (SwiGLU, FFN 14336): the activation's saved input is the gate and up outputs,

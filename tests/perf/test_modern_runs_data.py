@@ -310,12 +310,15 @@ def test_automodel_rows_route_round_robin():
 
 
 def test_pytorch_fsdp_rows_keep_fp32_sharded_params():
-    # torchtitan, llm-foundry, fms-fsdp and AutoModel shard with PyTorch FSDP/FSDP2 (fp32 shards as the
-    # master weights); Megatron FSDP (Megatron-Bridge) keeps a 16-bit weight beside its fp32 master
+    # torchtitan, llm-foundry and fms-fsdp shard fp32 models with PyTorch FSDP/FSDP2 (fp32 shards as the
+    # master weights); Megatron FSDP (Megatron-Bridge) keeps a 16-bit weight beside its fp32 master;
+    # AutoModel builds its models in bf16 and keeps no fp32 copy (fp32_master_weights false)
     by_id = {r["id"]: r for r in modern_runs.rows()}
-    got = {rid: modern_runs.training_for(by_id[rid]).fp32_sharded_params
+    got = {rid: (modern_runs.training_for(by_id[rid]).fp32_sharded_params,
+                 modern_runs.training_for(by_id[rid]).fp32_master_weights)
            for rid in ("TT-1", "MPT-21", "FMS-5", "AM-4", "MB2509-02")}
-    assert got == {"TT-1": True, "MPT-21": True, "FMS-5": True, "AM-4": True, "MB2509-02": False}
+    assert got == {"TT-1": (True, True), "MPT-21": (True, True), "FMS-5": (True, True), "AM-4": (False, False),
+                   "MB2509-02": (False, True)}
 
 
 def test_torchtitan_rows_reduce_gradients_in_fp32():
