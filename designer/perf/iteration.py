@@ -1632,9 +1632,10 @@ def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams, acts) -> dict[
     moment_bytes = 4.0 if tr.optimizer_state_dtype == "fp32" else 2.0
     states = dict(dp_shard=sg, expert_dp_shard=edp, zero_stage=S.zero, hpz=S.hpz, ranks_per_node_dp=rpn_dp,
                   grad_bytes=mem.gradient_bytes(tr.grad_accumulation_dtype))
-    # the fp32 master and Adam's two moments; Muon keeps one fp32 momentum on the hidden matrices
-    # (TrainingSpec refuses 16-bit state with it; the norms' and biases' few parameters among them are
-    # priced so too) and the embedding and output layer stay on AdamW
+    # the fp32 master (none in pure 16-bit training, TrainingSpec.fp32_master_weights) and Adam's two
+    # moments; Muon keeps one fp32 momentum on the hidden matrices (TrainingSpec refuses 16-bit state
+    # with it; the norms' and biases' few parameters among them are priced so too) and the embedding
+    # and output layer stay on AdamW
     master_bytes = 4.0 if tr.fp32_master_weights else 0.0  # pure 16-bit training keeps no master copy
     adam_bytes = master_bytes + 2 * moment_bytes
     hidden_bytes = master_bytes + 4.0 if tr.optimizer == "muon" else adam_bytes
