@@ -1415,6 +1415,15 @@ def optimizer_term(ctx: _Context, sp_: StageParams):
     return np.where(S.offload_opt | S.offload_w, offloaded, on_gpu)
 
 
+def muon_layer_matrices(ctx: _Context) -> tuple[list, list, list]:
+    """The matrices Muon orthogonalises per layer kind the model has (cmp.muon_matrices): a dense
+    layer's, an MoE layer's dense side, one routed expert's; empty for a kind the model lacks."""
+    n_dense, n_moe = cmp.layer_kinds(ctx.llm)
+    dense = cmp.muon_matrices(ctx.llm, False, ctx.tp)[0] if n_dense else []
+    moe, expert = cmp.muon_matrices(ctx.llm, True, ctx.tp, ctx.etp) if n_moe else ([], [])
+    return dense, moe, expert
+
+
 def newton_schulz_term(ctx: _Context, sp_: StageParams, dp_shard, expert_dp_shard):
     """Muon's orthogonalisation on the busiest rank: every hidden weight matrix it owns, priced per
     parameter at the model's mix of matrix shapes (cmp.muon_matrices, cmp.newton_schulz_cost). The
@@ -1431,8 +1440,7 @@ def newton_schulz_term(ctx: _Context, sp_: StageParams, dp_shard, expert_dp_shar
         return cmp.newton_schulz_cost(matrices, steps, prec.hi_peak_flops, prec.hi_max_eff, ctx.calib.compute)
 
     n_dense, n_moe = cmp.layer_kinds(llm)
-    dense_mats = cmp.muon_matrices(llm, False, ctx.tp)[0] if n_dense else []
-    moe_mats, expert_mats = cmp.muon_matrices(llm, True, ctx.tp, ctx.etp) if n_moe else ([], [])
+    dense_mats, moe_mats, expert_mats = muon_layer_matrices(ctx)
     t_d, p_d = cost(dense_mats)
     moe_t, moe_p = cost(moe_mats)
     t_d, p_d = n_dense * t_d + n_moe * moe_t, n_dense * p_d + n_moe * moe_p
@@ -1654,9 +1662,8 @@ def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams, acts) -> dict[
         # not a 1/dp share of it. From Megatron-Core 0.18 the embedding and output layer go through the
         # distributed optimizer instead (0044db1f, #4771): this is then that rank's upper bound
         h = ctx.llm.hidden_size
-        mats = cmp.muon_matrices(ctx.llm, False, ctx.tp)[0] + (
-            cmp.muon_matrices(ctx.llm, True, ctx.tp)[0] if ctx.llm.moe is not None else [])
-        largest_hidden = np.maximum.reduce([np.asarray(r * c, float) + np.zeros(ctx.shape) for r, c in mats])
+        dense_mats, moe_mats, _ = muon_layer_matrices(ctx)
+        largest_hidden = np.maximum.reduce([np.asarray(r * c, float) + np.zeros(ctx.shape) for r, c in dense_mats + moe_mats])
         largest = np.maximum(np.where(sp_.rank_plain > 0, ctx.llm.vocab_size * h / ctx.tp * adam_bytes, 0.0),
                              largest_hidden * hidden_bytes)
         o_b = o_b + np.where(S.zero == 1, largest * (1.0 - 1.0 / sg), 0.0)

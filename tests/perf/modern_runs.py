@@ -269,6 +269,7 @@ def grad_reduce_dtype(row: dict) -> str:
 def training_for(row: dict) -> TrainingSpec:
     prec = row["precision"]
     fw = systems()["frameworks"][row["framework"]]
+    run_recipe = recipe_of(row)
     recipe = "mxfp8" if prec == "mxfp8" else (row["fp8_recipe"] or "delayed")
     return TrainingSpec(sequence_length=row["seq"], global_batch_sequences=row["gbs"], precision=prec,
                         fp8_recipe=row["fp8_recipe"] or "delayed", total_tokens=1e12,
@@ -280,14 +281,14 @@ def training_for(row: dict) -> TrainingSpec:
                         # Muon's recipes turn the precision-aware optimizer off, fp32 main gradients
                         # (Megatron-Bridge recipes/kimi/kimi_k2.py: use_precision_aware_optimizer False,
                         # main_grads_dtype float32)
-                        grad_accumulation_dtype="fp32" if recipe_of(row).get("optimizer") == "muon"
+                        grad_accumulation_dtype="fp32" if run_recipe.get("optimizer") == "muon"
                         else fw.get("grad_accumulation_dtype", "fp32"),
                         grad_reduce_dtype=grad_reduce_dtype(row),
                         optimizer_state_dtype="bf16" if row["framework"] == "deepseek"
                         else fw.get("optimizer_state_dtype", "fp32"),
                         # the recipe's optimizer (Kimi K2's Megatron-Bridge recipes train with Muon)
-                        optimizer=recipe_of(row).get("optimizer", "adam"),
-                        muon_ns_steps=recipe_of(row).get("muon_ns_steps", 5),
+                        optimizer=run_recipe.get("optimizer", "adam"),
+                        muon_ns_steps=run_recipe.get("muon_ns_steps", 5),
                         moe_routing=fw.get("moe_routing", "uniform"),
                         # a learned router's uneven load where the source says the balance was not forced
                         # (the ModelZoo's "dropless routing (not forced balance)" rows, DeepSeek-V3's own run)
@@ -297,7 +298,7 @@ def training_for(row: dict) -> TrainingSpec:
                         # where the framework's compiler fuses the quantisation (modern_systems.yaml)
                         low_precision_casts=fw.get("low_precision_casts", "kernels"),
                         # the Megatron-Bridge recipe's fp8_dot_product_attention (megatron_bridge_recipes.yaml)
-                        fp8_attention=prec in ("fp8", "mxfp8", "nvfp4") and recipe_of(row).get("fp8_attention", False),
+                        fp8_attention=prec in ("fp8", "mxfp8", "nvfp4") and run_recipe.get("fp8_attention", False),
                         attention_output_saved=attention_output_saved(row))
 
 
