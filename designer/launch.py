@@ -262,7 +262,10 @@ def _moe_args(llm: LLMSpec, s: Strategy, gpus_per_node: int, notes: list[str]) -
         # the designer prices capacity_factor x the routed tokens: Megatron's capacity with padding
         # to it (dropless, Megatron's default, when the factor is 1)
         a += ["--moe-expert-capacity-factor", f"{moe.capacity_factor:g}", "--moe-pad-expert-input-to-capacity"]
-    if moe.max_nodes_per_token is not None and s.ep > 1:
+    if moe.routing_groups is not None:
+        # the model's own group-limited router (MoESpec.router_groups), whatever the layout
+        a += ["--moe-router-num-groups", str(moe.router_groups), "--moe-router-group-topk", str(moe.router_group_topk)]
+    elif moe.max_nodes_per_token is not None and s.ep > 1:
         # node-limited routing (TransformerConfig.moe_router_num_groups: "Node-limited routing: set
         # 'moe_router_num_groups' equal to number of nodes in EP group"). Expert ranks are laid out
         # expert-tp innermost, then ep (parallel_state.py expert mesh 'tp-ep-dp-pp'), so one EP group

@@ -316,6 +316,7 @@ def test_a_bad_flag_or_path_is_one_clear_line(argv, needles, tmp_path, monkeypat
     (("attention_window", "full_attention_every"), 1, ("model.attention_window.full_attention_every", "= 1", "2")),
     (("attention_window", "kind"), "slidng", ("model.attention_window.kind", "'slidng'", "'sliding' or 'chunked'")),
     (("moe", "top_k"), 0, ("model.moe.top_k", "= 0", "1")),
+    (("moe", "router_groups"), 4, ("router_groups 4 and router_group_topk None", "required")),
     # sizes past any model's (designer.spec.llm MAX_*): typos, whose arithmetic would overflow
     (("vocab_size",), 10**19, ("model.vocab_size", "10000000000000000000", "16777216")),
     (("layers",), 10**12, ("model.layers", "1000000000000", "10000")),

@@ -386,7 +386,10 @@ def test_megatron_moe_flags_match_the_moe_record(case):
         assert (ns.moe_token_dispatcher_type, ns.moe_flex_dispatcher_backend) == ("flex", "deepep")
     else:
         assert ns.moe_token_dispatcher_type == s.moe_dispatcher
-    if ns.moe_router_num_groups:
+    if moe.routing_groups is not None:
+        # the model's own router groups, whatever the layout
+        assert (ns.moe_router_num_groups, ns.moe_router_group_topk) == (moe.router_groups, moe.router_group_topk)
+    elif ns.moe_router_num_groups:
         assert ns.moe_router_group_topk == moe.max_nodes_per_token < ns.moe_router_num_groups
         assert moe.experts % ns.moe_router_num_groups == 0
     # forced balance is priced and written as Megatron's benchmarking switch; a learned router is not forced
@@ -839,3 +842,22 @@ def test_megatron_fsdp_is_told_the_gradient_widths_designer_priced():
     ns = MEGATRON_PARSER.parse_args(script)
     assert (ns.megatron_fsdp_main_grads_dtype, ns.megatron_fsdp_grad_comm_dtype) == ("fp32", "bf16")
     assert not any("gradient reduction" in n for n in launch.notes)
+
+
+def test_router_groups_are_the_models_and_a_node_limit_follows_the_layout():
+    # DeepSeek-V3's router keeps 4 of its 8 groups on every layout (Megatron-MoE-ModelZoo DeepSeek-V3.yaml:
+    # --moe-router-num-groups 8 --moe-router-group-topk 4), here on an EP group of 4 nodes; a node limit
+    # stated against the layout (max_nodes_per_token) groups the experts by the EP group's nodes: 8 at
+    # EP 64 on 8-GPU nodes, none where the group spans no more nodes than the limit
+    ds = load_model("deepseek-v3")
+    tr = _train(4096, 4096)
+    for ep, want in ((32, (8, 4)), (64, (8, 4))):
+        s = Strategy(pp=8, dp=64, ep=ep, zero_stage=1)
+        ns = MEGATRON_PARSER.parse_args(split_command(megatron_launch(ds, tr, s, 512, 8).command())[2])
+        assert (ns.moe_router_num_groups, ns.moe_router_group_topk) == want
+    node_limited = LLMSpec.model_validate({**ds.model_dump(), "moe": {
+        **ds.moe.model_dump(), "router_groups": None, "router_group_topk": None, "max_nodes_per_token": 4}})
+    for ep, want in ((64, (8, 4)), (32, (None, None))):
+        s = Strategy(pp=8, dp=64, ep=ep, zero_stage=1)
+        ns = MEGATRON_PARSER.parse_args(split_command(megatron_launch(node_limited, tr, s, 512, 8).command())[2])
+        assert (ns.moe_router_num_groups, ns.moe_router_group_topk) == want

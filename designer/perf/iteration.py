@@ -883,7 +883,7 @@ def _dispatch_ct(ctx: _Context, token_bytes, on) -> _Coll:
     size, rpd = g.size.ravel()[idx], g.ranks_per_domain.ravel()[idx]
     n_dom = coll.domains_crossed(size, np.maximum(rpd, 1), g.extent_domains.ravel()[idx]).astype(size.dtype)
     d, copies = coll.routing_reach(moe.experts, moe.top_k, n_dom, np.minimum(rpd, size), moe.max_nodes_per_token,
-                                   ctx.training.moe_routing)
+                                   ctx.training.moe_routing, moe.routing_groups)
     e = coll.moe_dispatch_estimate_vec(tb, copies, d, size, rpd, g.extent_domains.ravel()[idx], ctx.system,
                                        ctx.calib.collectives)
     out = [np.zeros(shape) for _ in range(5)]

@@ -41,8 +41,17 @@ class MoESpec(Record):
     first_dense_layers: int = Field(default=0, ge=0, le=MAX_LAYERS)
     capacity_factor: float = Field(default=1.0, gt=0, le=MAX_CAPACITY_FACTOR)
     shared_expert_ffn_size: int | None = Field(default=None, ge=1, le=MAX_WIDTH, description="None means expert_ffn_size")
-    # Node-limited routing (DeepSeek-V3 §2.1.2): each token's experts lie on at most this many nodes
-    # (HB domains); None means unrestricted.
+    # Group-limited routing, as the model's router has it (DeepSeek-V2's device-limited routing, §2.1.3:
+    # 8 groups, 3 kept; DeepSeek-V3's node-limited routing, §2.1.2: 8 groups, 4 kept; the Hugging Face
+    # configurations' n_group / topk_group, Megatron-Core's --moe-router-num-groups /
+    # --moe-router-group-topk): the experts split into `router_groups` equal contiguous groups, and each
+    # token's top-k experts taken from its `router_group_topk` best groups. None: no groups.
+    router_groups: int | None = Field(default=None, ge=1, le=MAX_EXPERTS)
+    router_group_topk: int | None = Field(default=None, ge=1, le=MAX_EXPERTS)
+    # Node-limited routing stated against the layout instead (Megatron-Core's other use of the groups:
+    # "set moe_router_num_groups equal to number of nodes in EP group"; DeepEP's benchmarks route so):
+    # each token's experts lie on at most this many nodes (HB domains), whatever the EP group spans.
+    # None means unrestricted.
     max_nodes_per_token: int | None = Field(default=None, ge=1)
 
     @property
@@ -53,7 +62,36 @@ class MoESpec(Record):
     def _k(self) -> "MoESpec":
         if self.top_k > self.experts:
             raise ValueError(f"top_k {self.top_k} exceeds experts {self.experts}")
+        groups, kept = self.router_groups, self.router_group_topk
+        if (groups is None) != (kept is None):
+            raise ValueError(f"router_groups {groups} and router_group_topk {kept}: both are required for group-limited "
+                             "routing, or neither")
+        if groups is not None:
+            if self.max_nodes_per_token is not None:
+                raise ValueError(f"max_nodes_per_token {self.max_nodes_per_token} and router_groups {groups}: at most one is "
+                                 "allowed (both limit the groups a token reaches)")
+            if self.experts % groups:
+                raise ValueError(f"router_groups {groups} must divide experts {self.experts} "
+                                 "(Megatron-Core splits the experts into equal groups)")
+            if kept > groups:
+                raise ValueError(f"router_group_topk {kept} must be at most router_groups {groups}")
+            if self.top_k < kept:
+                # Megatron-Core scores a group by its top (top_k // group_topk) experts (moe_utils.py
+                # group_limited_topk): with fewer experts than kept groups every group scores zero
+                raise ValueError(f"top_k {self.top_k} must be at least router_group_topk {kept} (a kept group "
+                                 "is scored by its top top_k // router_group_topk experts)")
+            if self.top_k > kept * (self.experts // groups):
+                raise ValueError(f"top_k {self.top_k} must be at most router_group_topk {kept} x "
+                                 f"{self.experts // groups} experts per group = {kept * (self.experts // groups)}")
         return self
+
+    @property
+    def routing_groups(self) -> tuple[int, int] | None:
+        """(groups, groups kept per token) of a group-limited router; None without one, or where every
+        group is kept (then the top-k is the ungrouped one)."""
+        if self.router_groups is None or self.router_group_topk == self.router_groups:
+            return None
+        return self.router_groups, self.router_group_topk
 
 
 class MLASpec(Record):

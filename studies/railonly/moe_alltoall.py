@@ -32,8 +32,8 @@ K = 256):
 * best: the best strategy of the grid per network, searched separately (EP may stay inside domains);
 * deepseek layout: DeepSeek-V3's own layout (arXiv 2412.19437 §3.2: PP 16, EP 64 across nodes, ZeRO-1,
   TP 1; EP 16 for K = 72 where 64 does not divide DP), the same strategy on every network.
-Part C -- one dispatch of DeepSeek-V3's routing (256 experts, top-8, at most 4 nodes per token) over
-EP 64 on each network, as a uniform all-to-all of every (token, expert) copy and deduplicated per
+Part C -- one dispatch of DeepSeek-V3's routing (256 experts, top-8 from 4 of 8 router groups) over
+EP 64 (EP 256, 64 GPUs of each of 4 domains, where a domain holds 64) on each network, as a uniform all-to-all of every (token, expert) copy and deduplicated per
 node with NVLink forwarding (DeepEP's normal kernels; collectives.moe_dispatch_estimate_vec): the
 deduplicated dispatch sends to the same local rank of each destination node, so it rides the rails
 alone and takes the same time on rail-only, the fat-tree and thin spines (moe_dispatch_networks*.csv).
@@ -128,8 +128,9 @@ def raw_alltoall(platforms, nic_gbps, message_bytes, networks) -> pd.DataFrame:
 
 
 def dedup_dispatch(platforms, nic_gbps, networks) -> pd.DataFrame:
-    """Part C: one MoE dispatch of DeepSeek-V3 routing (256 experts, top-8, at most 4 nodes per
-    token; 4,096 tokens of 7,168 BF16 per GPU) over EP 64 (4 domains on K >= 72), as a uniform all-to-all of every copy
+    """Part C: one MoE dispatch of DeepSeek-V3 routing (256 experts, top-8 from 4 of 8 router
+    groups: 4 nodes per token where a group fills a node; 4,096 tokens of 7,168 BF16 per GPU) over
+    EP 64 (EP 256 on K >= 72: 64 GPUs of each of 4 domains), as a uniform all-to-all of every copy
     (Megatron's alltoall dispatcher) and deduplicated per node with NVLink forwarding (DeepEP,
     collectives.moe_dispatch_estimate_vec), on each network; and a decode step's dispatch by the
     low-latency kernels (per_expert_decode), which rail-only cannot carry."""
@@ -144,10 +145,14 @@ def dedup_dispatch(platforms, nic_gbps, networks) -> pd.DataFrame:
     rows = []
     for plat in platforms:
         k, gpu, hb, n_sys = _platform(plat)
-        ep = 64 if k <= 16 else 4 * k  # EP over 4 HB domains where one domain holds 64
-        n_dom = ep // k
-        d, ranks = (float(x) for x in coll.routing_reach(moe.experts, moe.top_k, n_dom, k, moe.max_nodes_per_token))
-        shape = coll.GroupShape(size=ep, ranks_per_domain=k, domain_span=n_dom, same_rail=True)
+        # EP 64 over 8-GPU nodes; where one domain holds 64, EP over 4 domains, 64 GPUs of each: EP 256,
+        # one expert per rank (Megatron-Core needs the experts to divide EP)
+        g = min(k, 64)
+        ep = 64 if k <= 16 else 4 * g
+        n_dom = ep // g
+        d, ranks = (float(x) for x in coll.routing_reach(moe.experts, moe.top_k, n_dom, g, moe.max_nodes_per_token,
+                                                         groups=moe.routing_groups))
+        shape = coll.GroupShape(size=ep, ranks_per_domain=g, domain_span=n_dom, same_rail=True)
         for nic_g in nic_gbps:
             nic = nic_g * 1e9 / 8
             res = {}
@@ -155,8 +160,8 @@ def dedup_dispatch(platforms, nic_gbps, networks) -> pd.DataFrame:
                 sy = make_system(n_sys, k, fam, hb_bytes_per_s=hb, nic_bytes_per_s=nic,
                                  spine_oversubscription=r, gpu=gpu)
                 a2a = coll.collective_estimate("all_to_all", token_bytes * moe.top_k, shape, sy, cal)
-                dd = coll.moe_dispatch_estimate_vec(token_bytes, ranks, d, ep, k, n_dom, sy, cal)
-                ll = coll.moe_per_expert_dispatch_estimate_vec(copy_bytes, decode_copies, ep, k, n_dom, sy, cal)
+                dd = coll.moe_dispatch_estimate_vec(token_bytes, ranks, d, ep, g, n_dom, sy, cal)
+                ll = coll.moe_per_expert_dispatch_estimate_vec(copy_bytes, decode_copies, ep, g, n_dom, sy, cal)
                 res[lab] = {"alltoall": (a2a.time_s, a2a.spine_bytes), "dedup": (float(dd.time_s), float(dd.spine_bytes)),
                             "per_expert_decode": (float(ll.time_s), float(ll.spine_bytes))}
             for lab, v in res.items():

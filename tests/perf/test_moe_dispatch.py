@@ -81,6 +81,86 @@ def test_expected_distinct_nodes_by_hand():
     assert coll.expected_distinct_ranks(256, 8, 8, 1) == pytest.approx(float(coll.expected_distinct_domains(256, 8, 8)))
 
 
+def _megatron_group_limited_reach(experts, top_k, groups, group_topk, domains, ranks_per_domain, tokens=20_000):
+    """Megatron-Core's group_limited_topk (moe_utils.py) run on random router scores: each group
+    scored by the sum of its top (k // group_topk) scores, the best group_topk groups kept, the top-k
+    experts taken among theirs; returns the mean distinct domains and ranks the tokens reach, the
+    experts laid out contiguously over the ranks."""
+    rng = np.random.default_rng(7)
+    scores = rng.random((tokens, experts))
+    per_group = np.sort(scores.reshape(tokens, groups, -1), axis=-1)[:, :, -(top_k // group_topk):].sum(-1)
+    kept = np.argsort(-per_group, axis=1)[:, :group_topk]
+    mask = np.zeros((tokens, groups), bool)
+    np.put_along_axis(mask, kept, True, axis=1)
+    masked = np.where(np.repeat(mask, experts // groups, axis=1), scores, -1.0)
+    chosen = np.argsort(-masked, axis=1)[:, :top_k]
+    rank = chosen // (experts // (domains * ranks_per_domain))
+    distinct = lambda a: np.mean([len(set(row)) for row in a.tolist()])  # noqa: E731
+    return distinct(rank // ranks_per_domain), distinct(rank)
+
+
+@pytest.mark.parametrize("experts,top_k,groups,group_topk,domains,ranks_per_domain", [
+    (256, 8, 8, 4, 8, 8),    # DeepSeek-V3 at EP 64 over 8 HGX nodes: a group per node
+    (256, 8, 8, 4, 4, 8),    # EP 32 over 4 nodes: two groups per node
+    (256, 8, 8, 4, 1, 8),    # EP 8 in one node: a group per GPU
+    (256, 8, 8, 4, 1, 64),   # EP 64 in one NVL72 domain: 8 GPUs per group
+    (256, 8, 8, 4, 16, 8),   # EP 128 over 16 nodes: a group across two nodes
+    (160, 6, 8, 3, 1, 8),    # DeepSeek-V2 at EP 8
+    (160, 6, 8, 3, 4, 8),    # DeepSeek-V2 at EP 32 over 4 nodes
+])
+def test_group_limited_reach_follows_megatron_routing(experts, top_k, groups, group_topk, domains, ranks_per_domain):
+    sim_d, sim_r = _megatron_group_limited_reach(experts, top_k, groups, group_topk, domains, ranks_per_domain)
+    d, r = (float(x) for x in coll.routing_reach(experts, top_k, domains, ranks_per_domain,
+                                                 groups=(groups, group_topk)))
+    print(f"\n{experts} experts top-{top_k}, {group_topk} of {groups} groups, {domains} x {ranks_per_domain}: "
+          f"domains {d:.3f} (Megatron's routing {sim_d:.3f}), ranks {r:.3f} ({sim_r:.3f})")
+    assert d == pytest.approx(sim_d, rel=0.07)
+    assert r == pytest.approx(sim_r, rel=0.07)
+
+
+def test_group_limited_reach_by_hand():
+    from math import comb
+
+    # a group per node (DeepSeek-V3 at EP 64 on 8 nodes): the 4 kept groups are 4 nodes; in each, 2
+    # experts of 32 on 8 GPUs of 4 experts miss a GPU with probability C(28, 2)/C(32, 2)
+    d, r = coll.routing_reach(256, 8, 8, 8, groups=(8, 4))
+    assert float(d) == pytest.approx(4.0)
+    assert float(r) == pytest.approx(32 * (1 - comb(28, 2) / comb(32, 2)), rel=1e-12)
+    # two groups per node (EP 32 on 4 nodes): a node is missed when neither of its groups is kept
+    d, _ = coll.routing_reach(256, 8, 4, 8, groups=(8, 4))
+    assert float(d) == pytest.approx(4 * (1 - comb(6, 4) / comb(8, 4)), rel=1e-12)
+    # a group per GPU (EP 8): every kept group's GPU is reached, so 4 GPUs, where an ungrouped router
+    # reaches 8 (1 - C(224, 8)/C(256, 8))
+    _, r = coll.routing_reach(256, 8, 1, 8, groups=(8, 4))
+    assert float(r) == pytest.approx(4.0)
+    assert float(coll.routing_reach(256, 8, 1, 8)[1]) == pytest.approx(8 * (1 - comb(224, 8) / comb(256, 8)))
+    # one expert per rank (EP 256): the 8 experts are 8 ranks, however they are grouped
+    assert float(coll.routing_reach(256, 8, 4, 64, groups=(8, 4))[1]) == pytest.approx(8.0)
+    with pytest.raises(ValueError, match="at most one"):
+        coll.routing_reach(256, 8, 8, 8, 4, groups=(8, 4))
+
+
+def test_a_model_states_its_router_groups():
+    from pydantic import ValidationError
+
+    from designer.spec.llm import MoESpec
+    from designer.spec.models import load_model
+
+    for name, want in (("deepseek-v3", (8, 4)), ("deepseek-v2", (8, 3)), ("kimi-k2", None), ("qwen3-235b-a22b", None)):
+        assert load_model(name).moe.routing_groups == want
+    base = dict(experts=256, top_k=8, expert_ffn_size=2048)
+    # one group, or every group kept: the ungrouped top-k
+    assert MoESpec(**base, router_groups=1, router_group_topk=1).routing_groups is None
+    assert MoESpec(**base, router_groups=8, router_group_topk=8).routing_groups is None
+    for bad, needle in ((dict(router_groups=8), "both are required"), (dict(router_groups=6, router_group_topk=2), "divide"),
+                        (dict(router_groups=8, router_group_topk=9), "at most router_groups 8"),
+                        (dict(router_groups=64, router_group_topk=1), "at most router_group_topk 1 x 4"),
+                        (dict(router_groups=32, router_group_topk=16), "at least router_group_topk 16"),
+                        (dict(router_groups=8, router_group_topk=4, max_nodes_per_token=4), "at most one")):
+        with pytest.raises(ValidationError, match=needle):
+            MoESpec(**base, **bad)
+
+
 def test_dispatch_stays_on_the_rails():
     # the RDMA phase goes to the GPU of the same local index: rail-only, a full fat-tree and one with
     # a thin spine give the same time and no spine bytes, where a uniform all-to-all needs the

@@ -382,17 +382,17 @@ def test_optimizer_offload_beyond_host_memory_is_explained():
 
 
 def test_deduplicated_dispatch_by_hand():
-    # DeepSeek-V3 (256 experts, top-8, at most 4 nodes per token) on 8 nodes: D = min(8·(1 −
-    # C(224, 8)/C(256, 8)), 4) = 4 distinct nodes per token, so a node-deduplicated dispatch sends
-    # 4/8 of the per-expert copies; without the node limit (Qwen3-235B: 128 experts, top-8, 4 nodes)
-    # D = 4·(1 − C(96, 8)/C(128, 8)).
+    # DeepSeek-V3 (256 experts, top-8, 4 of 8 router groups) on 8 nodes, a group per node: 4 distinct
+    # nodes per token, where an ungrouped router would reach 8·(1 − C(224, 8)/C(256, 8)), so a
+    # node-deduplicated dispatch sends 4/8 of the per-expert copies; without groups (Qwen3-235B: 128
+    # experts, top-8, 4 nodes) D = 4·(1 − C(96, 8)/C(128, 8)).
     from math import comb
 
-    from designer.perf.collectives import expected_distinct_domains
+    from designer.perf.collectives import expected_distinct_domains, routing_reach
 
     ds, qw = load_model("deepseek-v3"), load_model("qwen3-235b-a22b")
     assert 8 * (1 - comb(224, 8) / comb(256, 8)) > 4
-    assert float(expected_distinct_domains(256, 8, 8, ds.moe.max_nodes_per_token)) == pytest.approx(4.0)
+    assert float(routing_reach(256, 8, 8, 8, groups=ds.moe.routing_groups)[0]) == pytest.approx(4.0)
     want = 4 * (1 - comb(96, 8) / comb(128, 8)) / 8
     assert float(expected_distinct_domains(128, 8, 4, qw.moe.max_nodes_per_token)) / 8 == pytest.approx(want)
     assert float(expected_distinct_domains(128, 8, 1)) == pytest.approx(1.0)  # inside one node: one domain
