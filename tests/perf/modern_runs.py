@@ -46,8 +46,7 @@ def heldout_rows() -> tuple[dict, ...]:
 @functools.lru_cache(maxsize=1)
 def mlperf_heldout_rows() -> tuple[dict, ...]:
     """MLPerf Training GPT-3 (v3.0-v4.1) and Llama 3.1 (v5.0, v5.1) results that training-runs-modern.md S6
-    does not copy,
-    stated as S6's rows are (data/mlperf_heldout.yaml): scored, never fitted."""
+    does not copy, stated as S6's rows are (data/mlperf_heldout.yaml): scored, never fitted."""
     return tuple(yaml.safe_load((DATA / "mlperf_heldout.yaml").read_text())["rows"])
 
 
