@@ -430,12 +430,14 @@ def test_recipes_that_offload_activations_run_so_without_recompute():
     assert modern_runs.strategy_for(by_id["MB2511-11"]).offload_activation_layers == 0
 
 
-def test_mlperf_llama_rows_keep_fp8_weights_where_the_logs_say_so():
-    # training-runs-modern.md S6: "Llama v5.0: FP8 + FP8 params / param-gather"; the GPT-3 rows state
-    # only FP8_HYBRID (16-bit weights with an FP8 copy)
+def test_mlperf_rows_keep_fp8_weights_where_their_configs_say_so():
+    # training-runs-modern.md S6: "Llama v5.0: FP8 + FP8 params / param-gather"; the GPT-3 configs
+    # export FP8_PARAMS=True from v4.0 on (config_common.sh, read as NeMo's model.fp8_params), v3.x's
+    # state only FP8_HYBRID (16-bit weights with an FP8 copy)
     by_id = {r["id"]: r for r in ROWS}
-    got = {rid: modern_runs.training_for(by_id[rid]).fp8_param_gather for rid in ("ML-50-1", "ML-50-8", "ML-41-1", "ML-40-2")}
-    assert got == {"ML-50-1": True, "ML-50-8": True, "ML-41-1": False, "ML-40-2": False}
+    got = {rid: modern_runs.training_for(by_id[rid]).fp8_param_gather
+           for rid in ("ML-50-1", "ML-50-8", "ML-41-1", "ML-40-2", "ML-31-2", "ML-30-3")}
+    assert got == {"ML-50-1": True, "ML-50-8": True, "ML-41-1": True, "ML-40-2": True, "ML-31-2": False, "ML-30-3": False}
 
 
 def test_model_zoo_a2a_overlap_row_overlaps_its_expert_communication():
@@ -554,3 +556,14 @@ def test_each_framework_runs_its_loss_and_replays_its_recomputation_as_its_code_
                    "TT-31": ("fused", "needed"), "DG-82": ("fused", "needed"), "FMS-2": ("fused", "needed"),
                    "MPT-2": ("fused", "module"), "MB2511-02": ("fused", "module")}
     assert "torch.compile" in by_id["TT-3"]["overlap"] and by_id["TT-3"]["notes"].startswith("Source A:")
+
+
+def test_mlperf_405b_rows_run_tp_overlap_as_their_configs_set_it():
+    # the v5.1 405B configs turn TP communication overlap off (NVFP4: config_common_fp4.sh "TP overlap not
+    # supported yet"; University of Florida's B200 FP8: the export commented out, custom.yaml's default
+    # off); the v5.0 ones set it on (training-runs-modern.md S6: "TP comm overlap on")
+    by_id = {r["id"]: r for r in ROWS}
+    got = {rid: modern_runs.strategy_for(by_id[rid]).overlap_tp_comm
+           for rid in ("ML-51-1", "ML-51-2", "ML-51-3", "ML-51-5", "ML-50-1", "ML-50-8", "ML-51-12")}
+    assert got == {"ML-51-1": False, "ML-51-2": False, "ML-51-3": False, "ML-51-5": False, "ML-50-1": True,
+                   "ML-50-8": True, "ML-51-12": True}
