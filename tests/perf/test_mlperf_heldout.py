@@ -12,6 +12,7 @@ them), not targets: no fit reads these rows.
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 
 import yaml
@@ -73,3 +74,15 @@ def test_the_mlperf_heldout_table_holds_the_shipped_calibrations_figures():
     # shipped calibration predicts for every row
     text = (Path(__file__).resolve().parents[2] / "results" / "validation" / "mlperf_heldout.md").read_text()
     modern_runs.assert_tables_show(text, _errors())
+
+
+def test_the_readme_summary_holds_the_shipped_calibrations_figures():
+    # the README's summary row of this check ("Held-out systems (MLPerf)"): rows, MAPE and the shares within
+    # 10% and 20%, as the shipped calibration computes them
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("**Held-out systems (MLPerf).**"):]
+    row = re.search(r"^\| dense-3d \| (\d+) \| ([\d.]+)% \| (\d+)% \| (\d+)% \|", section, flags=re.MULTILINE)
+    errs = [abs(e.error) for e in _errors()]
+    want = (len(errs), f"{100 * sum(errs) / len(errs):.1f}", f"{100 * sum(e <= 0.1 for e in errs) / len(errs):.0f}",
+            f"{100 * sum(e <= 0.2 for e in errs) / len(errs):.0f}")
+    assert (int(row[1]), row[2], row[3], row[4]) == want
