@@ -1877,15 +1877,21 @@ def moe_per_expert_dispatch_estimate_vec(copy_bytes, copies, size, ranks_per_dom
                                "per_expert_dispatch", floor_adds=True, cuda_graphs=cuda_graphs)
 
 
+def none_drawn(pool: float, marked, draws: int):
+    """Chance that `draws` experts drawn without replacement from `pool` miss all `marked` of them:
+    Π_i (pool − marked − i)/(pool − i) (hypergeometric), elementwise over `marked`."""
+    none = np.ones_like(np.asarray(marked, float))
+    for i in range(draws):
+        none = none * np.maximum(pool - marked - i, 0.0) / (pool - i)
+    return none
+
+
 def expected_distinct_domains(experts: int, top_k: int, domains, max_domains: int | None = None) -> np.ndarray:
     """Expected distinct domains among a token's top-k experts, E experts spread evenly over n
     domains, uniform routing: n·(1 − Π_i (E − E/n − i)/(E − i)); capped by node-limited routing."""
     n = np.maximum(np.asarray(domains, float), 1.0)
     E = float(experts)
-    none = np.ones_like(n)
-    for i in range(top_k):
-        none = none * np.maximum(E - E / n - i, 0.0) / (E - i)
-    distinct = n * (1.0 - none)
+    distinct = n * (1.0 - none_drawn(E, E / n, top_k))
     if max_domains:
         distinct = np.minimum(distinct, max_domains)
     return distinct
@@ -1923,16 +1929,12 @@ def expected_distinct_ranks(experts: int, top_k: int, domains: int, ranks_per_do
 
 
 def _miss_in_group(group_experts: float, overlap: float, draws: float) -> float:
-    """Chance that none of `draws` experts drawn without replacement from a group of `group_experts`
-    lands among `overlap` of them: Π_i (s − o − i)/(s − i), linear between the neighbouring whole
-    counts where the draws per group are not whole."""
-    def whole(m: int) -> float:
-        v = 1.0
-        for i in range(m):
-            v *= max(group_experts - overlap - i, 0.0) / (group_experts - i)
-        return v
+    """Chance that none of `draws` experts drawn from a group of `group_experts` lands among `overlap`
+    of them (none_drawn), linear between the neighbouring whole counts where the draws per group are
+    not whole."""
     lo = math.floor(draws)
-    return whole(lo) if draws == lo else whole(lo) + (draws - lo) * (whole(lo + 1) - whole(lo))
+    below = float(none_drawn(group_experts, overlap, lo))
+    return below if draws == lo else below + (draws - lo) * (float(none_drawn(group_experts, overlap, lo + 1)) - below)
 
 
 @functools.lru_cache(maxsize=256)

@@ -15,8 +15,6 @@ import functools
 import re
 from pathlib import Path
 
-import yaml
-
 from tests.perf import modern_runs
 
 # reached: 6.0% MAPE, 38 of 46 rows within 10% -- a little above, as for the Megatron-Bridge held-out rows
@@ -58,8 +56,7 @@ def test_mlperf_heldout_rows_are_whole_layouts_and_no_calibration_rows():
             f"v{version[0]}.{version[1]}:"), r["id"]
     # every run belongs to one row: no held-out row repeats another's runs or an S6 row's (each run is
     # known by its MLLOG run_start; republished copies keep it)
-    data = yaml.safe_load((Path(modern_runs.DATA) / "mlperf_heldout.yaml").read_text())
-    s6 = data["s6_run_start_ms"]
+    s6 = modern_runs.mlperf_heldout()["s6_run_start_ms"]
     assert set(s6) == {r["id"] for r in calib}
     # S6's GPT-3 and 405B rows ran 3 times each, its 8B rows 10
     assert all(len(s6[r["id"]]) == (10 if r["model"] == "llama3-8b" else 3) for r in calib)
