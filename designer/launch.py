@@ -185,16 +185,33 @@ def _model_args(llm: LLMSpec, training: TrainingSpec, notes: list[str]) -> list[
         if llm.head_dim is not None and llm.head_dim != llm.hidden_size // llm.heads:
             # kv_channels: the head dimension; Megatron's default is hidden_size / heads
             a += ["--kv-channels", str(llm.head_dim)]
-    # LLMSpec records no position encoding. RMSNorm models here are the RoPE lineage (Llama, Mixtral,
-    # DeepSeek, Qwen, gpt-oss); LayerNorm ones the GPT-3 / Megatron 2021 lineage with learned
-    # absolute positions (Megatron's default). A guess from the record, said in a note.
-    pos = "rope" if llm.norm == "rmsnorm" else "learned_absolute"
-    notes.append(f"position encoding is not in the model record: --position-embedding-type {pos} "
-                 f"({'RMSNorm' if pos == 'rope' else 'LayerNorm'} lineage); set the model's own (and --rotary-base)")
+    # the record's rotary embedding, else Megatron's default learned absolute positions (GPT-3's; a
+    # model with neither, such as MPT's ALiBi, has no Megatron form: said in a note). The RoPE variant
+    # (YaRN, its base and scaling) is not in the record
+    pos = "rope" if llm.rotary_embedding else "learned_absolute"
+    if llm.rotary_embedding:
+        notes.append("--position-embedding-type rope from the model record; its base and any scaling (YaRN, "
+                     "Llama 3's) are not in it: set --rotary-base and the scaling flags the model uses")
+    else:
+        notes.append("the model record has no rotary embedding: --position-embedding-type learned_absolute "
+                     "(GPT-3's); a model with other positions (ALiBi) has no Megatron form")
     a += ["--position-embedding-type", pos, "--normalization", "RMSNorm" if llm.norm == "rmsnorm" else "LayerNorm"]
+    n_nope = llm.nope_layer_interval
+    if n_nope is not None:
+        # every n-th layer without RoPE (arguments.py no_rope_freq_type); Megatron asserts that n divides
+        # the layers, so a remainder is written as the pattern, 1 marking a NoPE layer
+        whole, rest = divmod(llm.layers, n_nope)
+        a += ["--no-rope-freq", f"([0]*{n_nope - 1}+[1])*{whole}+[0]*{rest}" if rest else str(n_nope)]
+        if llm.qk_norm:
+            notes.append(f"the model normalises Q and K in its RoPE layers only; Megatron-LM's "
+                         f"{'--qk-l2-norm' if llm.qk_norm == 'l2' else '--qk-layernorm'} normalises them in every "
+                         f"layer, its {whole} NoPE layers too, and has no flag for the model's form "
+                         "(Megatron-Bridge's Llama 4 layer spec, llama4_utils.py, has)")
     if llm.gated_mlp:
         a.append("--swiglu")  # --ffn-hidden-size is then each of the two up projections (fc1 is doubled)
-    if llm.qk_norm:
+    if llm.qk_norm == "l2":
+        a.append("--qk-l2-norm")  # Llama 4's weightless L2 norm (TransformerConfig.qk_l2_norm)
+    elif llm.qk_norm:
         a.append("--qk-layernorm")  # normalised as --normalization says
     if llm.activation_clamp is not None:
         a += ["--activation-func-clamp-value", f"{llm.activation_clamp:g}"]
@@ -252,6 +269,8 @@ def _moe_args(llm: LLMSpec, s: Strategy, gpus_per_node: int, notes: list[str]) -
         # "Shared expert total ffn hidden size. It should be equal to num_shared_experts *
         # ffn_size_of_each_shared_expert" (TransformerConfig.moe_shared_expert_intermediate_size)
         a += ["--moe-shared-expert-intermediate-size", str(moe.shared_experts * moe.shared_ffn_size)]
+        if moe.shared_expert_gate:
+            a.append("--moe-shared-expert-gate")
     # dispatcher: TransformerConfig.moe_token_dispatcher_type Literal['allgather', 'alltoall', 'flex'];
     # DeepEP is the flex dispatcher with backend deepep (--moe-enable-deepep is deprecated there)
     if s.moe_dispatcher == "deepep":

@@ -317,6 +317,11 @@ def test_a_bad_flag_or_path_is_one_clear_line(argv, needles, tmp_path, monkeypat
     (("attention_window", "kind"), "slidng", ("model.attention_window.kind", "'slidng'", "'sliding' or 'chunked'")),
     (("moe", "top_k"), 0, ("model.moe.top_k", "= 0", "1")),
     (("moe", "router_groups"), 4, ("router_groups 4 and router_group_topk None", "required")),
+    (("nope_layer_interval",), 1, ("model.nope_layer_interval", "= 1", "2")),
+    (("moe", "shared_expert_gate"), True, ("shared_expert_gate true", "shared_experts 0")),
+    (("qk_norm",), "l3", ("model.qk_norm", "'l3'", "'l2'")),
+    # GPT-OSS-20B has 24 layers: an interval of 25 leaves every layer with RoPE
+    (("nope_layer_interval",), 25, ("nope_layer_interval 25", "none of the 24", "2 to 24")),
     # sizes past any model's (designer.spec.llm MAX_*): typos, whose arithmetic would overflow
     (("vocab_size",), 10**19, ("model.vocab_size", "10000000000000000000", "16777216")),
     (("layers",), 10**12, ("model.layers", "1000000000000", "10000")),

@@ -780,6 +780,38 @@ def test_a_biased_moe_runs_its_experts_at_expert_tp_1():
     assert MEGATRON_PARSER.parse_args(script).expert_tensor_parallel_size == 1
 
 
+def test_position_flags_follow_the_model_record():
+    # RoPE where the record has it, whatever the norm: Nemotron-4 (LayerNorm, RoPE: arXiv 2406.11704
+    # §2.2) runs rope, GPT-3 (learned absolute positions) Megatron's default
+    for name, pos in (("nemotron4-15b", "rope"), ("llama3-8b", "rope"), ("gpt3-175b", "learned_absolute")):
+        llm = load_model(name)
+        _, _, script = split_command(megatron_launch(llm, _train(4096, 256), Strategy(tp=8, dp=2), 16, 8).command())
+        args = MEGATRON_PARSER.parse_args(script)
+        assert args.position_embedding_type == pos, name
+        assert args.no_rope_freq is None and not args.qk_l2_norm, name
+
+
+def test_nope_layers_and_an_l2_qk_norm_are_written_as_megatron_takes_them():
+    # Llama 4 Scout: every 4th of 48 layers without RoPE (--no-rope-freq 4) and the weightless L2
+    # QK-norm (--qk-l2-norm); Megatron-LM puts that norm in every layer, the model only in its RoPE
+    # layers, which the launch says in a note
+    llm = load_model("llama4-scout")
+    launch = megatron_launch(llm, _train(4096, 256), Strategy(dp=16, ep=16), 16, 8)
+    _, _, script = split_command(launch.command())
+    args = MEGATRON_PARSER.parse_args(script)
+    assert (args.position_embedding_type, args.no_rope_freq, args.qk_l2_norm, args.qk_layernorm) == (
+        "rope", "4", True, None)
+    assert any("RoPE layers only" in n and "its 12 NoPE layers too" in n for n in launch.notes)
+    # a layer count the interval does not divide (Megatron asserts that it does for the number) is written
+    # as the pattern, 1 for each NoPE layer: 50 layers, the 4th, 8th, ..., 48th without RoPE
+    odd = llm.model_copy(update={"layers": 50})
+    _, _, script = split_command(megatron_launch(odd, _train(4096, 256), Strategy(dp=16, ep=16), 16, 8).command())
+    pattern = MEGATRON_PARSER.parse_args(script).no_rope_freq
+    assert pattern == "([0]*3+[1])*12+[0]*2"
+    layers = eval(pattern, {"__builtins__": {}})  # as arguments.py no_rope_freq_type (_eval_pattern) does
+    assert len(layers) == 50 and [i + 1 for i, x in enumerate(layers) if x] == list(range(4, 49, 4))
+
+
 def test_a_qkv_only_bias_is_written_beside_the_disabled_linear_biases():
     # Qwen2-57B-A14B (Megatron-MoE-ModelZoo's configuration): --disable-bias-linear --add-qkv-bias,
     # so the QKV projection alone has a bias; its 4,608 values per layer are counted as parameters
@@ -791,6 +823,15 @@ def test_a_qkv_only_bias_is_written_beside_the_disabled_linear_biases():
     assert MEGATRON_PARSER.parse_args(script).add_qkv_bias and "--disable-bias-linear" in script
     plain = llm.model_copy(update={"qkv_bias": False})
     assert cmp.total_params(llm) - cmp.total_params(plain) == 28 * (28 + 2 * 4) * 128
+    # its shared expert's sigmoid gate (HF Qwen2MoeSparseMoeBlock: Linear(3584, 1, bias=False)) is written
+    # and counted: 3,584 weights in each of the 28 layers, active for every token
+    args = MEGATRON_PARSER.parse_args(script)
+    assert args.moe_shared_expert_gate and args.moe_shared_expert_intermediate_size == 20480
+    ungated = llm.model_copy(update={"moe": llm.moe.model_copy(update={"shared_expert_gate": False})})
+    assert cmp.total_params(llm) - cmp.total_params(ungated) == 28 * 3584
+    assert cmp.active_params(llm) - cmp.active_params(ungated) == 28 * 3584
+    assert "--moe-shared-expert-gate" not in megatron_launch(ungated, _train(4096, 256), Strategy(
+        tp=2, pp=4, dp=8, ep=8, sequence_parallel=True), 64, 8).command()
     assert "--add-qkv-bias" not in megatron_launch(plain, _train(4096, 256), Strategy(
         tp=2, pp=4, dp=8, ep=8, sequence_parallel=True), 64, 8).command()
     # MLA has no QKV projection of its own to bias: a model with both is refused in one line

@@ -603,6 +603,11 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
             in_elems = in_elems + tokens * fs / tp
             out_elems = out_elems + tokens * gate * fs / tp
             gathered_mlp = tokens * h  # the shared experts are a TP-parallel MLP
+            if moe.shared_expert_gate:
+                # the gate (Megatron-Core shared_experts.py): its logits read the rank's own input tokens
+                # (a one-column GEMM, bound by that read), and the scaling reads the shared output and
+                # writes it gated (an eager multiply): 2 + 4 B per element of [own tokens, h]
+                mlp_mem_bytes = mlp_mem_bytes + sp_tokens * h * 3 * ACT_BYTES
     else:
         f = llm.ffn_size
         t_down = gemm_time_s(tokens, h, f / tp, 1, gp, ge, calib)
@@ -703,15 +708,17 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
         rope_unfused = (unfused_bits & UNFUSED_ROPE) > 0
         if np.any(rope_unfused):
             per_element = per_element + rope_unfused * (1.0 - eager) * UNFUSED_ROPE_BYTES
-        rope_bytes = tokens * rotated * per_element
+        # the mean layer: NoPE layers (LLMSpec.nope_layer_interval) rotate nothing
+        rope_bytes = tokens * rotated * per_element * llm.rope_layer_fraction
     qk_norm_bytes = 0.0
     if llm.qk_norm:
         # QK-norm: one norm kernel per query and key head (Megatron-Core's q_layernorm / k_layernorm,
-        # Transformer Engine's fused norm): read + write each element of Q and K, as the layer norms
-        # above; op by op in eager mode, as eager RMSNorm
-        qk_elems = tokens * (a_local + np.maximum(kv / tp, 1.0)) * dh
+        # Transformer Engine's fused norm; the weightless L2Norm is one jit-fused kernel, torch_norm.py):
+        # read + write each element of Q and K, as the layer norms above; op by op in eager mode, as
+        # eager RMSNorm. The mean layer: NoPE layers normalise nothing (Megatron-Bridge llama4_utils.py)
+        qk_elems = tokens * (a_local + np.maximum(kv / tp, 1.0)) * dh * llm.rope_layer_fraction
         qk_norm_bytes = qk_elems * 2 * ACT_BYTES
-        if llm.norm == "rmsnorm":
+        if llm.norm == "rmsnorm" or llm.qk_norm == "l2":
             qk_norm_bytes = qk_norm_bytes + eager * qk_elems * EAGER_RMSNORM_EXTRA_BYTES
     dense_flops = f_attn_lin + f_mlp
     # torchtitan's per-op checkpointing recomputes some of these GEMMs, at their block's average rate
@@ -865,7 +872,7 @@ def moe_layer_params(llm: LLMSpec) -> tuple[float, float]:
     h = llm.hidden_size
     gate = 2 if llm.gated_mlp else 1
     per_expert = (gate + 1) * h * moe.expert_ffn_size
-    shared = moe.shared_experts * (gate + 1) * h * moe.shared_ffn_size
+    shared = moe.shared_experts * (gate + 1) * h * moe.shared_ffn_size + (h if moe.shared_expert_gate else 0)
     return float(attention_params(llm) + 2 * _norm_params(llm) + h * moe.experts + shared), float(moe.experts * per_expert)
 
 

@@ -139,7 +139,7 @@ def activation_bytes_per_layer(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, s
         kv_local = np.maximum(kv / tp, 1.0)
         # Q, K, V (inputs of the core) and the attention output (input of the output projection);
         # QK-norm's kernels keep their inputs, Q and K before the norm, for their backward
-        qk_in = (a / tp + kv_local) * ACT_BYTES if llm.qk_norm else 0.0
+        qk_in = (a / tp + kv_local) * ACT_BYTES * llm.rope_layer_fraction if llm.qk_norm else 0.0
         attn_split = tokens * dh * (a / tp * (ACT_BYTES + np.where(out_dropped, 0.0, proj_in) + o_copy)
                                     + kv_local * ACT_BYTES * 2 + qk_in)
     gate = 2.0 if llm.gated_mlp else 1.0
@@ -158,6 +158,9 @@ def activation_bytes_per_layer(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, s
                    + np.where(drops(RC_MOE_ACT), 0.0, act_out + routed * gate * fe / etp * clamp))
         fs = moe.shared_experts * moe.shared_ffn_size
         shared = tokens * fs / tp * (gate * (act_in + clamp) + lin)
+        if moe.shared_expert_gate:
+            # the shared output before its gate, on the rank's own tokens: the gate's gradient reads it
+            shared = shared + np.where(sp, tokens / tp, tokens) * h * ACT_BYTES
         mlp_split = np.where(drops(RC_MOE), 0.0, experts + shared)
     else:
         # activation input (gate+up outputs) and fc2 input: 8h + 8h·... -> 16·s·b·h/t for GPT

@@ -41,6 +41,10 @@ class MoESpec(Record):
     first_dense_layers: int = Field(default=0, ge=0, le=MAX_LAYERS)
     capacity_factor: float = Field(default=1.0, gt=0, le=MAX_CAPACITY_FACTOR)
     shared_expert_ffn_size: int | None = Field(default=None, ge=1, le=MAX_WIDTH, description="None means expert_ffn_size")
+    shared_expert_gate: bool = Field(default=False, description=(
+        "the shared experts' output scaled by a sigmoid gate of the token, one weight vector of hidden_size "
+        "(Qwen2-MoE's shared_expert_gate; Megatron --moe-shared-expert-gate, shared_experts.py: "
+        "output * sigmoid(linear(input, gate_weight)))"))
     # Group-limited routing, as the model's router has it (DeepSeek-V2's device-limited routing, §2.1.3:
     # 8 groups, 3 kept; DeepSeek-V3's node-limited routing, §2.1.2: 8 groups, 4 kept; the Hugging Face
     # configurations' n_group / topk_group, Megatron-Core's --moe-router-num-groups /
@@ -62,6 +66,9 @@ class MoESpec(Record):
     def _k(self) -> "MoESpec":
         if self.top_k > self.experts:
             raise ValueError(f"top_k {self.top_k} exceeds experts {self.experts}")
+        if self.shared_expert_gate and not self.shared_experts:
+            raise ValueError("shared_expert_gate true gates the shared experts' output; the model has shared_experts 0: "
+                             "allowed without shared experts: shared_expert_gate false")
         groups, kept = self.router_groups, self.router_group_topk
         if (groups is None) != (kept is None):
             raise ValueError(f"router_groups {groups} and router_group_topk {kept}: both are required for group-limited "
@@ -146,8 +153,16 @@ class LLMSpec(Record):
     linear_bias: bool = Field(default=True, description="biases in the attention and MLP linear layers")
     qkv_bias: bool = Field(default=False, description="a bias on the query, key and value projections alone, as "
                            "Qwen2's (Megatron --add-qkv-bias); linear_bias true has it already")
-    qk_norm: bool = Field(default=False, description="each query and key head normalised (RMSNorm or LayerNorm, "
-                          "as `norm`) before the attention: QK-norm (Qwen3, OLMo 2; Megatron --qk-layernorm)")
+    qk_norm: Literal[False, True, "l2"] = Field(default=False, description=(
+        "each query and key head normalised before the attention: true, by the model's `norm` (Qwen3, OLMo 2; "
+        "Megatron --qk-layernorm); l2, by its root mean square alone, with no weights (Llama 4; Megatron "
+        "--qk-l2-norm, torch_norm.py L2Norm); false, none. Where nope_layer_interval leaves layers without "
+        "RoPE, they have no QK-norm either (Megatron-Bridge llama4_utils.py: q/k_layernorm only where not "
+        "is_nope_layer)"))
+    nope_layer_interval: int | None = Field(default=None, ge=2, le=MAX_LAYERS, description=(
+        "every n-th layer (the n-th, 2n-th, ... counting from 1) applies no rotary embedding and attends "
+        "without positions, as Llama 4's NoPE layers (HF no_rope_layers; Megatron --no-rope-freq n, "
+        "Megatron-Bridge nope_layer_interval); None: every layer applies RoPE where the model has it"))
     activation_clamp: float | None = Field(default=None, gt=0, description="a clamped gated activation's limit: "
                                            "the gate clamped to at most it and the linear half to within it "
                                            "(GPT-OSS: 7.0, swiglu_limit); None: no clamp")
@@ -181,6 +196,14 @@ class LLMSpec(Record):
         return expert_tp or default
 
     @property
+    def rope_layer_fraction(self) -> float:
+        """The share of layers that apply the rotary embedding (and, with nope_layer_interval set, the
+        QK-norm): all but every nope_layer_interval-th."""
+        if self.nope_layer_interval is None:
+            return 1.0
+        return 1.0 - (self.layers // self.nope_layer_interval) / self.layers
+
+    @property
     def head_dim_effective(self) -> int:
         return self.head_dim or self.hidden_size // self.heads
 
@@ -201,6 +224,13 @@ class LLMSpec(Record):
         if self.qkv_bias and self.mla is not None:
             raise ValueError("qkv_bias adds a bias to the query, key and value projections; MLA has none of its own "
                              "(the model has mla set): allowed with mla: qkv_bias false")
+        if self.nope_layer_interval is not None and not self.rotary_embedding:
+            raise ValueError(f"nope_layer_interval {self.nope_layer_interval} takes the rotary embedding off every "
+                             f"{self.nope_layer_interval}-th layer; the model has rotary_embedding false: allowed "
+                             "with it: nope_layer_interval null")
+        if self.nope_layer_interval is not None and self.nope_layer_interval > self.layers:
+            raise ValueError(f"nope_layer_interval {self.nope_layer_interval} leaves none of the {self.layers} layers "
+                             f"without RoPE; allowed: 2 to {self.layers}")
         if self.activation_clamp is not None and not self.gated_mlp:
             raise ValueError(f"activation_clamp {self.activation_clamp} clamps a gated activation's two halves; "
                              "the model has gated_mlp false")

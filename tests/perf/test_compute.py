@@ -678,3 +678,69 @@ def test_qk_norm_reads_and_writes_each_query_and_key_element_once():
     # MLA normalises its latents instead: a model with both is refused in one line
     with pytest.raises(ValueError, match="qk_norm normalises each query and key head; MLA"):
         type(llm).model_validate({**load_model("deepseek-v3").model_dump(), "qk_norm": True})
+
+
+def test_a_gated_shared_expert_reads_its_input_and_scales_its_output():
+    # Qwen2-57B-A14B's shared-expert gate (Megatron-Core shared_experts.py: output *
+    # sigmoid(linear(input, gate_weight))): one 4096-token sequence on an H100, hidden 3584. Forward, the
+    # logits read the input (2 B) and the multiply reads the shared output and writes it gated (2 + 2 B)
+    # per element of [4096, 3584]; the element-wise backward is twice the forward
+    from designer.perf import memory as mem
+
+    llm = load_model("qwen2-57b-a14b")
+    assert llm.moe.shared_expert_gate
+    ungated = llm.model_copy(update={"moe": llm.moe.model_copy(update={"shared_expert_gate": False})})
+    hbm = 3.35e12 * CAL.hbm_efficiency
+    gated, plain = _moe_layer_on_h100(llm), _moe_layer_on_h100(ungated)
+    assert float(gated.forward_s[0] - plain.forward_s[0]) == pytest.approx(6 * 4096 * 3584 / hbm, rel=1e-9)
+    assert float(gated.backward_s[0] - plain.backward_s[0]) == pytest.approx(12 * 4096 * 3584 / hbm, rel=1e-9)
+    # the gate's gradient reads the shared output before the gate: kept, 2 B per element, a TP rank's own
+    # tokens under sequence parallelism
+
+    def act(m, tp, sp):
+        return float(mem.activation_bytes_per_layer(m, moe_layer=True, b=1, s=4096, tp=tp, cp=1, sp=sp,
+                                                    recompute=RECOMPUTE_NONE, flash=True, ep=8))
+
+    assert act(llm, 1, False) - act(ungated, 1, False) == pytest.approx(4096 * 3584 * 2, rel=1e-9)
+    assert act(llm, 2, True) - act(ungated, 2, True) == pytest.approx(4096 / 2 * 3584 * 2, rel=1e-9)
+    # a gate with no shared expert to gate is refused in one line
+    spec = load_model("mixtral-8x7b").model_dump()
+    with pytest.raises(ValueError, match="shared_expert_gate true gates the shared experts' output; the model has "
+                                         "shared_experts 0"):
+        type(llm).model_validate({**spec, "moe": {**spec["moe"], "shared_expert_gate": True}})
+
+
+def test_nope_layers_rotate_and_normalise_nothing():
+    # Llama 4 Scout: 48 layers, every 4th without RoPE (HF no_rope_layers), so 36 RoPE layers, each with
+    # a weightless L2 QK-norm (HF modeling_llama4 builds qk_norm only where use_rope). 40 query + 8 KV
+    # heads of 128, one 4096-token sequence on an H100. The mean layer normalises 36/48 of Q and K:
+    # read + write 2 B each, forward
+    from designer.perf import memory as mem
+
+    llm = load_model("llama4-scout")
+    assert (llm.nope_layer_interval, llm.qk_norm, llm.rope_layer_fraction) == (4, "l2", 0.75)
+    every = llm.model_copy(update={"nope_layer_interval": None})
+    hbm = 3.35e12 * CAL.hbm_efficiency
+    scout = _moe_layer_on_h100(llm, unfused_ops=("rope",))
+    all_rope = _moe_layer_on_h100(every, unfused_ops=("rope",))
+    assert float(scout.qk_norm_s[0]) == pytest.approx(36 / 48 * 4 * (40 + 8) * 128 * 4096 / hbm, rel=1e-12)
+    assert float(all_rope.qk_norm_s[0]) == pytest.approx(4 * (40 + 8) * 128 * 4096 / hbm, rel=1e-12)
+    # an op-by-op RoPE rotates Q and K in 36 of the 48 layers
+    assert float(all_rope.rope_s[0]) > 0
+    assert float(scout.rope_s[0]) == pytest.approx(0.75 * float(all_rope.rope_s[0]), rel=1e-12)
+    # the norm keeps Q and K before it, in the RoPE layers: 36/48 x 48 heads x 128 x 2 B per token
+    def act(m):
+        return float(mem.activation_bytes_per_layer(m, moe_layer=True, b=1, s=4096, tp=1, cp=1, sp=False,
+                                                    recompute=RECOMPUTE_NONE, flash=True, ep=16))
+
+    no_norm = act(llm.model_copy(update={"qk_norm": False}))
+    assert act(llm) - no_norm == pytest.approx(36 / 48 * 4096 * 48 * 128 * 2, rel=1e-9)
+    assert act(every) - no_norm == pytest.approx(4096 * 48 * 128 * 2, rel=1e-9)
+    # a NoPE interval on a model without RoPE, or one longer than the model, is refused in one line
+    spec = load_model("llama4-scout").model_dump()
+    with pytest.raises(ValueError, match="nope_layer_interval 4 takes the rotary embedding off every 4-th layer; "
+                                         "the model has rotary_embedding false"):
+        type(llm).model_validate({**spec, "rotary_embedding": False})
+    with pytest.raises(ValueError, match="nope_layer_interval 64 leaves none of the 48 layers without RoPE; "
+                                         "allowed: 2 to 48"):
+        type(llm).model_validate({**spec, "nope_layer_interval": 64})
