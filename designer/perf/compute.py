@@ -104,6 +104,9 @@ class ComputeCalibration:
     learned_busiest_rank_load: float = 1.0  # a learned router's busiest EP rank: its routed tokens over the mean
     attention_seq_half: tuple[tuple[str, float], ...] = ()  # fused kernel -> query length at half its ceiling
     attention_head_dim_half: tuple[tuple[str, float], ...] = ()  # fused kernel -> head-dim constant of its speed
+    # (architecture, forward, backward): a fused kernel's fixed work per 128-query tile, in key tiles of
+    # its own work (attention_local_tile_overhead_for)
+    attention_local_tile_overhead: tuple[tuple[str, float, float], ...] = ()
     gpu_clock_scales: tuple[tuple[str, float], ...] = ()  # gpu id -> sustained-clock factor on its generation's ceilings
     clock_scale_exempt: tuple[str, ...] = ()  # GEMM precisions whose peak already spends that headroom (nvfp4)
     # (architecture or gpu id, 8-bit format, forward, backward): cuDNN's 8-bit attention over its 16-bit speed
@@ -178,6 +181,17 @@ class ComputeCalibration:
         fwd[KERNEL_UNFUSED] = bwd[KERNEL_UNFUSED] = 1.0
         return self._alias_flash(fwd, architecture), self._alias_flash(bwd, architecture)
 
+    def attention_local_tile_overhead_for(self, architecture: str) -> tuple[float, float] | None:
+        """Forward and backward fixed work per 128-query tile of the fused attention kernels on this
+        generation, in key tiles' worth of their own work (loading the query tile, the softmax's
+        running statistics, writing the output and its log-sum-exp; the backward's dO and delta):
+        what makes a local layer, whose tiles walk only a few key tiles, slower per FLOP than a
+        global one (local_tile_factor). None where no figure exists (no correction)."""
+        for arch, f, b in self.attention_local_tile_overhead:
+            if arch == architecture:
+                return f, b
+        return None
+
     def attention_seq_half_table(self, architecture: str) -> np.ndarray:
         """Per kernel code, the query length (tokens per call) at which the fused kernel reaches half
         of its ceiling; 0 (no ramp) for the unfused path and kernels without a figure."""
@@ -245,6 +259,8 @@ class Precisions:
     tp_gather_bytes_per_element: float = ACT_BYTES  # a GEMM input as a sequence-parallel all-gather moves it
     attn_seq_half: np.ndarray | None = None  # per kernel code, query length at half the ceiling (None: no ramp)
     attn_head_dim_half: np.ndarray | None = None  # per kernel code, head-dim constant (None: no dependence)
+    # forward and backward fixed work per query tile of the fused kernels, in key tiles (None: no correction)
+    attn_local_tile_overhead: tuple[float, float] | None = None
     # a layer whose low-precision GEMMs and casts are slower than 16-bit runs in 16-bit, as Transformer
     # Engine's recipes keep such layers; False where the recipe converts every linear layer regardless
     bf16_fallback: bool = True
@@ -449,16 +465,24 @@ def head_dim_factor(head_dim, d_half):
     return np.where(d_half > 0, np.minimum(rel, 1.0), 1.0)
 
 
-def attended_fraction(llm: LLMSpec, s, cp, balanced=True):
-    """Share of its s/cp × s score blocks the busiest CP rank's fused kernel computes, averaged over
-    the layers: causal (cp_causal_fraction) where a layer attends to the whole context; where it is
-    local (llm.attention_window), the band of key tiles each 128-query tile touches, (w + tile)/s of
-    the row for a sliding window of w, or its own chunk of c, (c/s)·causal_fraction(c, c), and never
-    more than causal. Under CP each rank's queries keep the same band (a local layer's load is even)."""
+def local_tile_efficiency(local_fraction, s, overhead):
+    """A local layer's fused attention speed as a share of the kernel's ceiling (before the head-dim
+    factor): each 128-query tile walks the same n = local_fraction · s / 128 key tiles of its band (a
+    128-token window: 2) and does `overhead` key tiles' worth of fixed work besides, n/(n + overhead).
+    Its tiles are alike, so the query-length ramp of a causal layer (its uneven tail) does not apply.
+    cuDNN's own sliding-window benchmark runs at one speed from 2k to 16k tokens, as this says."""
+    n = np.maximum(np.asarray(local_fraction, float) * np.asarray(s, float) / FLASH_BLOCK, 1.0)
+    return n / (n + overhead)
+
+
+def attended_parts(llm: LLMSpec, s, cp, balanced=True):
+    """(global share, local share, global fraction, local fraction): the layers' mean attended
+    fraction (attended_fraction) split into its global layers' part, (1 − local share) · causal,
+    and its local layers' part, local share · local band, with the two per-layer fractions."""
     causal = cp_causal_fraction(s, cp, balanced)
     win = llm.attention_window
     if win is None:
-        return causal
+        return causal, 0.0 * causal, causal, causal
     s = np.asarray(s, float)
     if win.kind == "sliding":
         local = (win.tokens + FLASH_BLOCK) / s
@@ -467,7 +491,17 @@ def attended_fraction(llm: LLMSpec, s, cp, balanced=True):
         local = chunk / s * causal_fraction(chunk, chunk)
     local = np.minimum(local, causal)
     share = win.local_layer_share
-    return (1.0 - share) * causal + share * local
+    return (1.0 - share) * causal, share * local, causal, local
+
+
+def attended_fraction(llm: LLMSpec, s, cp, balanced=True):
+    """Share of its s/cp × s score blocks the busiest CP rank's fused kernel computes, averaged over
+    the layers: causal (cp_causal_fraction) where a layer attends to the whole context; where it is
+    local (llm.attention_window), the band of key tiles each 128-query tile touches, (w + tile)/s of
+    the row for a sliding window of w, or its own chunk of c, (c/s)·causal_fraction(c, c), and never
+    more than causal. Under CP each rank's queries keep the same band (a local layer's load is even)."""
+    global_part, local_part, _, _ = attended_parts(llm, s, cp, balanced)
+    return global_part + local_part
 
 
 def layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kernel, prec: Precisions,
@@ -627,7 +661,8 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
     # against all s keys (ring attention). Non-causal FLOPs = 2·b·(s/cp)·s·a/tp·(d_qk + d_v).
     attn_model = 2 * b * a_local * (s / cp) * s * (dqk + dv)
     unfused = kernel == KERNEL_UNFUSED
-    causal = attended_fraction(llm, s, cp, cp_balanced)
+    global_part, local_part, global_frac, local_frac = attended_parts(llm, s, cp, cp_balanced)
+    causal = global_part + local_part
     attn_exec = np.where(unfused, attn_model, causal * attn_model)
     # Fused kernels reach their ceiling only on long rows: one CTA per 128-query tile walks the keys,
     # so short sequences leave SMs idle and the causal tail unbalanced. Efficiency ramps as
@@ -637,13 +672,23 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
     sq = s / cp
     ramp = 1.0 if prec.attn_seq_half is None else sq / (sq + prec.attn_seq_half[kernel])
     # heads narrower than 128 run slower per FLOP (compute_efficiency.yaml attention.head_dim_half)
-    ramp = ramp * head_dim_factor((dqk + dv) / 2.0, None if prec.attn_head_dim_half is None
-                                  else prec.attn_head_dim_half[kernel])
-    eff_f = prec.attn_fwd_eff[kernel] * ramp
-    eff_b = prec.attn_bwd_eff[kernel] * ramp
+    width = head_dim_factor((dqk + dv) / 2.0, None if prec.attn_head_dim_half is None
+                            else prec.attn_head_dim_half[kernel])
+    eff_f = prec.attn_fwd_eff[kernel] * ramp * width
+    eff_b = prec.attn_bwd_eff[kernel] * ramp * width
     hp = prec.hi_peak_flops
-    t_fused_f = causal * attn_model / (hp * eff_f)
-    t_fused_b = 2.5 * causal * attn_model / (hp * eff_b)
+    # a local layer's query tiles walk a few key tiles each, so the kernel's fixed work per query tile
+    # weighs more (compute_efficiency.yaml attention.local_tile_overhead, from cuDNN's sliding-window
+    # benchmark); where the band is the whole context, or the generation has no figure, it runs as a
+    # global layer
+    over = prec.attn_local_tile_overhead
+    banded = local_frac < global_frac
+    loc_f, loc_b = eff_f, eff_b
+    if over is not None and np.any(banded):
+        loc_f = np.where(banded, prec.attn_fwd_eff[kernel] * width * local_tile_efficiency(local_frac, s, over[0]), eff_f)
+        loc_b = np.where(banded, prec.attn_bwd_eff[kernel] * width * local_tile_efficiency(local_frac, s, over[1]), eff_b)
+    t_fused_f = (global_part / eff_f + local_part / loc_f) * attn_model / hp
+    t_fused_b = 2.5 * (global_part / eff_b + local_part / loc_b) * attn_model / hp
     t_unf = (gemm_time_s(sq, s, dqk, b * a_local, hp, prec.hi_max_eff, calib)
              + gemm_time_s(sq, dv, s, b * a_local, hp, prec.hi_max_eff, calib))
     # Megatron fused scale+mask+softmax: read scores, write probs; attention dropout (where the

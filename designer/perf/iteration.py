@@ -341,6 +341,7 @@ def precisions(system: ClusterSystem, training: TrainingSpec, calib: PerfCalibra
         else cmp.ACT_BYTES,
         attn_fwd_eff=fwd, attn_bwd_eff=bwd, attn_seq_half=ccal.attention_seq_half_table(gpu.architecture),
         attn_head_dim_half=ccal.attention_head_dim_half_table(gpu.architecture),
+        attn_local_tile_overhead=ccal.attention_local_tile_overhead_for(gpu.architecture),
         bf16_fallback=calib.bf16_fallback(gemm_prec, training.fp8_recipe.value),
         tp_overlap_hides_gathers=calib.tp_overlap_hides_gathers(gemm_prec, training.fp8_recipe.value),
         sp_cast_on_shard=low and calib.tp_gather_bytes(gemm_prec, training.fp8_recipe.value) < cmp.ACT_BYTES,

@@ -71,6 +71,9 @@ def compute_calibration_from_dict(data: dict) -> tuple[ComputeCalibration, Memor
             default_flash=tuple((str(a), str(k)) for a, k in att["default_flash"].items()),
             attention_seq_half=tuple((str(k), float(v)) for k, v in (att.get("seq_half_tokens") or {}).items()),
             attention_head_dim_half=tuple((str(k), float(v)) for k, v in (att.get("head_dim_half") or {}).items()),
+            attention_local_tile_overhead=tuple(
+                (str(arch), float(e["forward"]), float(e["backward"]))
+                for arch, e in (att.get("local_tile_overhead") or {}).items()),
             gpu_clock_scales=tuple((str(k), float(v)) for k, v in (g.get("clock_scale_by_gpu") or {}).items()),
             clock_scale_exempt=tuple(str(p) for p in (g.get("clock_scale_exempt_precisions") or ())),
             attention_low_precision_speedup=tuple(

@@ -1,0 +1,61 @@
+"""designer's fused-attention times at the shapes of cuDNN's own SDPA training benchmark
+(tests/perf/data/cudnn_sdpa_benchmark.yaml), for the tests and the attention calibration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from designer.perf import compute as cmp
+from designer.spec.catalog import load_catalog
+from designer.spec.llm import AttentionWindowSpec, LLMSpec
+
+DATA = yaml.safe_load((Path(__file__).parent / "data" / "cudnn_sdpa_benchmark.yaml").read_text())
+
+# the benchmark's points that no per-tile cost follows: the Blackwell 32k forward of the 128-token
+# window takes 3.2x its 16k time for twice the work (GB200 2.634 / 0.822 ms, GB300 2.530 / 0.790)
+OUTSIDE_THE_MODEL = {("gb200_swa128", "forward", 32768), ("gb300_swa128", "forward", 32768)}
+
+
+def window_times_ms(curve: str, ccal: cmp.ComputeCalibration) -> tuple[np.ndarray, np.ndarray]:
+    """designer's cuDNN forward and backward time (ms) of one sliding-window attention call at each of
+    the curve's sequence lengths: batch 2, the curve's heads, head dim 64, 16-bit, every layer local."""
+    c = DATA["window_curves"][curve]
+    gpu = load_catalog().gpu(c["gpu"]).perf()
+    arch = gpu.architecture
+    fwd, bwd = ccal.attention_table(arch, gpu.name)
+    peak = gpu.peak_flops["bf16"]
+    prec = cmp.Precisions(gemm_peak_flops=peak, gemm_max_eff=0.7, hi_peak_flops=peak, hi_max_eff=0.7,
+                          cast_bytes_per_element=0.0, attn_fwd_eff=fwd, attn_bwd_eff=bwd,
+                          attn_seq_half=ccal.attention_seq_half_table(arch),
+                          attn_head_dim_half=ccal.attention_head_dim_half_table(arch),
+                          attn_local_tile_overhead=ccal.attention_local_tile_overhead_for(arch))
+    llm = LLMSpec(name="cudnn-benchmark", layers=1, hidden_size=c["heads"] * 64, ffn_size=64, heads=c["heads"],
+                  kv_heads=c["kv_heads"], head_dim=64, vocab_size=2, norm="rmsnorm", linear_bias=False,
+                  attention_window=AttentionWindowSpec(kind="sliding", tokens=c["window"]))
+    one = np.ones(1)
+    out_f, out_b = [], []
+    for s in c["seq"]:
+        w = cmp.layer_forward(llm, moe_layer=False, b=one * 2, s=float(s), tp=one, cp=one, ep=one, etp=one,
+                              sp=np.zeros(1, bool), kernel=np.array([cmp.ATTENTION_KERNELS.index("cudnn")]),
+                              prec=prec, hbm_bytes_per_s=gpu.hbm_bandwidth_bytes_per_s, calib=ccal)
+        out_f.append(float(w.attn_fwd_s[0]) * 1e3)
+        out_b.append(float(w.attn_bwd_s[0]) * 1e3)
+    return np.array(out_f), np.array(out_b)
+
+
+def kept_points(curve: str, pass_name: str) -> np.ndarray:
+    """Mask of the curve's points a per-tile cost is held to (OUTSIDE_THE_MODEL left out)."""
+    seq = DATA["window_curves"][curve]["seq"]
+    return np.array([(curve, pass_name, s) not in OUTSIDE_THE_MODEL for s in seq])
+
+
+def banded(curve: str) -> np.ndarray:
+    """Whether each of the curve's points runs as a local layer: its band of key tiles, (w + 128)
+    keys per query, is narrower than the causal context (compute.attended_parts); at 2k tokens a
+    1024-token window spans it, and the call runs as a global layer."""
+    c = DATA["window_curves"][curve]
+    seq = np.array(c["seq"], float)
+    return (c["window"] + cmp.FLASH_BLOCK) / seq < cmp.causal_fraction(seq, seq)
