@@ -675,6 +675,12 @@ def _llama3_unsupported(llm: LLMSpec) -> list[str]:
         why.append(f"{llm.attention_window.kind} local attention")
     if llm.dropout:
         why.append("dropout")
+    if llm.qk_norm:
+        why.append("QK-norm")
+    if llm.qkv_bias:
+        why.append("a QKV bias")
+    if llm.nope_layer_interval is not None:
+        why.append("layers without RoPE")
     return why
 
 

@@ -541,6 +541,17 @@ def test_what_megatron_lacks_is_said_in_comments_not_invented_as_flags():
     assert all(n.strip() and "\n" not in n for n in launch.notes)
 
 
+def test_torchtitans_llama3_model_refuses_what_it_cannot_express():
+    # torchtitan's llama3 Transformer (torchtitan/models/llama3/model/model.py) has no QK-norm, no QKV
+    # bias and RoPE in every layer: a dense model with any of them gets no TOML, with the reason
+    llm = load_model("llama2-7b")
+    for update, said in (({"qk_norm": True}, "QK-norm"), ({"qkv_bias": True}, "a QKV bias"),
+                         ({"nope_layer_interval": 4}, "layers without RoPE")):
+        tt = torchtitan_launch(llm.model_copy(update=update), _train(4096, 64), Strategy(dp=8), 8, 8)
+        assert tt.toml is None and said in tt.reason, (update, tt.reason)
+    assert torchtitan_launch(llm, _train(4096, 64), Strategy(dp=8), 8, 8).toml is not None
+
+
 def test_block_recompute_of_some_layers_is_written_as_megatron_and_torchtitan_state_it():
     # Megatron-LM: --recompute-method block --recompute-num-layers N (arguments.py); torchtitan's
     # integer selective option checkpoints every n-th layer in full: 8 layers per stage, 2 of them

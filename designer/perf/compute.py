@@ -186,7 +186,7 @@ class ComputeCalibration:
         generation, in key tiles' worth of their own work (loading the query tile, the softmax's
         running statistics, writing the output and its log-sum-exp; the backward's dO and delta):
         what makes a local layer, whose tiles walk only a few key tiles, slower per FLOP than a
-        global one (local_tile_factor). None where no figure exists (no correction)."""
+        global one (local_tile_efficiency). None where no figure exists (no correction)."""
         for arch, f, b in self.attention_local_tile_overhead:
             if arch == architecture:
                 return f, b
@@ -467,31 +467,36 @@ def head_dim_factor(head_dim, d_half):
 
 def local_tile_efficiency(local_fraction, s, overhead):
     """A local layer's fused attention speed as a share of the kernel's ceiling (before the head-dim
-    factor): each 128-query tile walks the same n = local_fraction · s / 128 key tiles of its band (a
-    128-token window: 2) and does `overhead` key tiles' worth of fixed work besides, n/(n + overhead).
-    Its tiles are alike, so the query-length ramp of a causal layer (its uneven tail) does not apply.
-    cuDNN's own sliding-window benchmark runs at one speed from 2k to 16k tokens, as this says."""
+    factor): its 128-query tiles walk n = local_fraction · s / 128 key tiles on average (a sliding
+    window of w: (w + 128)/128, the same for every tile; a chunk: the mean over the chunk's causal
+    tiles) and each does `overhead` key tiles' worth of fixed work besides, n/(n + overhead) (for
+    unequal tiles too: the fixed work adds once per tile). A sliding window's tiles are alike, so a
+    causal layer's query-length ramp (its uneven tail) is not what limits it: cuDNN's own
+    sliding-window benchmark runs at one speed from 2k to 16k tokens."""
     n = np.maximum(np.asarray(local_fraction, float) * np.asarray(s, float) / FLASH_BLOCK, 1.0)
     return n / (n + overhead)
 
 
 def attended_parts(llm: LLMSpec, s, cp, balanced=True):
-    """(global share, local share, global fraction, local fraction): the layers' mean attended
-    fraction (attended_fraction) split into its global layers' part, (1 − local share) · causal,
-    and its local layers' part, local share · local band, with the two per-layer fractions."""
+    """(global part, local part, local fraction, banded): the layers' mean attended fraction
+    (attended_fraction) split into its global layers' part, (1 − local share) · causal, and its
+    local layers' part, local share · the band; the local layers' own fraction; and whether their
+    band is narrower than the causal context (a window at least as long as it is a global layer)."""
     causal = cp_causal_fraction(s, cp, balanced)
     win = llm.attention_window
     if win is None:
-        return causal, 0.0 * causal, causal, causal
+        return causal, 0.0 * causal, causal, np.zeros(np.shape(causal), bool)
     s = np.asarray(s, float)
     if win.kind == "sliding":
         local = (win.tokens + FLASH_BLOCK) / s
+        banded = local < causal_fraction(s, s)
     else:
         chunk = np.minimum(float(win.tokens), s)
         local = chunk / s * causal_fraction(chunk, chunk)
+        banded = float(win.tokens) < s
     local = np.minimum(local, causal)
     share = win.local_layer_share
-    return (1.0 - share) * causal, share * local, causal, local
+    return (1.0 - share) * causal, share * local, local, np.broadcast_to(banded, np.shape(local))
 
 
 def attended_fraction(llm: LLMSpec, s, cp, balanced=True):
@@ -661,7 +666,7 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
     # against all s keys (ring attention). Non-causal FLOPs = 2·b·(s/cp)·s·a/tp·(d_qk + d_v).
     attn_model = 2 * b * a_local * (s / cp) * s * (dqk + dv)
     unfused = kernel == KERNEL_UNFUSED
-    global_part, local_part, global_frac, local_frac = attended_parts(llm, s, cp, cp_balanced)
+    global_part, local_part, local_frac, banded = attended_parts(llm, s, cp, cp_balanced)
     causal = global_part + local_part
     attn_exec = np.where(unfused, attn_model, causal * attn_model)
     # Fused kernels reach their ceiling only on long rows: one CTA per 128-query tile walks the keys,
@@ -679,14 +684,16 @@ def _layer_forward(llm: LLMSpec, *, moe_layer: bool, b, s, tp, cp, ep, sp, kerne
     hp = prec.hi_peak_flops
     # a local layer's query tiles walk a few key tiles each, so the kernel's fixed work per query tile
     # weighs more (compute_efficiency.yaml attention.local_tile_overhead, from cuDNN's sliding-window
-    # benchmark); where the band is the whole context, or the generation has no figure, it runs as a
-    # global layer
+    # benchmark); never faster per FLOP than a global layer at the same query length, so the time
+    # grows with the sequence across the length where the band stops spanning the context. Where the
+    # band is the whole context, or the generation has no figure, it runs as a global layer
     over = prec.attn_local_tile_overhead
-    banded = local_frac < global_frac
     loc_f, loc_b = eff_f, eff_b
     if over is not None and np.any(banded):
-        loc_f = np.where(banded, prec.attn_fwd_eff[kernel] * width * local_tile_efficiency(local_frac, s, over[0]), eff_f)
-        loc_b = np.where(banded, prec.attn_bwd_eff[kernel] * width * local_tile_efficiency(local_frac, s, over[1]), eff_b)
+        tile_f = prec.attn_fwd_eff[kernel] * width * local_tile_efficiency(local_frac, s, over[0])
+        tile_b = prec.attn_bwd_eff[kernel] * width * local_tile_efficiency(local_frac, s, over[1])
+        loc_f = np.where(banded, np.minimum(tile_f, eff_f), eff_f)
+        loc_b = np.where(banded, np.minimum(tile_b, eff_b), eff_b)
     t_fused_f = (global_part / eff_f + local_part / loc_f) * attn_model / hp
     t_fused_b = 2.5 * (global_part / eff_b + local_part / loc_b) * attn_model / hp
     t_unf = (gemm_time_s(sq, s, dqk, b * a_local, hp, prec.hi_max_eff, calib)

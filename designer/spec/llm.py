@@ -198,7 +198,8 @@ class LLMSpec(Record):
     @property
     def rope_layer_fraction(self) -> float:
         """The share of layers that apply the rotary embedding (and, with nope_layer_interval set, the
-        QK-norm): all but every nope_layer_interval-th."""
+        QK-norm): all but every nope_layer_interval-th, counted exactly, floor(layers / n) of them
+        (AttentionWindowSpec.local_layer_share takes 1/n, the same where n divides the layers)."""
         if self.nope_layer_interval is None:
             return 1.0
         return 1.0 - (self.layers // self.nope_layer_interval) / self.layers

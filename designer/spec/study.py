@@ -584,6 +584,10 @@ class StudySpec(Record):
             for flag in ("qk_norm", "qkv_bias"):
                 if not data["model"].get(flag):
                     data["model"].pop(flag, None)
+            if data["model"].get("nope_layer_interval") is None:
+                data["model"].pop("nope_layer_interval", None)
+            if isinstance(data["model"].get("moe"), dict) and not data["model"]["moe"].get("shared_expert_gate"):
+                data["model"]["moe"].pop("shared_expert_gate", None)
         if isinstance(data.get("network"), dict):
             data["network"].pop("base_dir", None)
         return data

@@ -32,9 +32,7 @@ def window_times_ms(curve: str, ccal: cmp.ComputeCalibration) -> tuple[np.ndarra
                           attn_seq_half=ccal.attention_seq_half_table(arch),
                           attn_head_dim_half=ccal.attention_head_dim_half_table(arch),
                           attn_local_tile_overhead=ccal.attention_local_tile_overhead_for(arch))
-    llm = LLMSpec(name="cudnn-benchmark", layers=1, hidden_size=c["heads"] * 64, ffn_size=64, heads=c["heads"],
-                  kv_heads=c["kv_heads"], head_dim=64, vocab_size=2, norm="rmsnorm", linear_bias=False,
-                  attention_window=AttentionWindowSpec(kind="sliding", tokens=c["window"]))
+    llm = benchmark_model(curve)
     one = np.ones(1)
     out_f, out_b = [], []
     for s in c["seq"]:
@@ -52,10 +50,17 @@ def kept_points(curve: str, pass_name: str) -> np.ndarray:
     return np.array([(curve, pass_name, s) not in OUTSIDE_THE_MODEL for s in seq])
 
 
-def banded(curve: str) -> np.ndarray:
-    """Whether each of the curve's points runs as a local layer: its band of key tiles, (w + 128)
-    keys per query, is narrower than the causal context (compute.attended_parts); at 2k tokens a
-    1024-token window spans it, and the call runs as a global layer."""
+def benchmark_model(curve: str) -> LLMSpec:
+    """One attention layer of the curve's shape: its heads, head dim 64, every layer local."""
     c = DATA["window_curves"][curve]
-    seq = np.array(c["seq"], float)
-    return (c["window"] + cmp.FLASH_BLOCK) / seq < cmp.causal_fraction(seq, seq)
+    return LLMSpec(name="cudnn-benchmark", layers=1, hidden_size=c["heads"] * 64, ffn_size=64, heads=c["heads"],
+                   kv_heads=c["kv_heads"], head_dim=64, vocab_size=2, norm="rmsnorm", linear_bias=False,
+                   attention_window=AttentionWindowSpec(kind="sliding", tokens=c["window"]))
+
+
+def banded(curve: str) -> np.ndarray:
+    """Whether each of the curve's points runs as a local layer, its band narrower than the causal
+    context (compute.attended_parts); at 2k tokens a 1024-token window spans it, and the call runs as
+    a global layer."""
+    seq = np.array(DATA["window_curves"][curve]["seq"], float)
+    return np.asarray(cmp.attended_parts(benchmark_model(curve), seq, 1.0)[3], bool)
