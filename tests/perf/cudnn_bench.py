@@ -19,11 +19,10 @@ DATA = yaml.safe_load((Path(__file__).parent / "data" / "cudnn_sdpa_benchmark.ya
 OUTSIDE_THE_MODEL = {("gb200_swa128", "forward", 32768), ("gb300_swa128", "forward", 32768)}
 
 
-def window_times_ms(curve: str, ccal: cmp.ComputeCalibration) -> tuple[np.ndarray, np.ndarray]:
-    """designer's cuDNN forward and backward time (ms) of one sliding-window attention call at each of
-    the curve's sequence lengths: batch 2, the curve's heads, head dim 64, 16-bit, every layer local."""
-    c = DATA["window_curves"][curve]
-    gpu = load_catalog().gpu(c["gpu"]).perf()
+def attention_times_ms(llm: LLMSpec, gpu_name: str, seq, ccal: cmp.ComputeCalibration) -> tuple[np.ndarray, np.ndarray]:
+    """designer's cuDNN forward and backward time (ms) of one attention call of `llm`'s layer at each
+    sequence length in `seq` (one evaluation over all of them): batch 2, 16-bit, on `gpu_name`."""
+    gpu = load_catalog().gpu(gpu_name).perf()
     arch = gpu.architecture
     fwd, bwd = ccal.attention_table(arch, gpu.name)
     peak = gpu.peak_flops["bf16"]
@@ -32,16 +31,19 @@ def window_times_ms(curve: str, ccal: cmp.ComputeCalibration) -> tuple[np.ndarra
                           attn_seq_half=ccal.attention_seq_half_table(arch),
                           attn_head_dim_half=ccal.attention_head_dim_half_table(arch),
                           attn_local_tile_overhead=ccal.attention_local_tile_overhead_for(arch))
-    llm = benchmark_model(curve)
-    one = np.ones(1)
-    out_f, out_b = [], []
-    for s in c["seq"]:
-        w = cmp.layer_forward(llm, moe_layer=False, b=one * 2, s=float(s), tp=one, cp=one, ep=one, etp=one,
-                              sp=np.zeros(1, bool), kernel=np.array([cmp.ATTENTION_KERNELS.index("cudnn")]),
-                              prec=prec, hbm_bytes_per_s=gpu.hbm_bandwidth_bytes_per_s, calib=ccal)
-        out_f.append(float(w.attn_fwd_s[0]) * 1e3)
-        out_b.append(float(w.attn_bwd_s[0]) * 1e3)
-    return np.array(out_f), np.array(out_b)
+    seq = np.asarray(seq, float)
+    one = np.ones_like(seq)
+    w = cmp.layer_forward(llm, moe_layer=False, b=one * 2, s=seq, tp=one, cp=one, ep=one, etp=one,
+                          sp=np.zeros(len(seq), bool), kernel=np.full(len(seq), cmp.ATTENTION_KERNELS.index("cudnn")),
+                          prec=prec, hbm_bytes_per_s=gpu.hbm_bandwidth_bytes_per_s, calib=ccal)
+    return np.asarray(w.attn_fwd_s, float) * 1e3, np.asarray(w.attn_bwd_s, float) * 1e3
+
+
+def window_times_ms(curve: str, ccal: cmp.ComputeCalibration) -> tuple[np.ndarray, np.ndarray]:
+    """designer's cuDNN forward and backward time (ms) of one sliding-window attention call at each of
+    the curve's sequence lengths: batch 2, the curve's heads, head dim 64, 16-bit, every layer local."""
+    c = DATA["window_curves"][curve]
+    return attention_times_ms(benchmark_model(curve), c["gpu"], c["seq"], ccal)
 
 
 def kept_points(curve: str, pass_name: str) -> np.ndarray:
