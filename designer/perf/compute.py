@@ -107,7 +107,9 @@ class ComputeCalibration:
     # (architecture, forward, backward): a fused kernel's fixed work per 128-query tile, in key tiles of
     # its own work (attention_local_tile_overhead_for)
     attention_local_tile_overhead: tuple[tuple[str, float, float], ...] = ()
-    gpu_clock_scales: tuple[tuple[str, float], ...] = ()  # gpu id -> sustained-clock factor on its generation's ceilings
+    gpu_clock_scales: tuple[tuple[str, float], ...] = ()  # gpu id -> sustained-clock factor on its generation's GEMM ceilings
+    # (gpu id, forward, backward): the fused attention kernels' speed on this part over its generation's
+    attention_clock_scales: tuple[tuple[str, float, float], ...] = ()
     clock_scale_exempt: tuple[str, ...] = ()  # GEMM precisions whose peak already spends that headroom (nvfp4)
     # (architecture or gpu id, 8-bit format, forward, backward): cuDNN's 8-bit attention over its 16-bit speed
     attention_low_precision_speedup: tuple[tuple[str, str, float, float], ...] = ()
@@ -130,14 +132,24 @@ class ComputeCalibration:
             return 1.0
         return training.moe_busiest_rank_load or self.learned_busiest_rank_load
 
-    def clock_scale(self, gpu_name: str, precision: str | None = None) -> float:
-        """How much faster than its generation's ceilings a GPU sustains its tensor cores (a part
-        that holds higher clocks under load; 1 for the rest), for GEMMs in `precision` (None: the
-        fused attention kernels). 1 for a precision the part's own peak already raises past its
-        generation's (clock_scale_exempt): that rate spends the power headroom the clocks come from."""
+    def clock_scale(self, gpu_name: str, precision: str) -> float:
+        """How much faster than its generation's GEMM ceilings a GPU sustains its tensor cores (a part
+        that holds higher clocks under load; 1 for the rest), for GEMMs in `precision`. 1 for a
+        precision the part's own peak already raises past its generation's (clock_scale_exempt):
+        that rate spends the power headroom the clocks come from."""
         if precision in self.clock_scale_exempt:
             return 1.0
         return dict(self.gpu_clock_scales).get(gpu_name, 1.0)
+
+    def attention_clock_scale(self, gpu_name: str) -> tuple[float, float]:
+        """Forward and backward speed of the fused attention kernels on this part over its
+        generation's figures (attention_clock_scales; (1, 1) for a part without an entry). Apart from
+        the GEMMs' clock factor: attention's softmax and its tiles' fixed work do not gain what the
+        GEMMs gain from the same clocks (cuDNN's own benchmark, GB300 over GB200)."""
+        for name, f, b in self.attention_clock_scales:
+            if name == gpu_name:
+                return f, b
+        return 1.0, 1.0
 
     def gemm_ceiling(self, gpu_name: str, architecture: str, precision: str) -> float:
         for name, prec, eff in self.gpu_gemm_ceilings:
@@ -164,16 +176,16 @@ class ComputeCalibration:
                         low_precision_format: str | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Forward and backward efficiency per kernel code (ATTENTION_KERNELS); nan where the kernel
         does not exist on this generation; the unfused entry is unused (it runs as GEMMs). The fused
-        kernels run on the tensor cores at the GPU's sustained clock, like its GEMMs (clock_scale).
+        kernels run at the part's own speed over its generation's (attention_clock_scale).
         With an 8-bit format ("fp8", "mxfp8") cuDNN's kernel runs at its 8-bit speed
         (attention_speedup), still counted against the 16-bit peak."""
         fwd = np.full(len(ATTENTION_KERNELS), np.nan)
         bwd = np.full(len(ATTENTION_KERNELS), np.nan)
-        clock = self.clock_scale(gpu_name)
+        clock_fwd, clock_bwd = self.attention_clock_scale(gpu_name)
         for kernel, arch, f, b in self.attention:
             if arch == architecture:
                 i = ATTENTION_KERNELS.index(kernel)
-                fwd[i], bwd[i] = f * clock, b * clock
+                fwd[i], bwd[i] = f * clock_fwd, b * clock_bwd
         if low_precision_format is not None:
             sf, sb = self.attention_speedup(gpu_name, architecture, low_precision_format)
             i = ATTENTION_KERNELS.index("cudnn")

@@ -75,6 +75,8 @@ def compute_calibration_from_dict(data: dict) -> tuple[ComputeCalibration, Memor
                 (str(arch), float(e["forward"]), float(e["backward"]))
                 for arch, e in (att.get("local_tile_overhead") or {}).items()),
             gpu_clock_scales=tuple((str(k), float(v)) for k, v in (g.get("clock_scale_by_gpu") or {}).items()),
+            attention_clock_scales=tuple((str(k), float(e["forward"]), float(e["backward"]))
+                                         for k, e in (att.get("clock_scale_by_gpu") or {}).items()),
             clock_scale_exempt=tuple(str(p) for p in (g.get("clock_scale_exempt_precisions") or ())),
             attention_low_precision_speedup=tuple(
                 (str(key), str(fmt), float(e["forward"]), float(e["backward"]))

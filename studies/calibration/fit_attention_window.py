@@ -7,8 +7,9 @@ local_tile_efficiency). This script finds, per GPU generation and pass, the over
 worth of work) that best matches cuDNN's own benchmark runs with a sliding window
 (tests/perf/data/cudnn_sdpa_benchmark.yaml window_curves: GB200 for Blackwell, H200 for Hopper), least
 squares in the log of the time, and prints each point's error. GB300 is printed, not fitted: it runs
-at GB200's speed there, where designer's Blackwell Ultra clock factor (gemm.clock_scale_by_gpu) makes it
-faster. designer/data/compute_efficiency.yaml attention.local_tile_overhead holds the values.
+at GB200's speed there, where designer gives it Blackwell Ultra's causal-kernel gain
+(attention.clock_scale_by_gpu), so designer's is the faster one.
+designer/data/compute_efficiency.yaml attention.local_tile_overhead holds the values.
 
     python studies/calibration/fit_attention_window.py
 """

@@ -133,9 +133,8 @@ def _recipe_factor(recipe):
 
 
 def _clock_scale(name, gpus, bounds=(1.0, 1.4)):
-    """One sustained-clock factor for the parts of a generation that share a chip (B300, GB300), or
-    for a part held below its generation's clocks (a power-capped H100; its GEMM ceilings are its own,
-    so the factor moves its attention kernels)."""
+    """One sustained-clock factor on the GEMM ceilings of the parts of a generation that share a chip
+    (B300, GB300)."""
     def get(c):
         return dict(c.compute.gpu_clock_scales).get(gpus[0], 1.0)
 
@@ -143,6 +142,18 @@ def _clock_scale(name, gpus, bounds=(1.0, 1.4)):
         rows = tuple(r for r in c.compute.gpu_clock_scales if r[0] not in gpus) + tuple((g, x) for g in gpus)
         return dataclasses.replace(c, compute=dataclasses.replace(c.compute, gpu_clock_scales=rows))
     return f"gemm.clock_scale.{name}", get, put, bounds
+
+
+def _attention_clock_scale(gpu, bounds):
+    """One factor on both passes of a part's fused attention (a part held below its generation's
+    clocks: the power-capped H100, whose GEMM ceilings are its own)."""
+    def get(c):
+        return c.compute.attention_clock_scale(gpu)[0]
+
+    def put(c, x):
+        rows = tuple(r for r in c.compute.attention_clock_scales if r[0] != gpu) + ((gpu, x, x),)
+        return dataclasses.replace(c, compute=dataclasses.replace(c.compute, attention_clock_scales=rows))
+    return f"attention.clock_scale.{gpu}", get, put, bounds
 
 
 def _tied_ceiling(arch, prec, to_arch, to_prec):
@@ -174,7 +185,7 @@ PARAMS = [
     # long-context rows, DeepSeek-V3's own run)
     (_scalar("learned_busiest_rank_load", 1.0, 1.6), ("long-ctx",) + MOE), (_recipe_factor("rowwise"), DENSE),
     (_clock_scale("blackwell_ultra", ("b300", "gb300")), DENSE + MOE),
-    (_clock_scale("h100_96gb_500w", ("h100_96gb_500w",), (0.4, 1.0)), DENSE),
+    (_attention_clock_scale("h100_96gb_500w", (0.4, 1.0)), DENSE),
 ]
 
 
