@@ -34,7 +34,8 @@ dp_term       data parallelism and ZeRO (Rajbhandari et al. SC20 §7; collective
               ring latency grows with the ranks), prefetched behind the previous layer's compute. HSDP shards inside groups of
               shard_group_size and all-reduces the shards across them. ZeRO++: qwZ halves the
               forward gather, hpZ keeps the backward gather inside the node, qgZ sends int4
-              gradients.
+              gradients. Every stage syncs its own parameters behind its own passes and the
+              iteration waits for the most exposed (widest_dp_term), not only the pace stage's.
 optimizer_term the memory-bound Adam step on the local shard (on the CPU when offloaded).
 activation_offload_term  offloaded layers' activations to host memory and back, behind the stage's
               compute; weight offload streams each layer's shard up before its gathers (dp_term).
@@ -657,6 +658,7 @@ class Term:
     exposed_fwd_s: Any = 0.0  # the forward pass's share of exposed_s (layer terms)
     moe_total_s: Any = 0.0  # MoE layers' extra (EP)
     moe_exposed_s: Any = 0.0
+    dense_total_s: Any = 0.0  # of total_s, the dense parameters' traffic (DP; the rest is the experts')
 
 
 def _recompute_s(ctx: _Context, w: cmp.LayerWork, is_moe: bool, unread):
@@ -1085,6 +1087,31 @@ def stage_times(ctx: _Context, dense: LayerTimes, moe: LayerTimes | None, dense_
                       compute_s=by_kind("compute_s") + lg, logits_on_pace=has_logits)
 
 
+def stage_of_kind(ctx: _Context, stt: StageTimes, dense: LayerTimes, moe: LayerTimes | None, kind: int) -> StageTimes:
+    """`stt` with the passes and layers of the first (kind 0), the longest middle (1) or the last (2)
+    stage in place of the pace stage's: what that stage's own data-parallel sync hides behind (its
+    output layer and loss, and MTP, on the last stage). Not for DualPipe ranks, which hold two."""
+    st = ctx.stages
+    logits = 3 * ctx.logits_s
+    mtp = 0.0
+    if ctx.llm.mtp_layers:
+        mtp = ctx.llm.mtp_layers * ((moe if moe is not None else dense).compute_s + logits)
+    n_layers = (st.first, st.mid_max, st.last)[kind].astype(float)
+    n_moe = (st.first_moe, st.mid_moe, st.last_moe)[kind].astype(float)
+    lg_w = np.where(ctx.pp == 1, 1.0, 0.0) if kind == 0 else (1.0 if kind == 2 else 0.0)
+    n_dense = n_layers - n_moe
+    lg = lg_w * (logits + mtp)
+
+    def by_kind(attr):
+        x = n_dense * getattr(dense, attr)
+        return x + (n_moe * getattr(moe, attr) if moe is not None else 0.0)
+
+    return dataclasses.replace(stt, pace_stage=np.full(ctx.shape, kind), fwd_s=by_kind("fwd_s") + lg / 3,
+                               bwd_s=by_kind("bwd_s") + 2 * lg / 3, w_s=by_kind("w_s"), dense_layers=n_dense,
+                               moe_layers=n_moe, compute_s=by_kind("compute_s") + lg,
+                               logits_on_pace=np.broadcast_to(lg_w > 0, ctx.shape))
+
+
 def bubble_s(ctx: _Context, stt: StageTimes):
     """Fill and drain of the pipeline, per schedule (module docstring)."""
     S, pp, v = ctx.S, ctx.pp, ctx.v
@@ -1345,6 +1372,8 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, stage_exposed_fwd_
         z3_f = z3_f + np.where(z3, n_l * once * np.maximum(agf.time_s, up), 0.0)
         z3_b = z3_b + np.where(z3, n_l * np.maximum(agb, np.where(S.reshard, up, 0.0)), 0.0)
         z3_r = z3_r + np.where(z3, n_l * pair * (np.maximum(rs3.time_s, down) + rep3.time_s), 0.0)
+        if kind == "dense":  # the dense parameters' share of the traffic (widest_dp_term)
+            dense_total = total + n_fwd * z3_f + m * z3_b + n_red * z3_r
         rows += [(agf, n_l * once * n_fwd, "dp"), (agb_node, n_l * m, "dp"), (agb_flat, n_l * m, "dp"),
                  (rs3, n_l * pair * n_red, "dp"), (rep3, n_l * pair * n_red, "dp")]
     hide = ov & (S.prefetch > 0)
@@ -1360,7 +1389,71 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, stage_exposed_fwd_
           + (m - n_red) * exposed_layers(z3_b, per_layer_b))
     total = total + n_fwd * z3_f + m * z3_b + n_red * z3_r
     exposed = exposed + np.where(zero == 3, e3, 0.0)
-    return Term(total, exposed, rows=tuple(rows))
+    return Term(total, exposed, rows=tuple(rows), dense_total_s=dense_total)
+
+
+def widest_dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, dense: LayerTimes, moe: LayerTimes | None,
+                   tp: Term, tp_moe: Term, cp: Term) -> Term:
+    """dp_term of the stage whose data-parallel sync leaves the most exposed. Every stage reduces its
+    own gradients and gathers its own weights at the end of the schedule, each behind its own passes,
+    and the iteration waits for the last to finish: the stage that paces the pipeline (stage_times)
+    need not hold the most parameters (an uneven split's last stage carries the output layer and fewer
+    layers; a middle one holds more), nor hide the least (the first stage's embedding has no passes to
+    hide behind). Two stages are priced in full, each with its own parameters, passes and exposed TP/CP
+    traffic: the pace stage, and of the others (the first, the longest middle, the last) the one whose
+    sync, the pace stage's scaled by the parameters it holds, outlasts its passes the most; the ledger
+    rows are the chosen stage's. A DualPipe rank holds two stages: its pace rank's, as stage_params
+    gives."""
+
+    def of_stage(view: StageTimes, params: StageParams) -> Term:
+        n_d, n_e = view.dense_layers, view.moe_layers
+        exp_f = n_d * tp.exposed_fwd_s + n_e * tp_moe.exposed_fwd_s + (n_d + n_e) * cp.exposed_fwd_s
+        exp_all = n_d * tp.exposed_s + n_e * tp_moe.exposed_s + (n_d + n_e) * cp.exposed_s
+        return dp_term(ctx, view, params, stage_exposed_fwd_s=exp_f, stage_exposed_bwd_s=exp_all - exp_f)
+
+    pace = of_stage(stt, sp_)
+    other = (ctx.pp > 1) & ~ctx.dualpipe
+    if not np.any(other):
+        return pace
+    views = [stage_of_kind(ctx, stt, dense, moe, kind) for kind in (0, 1, 2)]
+    # the sync outlasting the passes, each stage's sync estimated from the pace stage's, its dense and
+    # its expert traffic each scaled by the parameters of that kind the stage holds (they go over
+    # different groups); a stage that does not exist (a middle one at pp 2) or paces never counts
+    dense_s = pace.dense_total_s / np.maximum(sp_.pace_dense, 1.0)
+    # (a pace stage without experts, a dense prefix's, prices another's experts at the dense rate)
+    expert_s = np.where(sp_.pace_expert > 0, (pace.total_s - pace.dense_total_s) / np.maximum(sp_.pace_expert, 1.0),
+                        dense_s)
+    excess = np.stack([dense_s * sp_.rank_dense[k] + expert_s * sp_.rank_expert[k]
+                       - (views[k].fwd_s + views[k].bwd_s) for k in range(3)])
+    absent = np.stack([np.zeros(ctx.shape, bool), ctx.pp <= 2, np.zeros(ctx.shape, bool)]) | (
+        np.arange(3)[:, None] == stt.pace_stage[None, :])
+    kind = np.argmax(np.where(absent, -np.inf, excess), axis=0)
+
+    def pick(*per_kind):
+        return np.choose(kind, [np.broadcast_to(x, ctx.shape) for x in per_kind])
+
+    view = dataclasses.replace(stt, pace_stage=kind, **{f: pick(*(getattr(v, f) for v in views)) for f in (
+        "fwd_s", "bwd_s", "w_s", "dense_layers", "moe_layers", "compute_s", "logits_on_pace")})
+    params = dataclasses.replace(sp_, pace_dense=pick(*sp_.rank_dense), pace_expert=pick(*sp_.rank_expert))
+    alt = of_stage(view, params)
+    wider = other & (alt.exposed_s > pace.exposed_s)
+    return _select_term(wider, alt, pace) if np.any(wider) else pace
+
+
+def _select_term(where, a: Term, b: Term) -> Term:
+    """Per strategy, term a where `where`, else b (same ledger rows, as dp_term always gives)."""
+    def pick(x, y):
+        return np.where(where, x, y)
+
+    rows = []
+    for (ca, na, kind), (cb, nb, _) in zip(a.rows, b.rows):
+        if not (ca.live or cb.live):
+            rows.append((cb, nb, kind))
+            continue
+        c = _Coll(pick(ca.time_s, cb.time_s), pick(ca.hb_bytes, cb.hb_bytes), pick(ca.rail_bytes, cb.rail_bytes),
+                  pick(ca.spine_bytes, cb.spine_bytes), pick(ca.peers, cb.peers))
+        rows.append((c, pick(na, nb), kind))
+    return Term(pick(a.total_s, b.total_s), pick(a.exposed_s, b.exposed_s), rows=tuple(rows))
 
 
 def chunked_exposed(comm_s, pass_s, bucket, ctx: _Context):
@@ -1868,11 +1961,7 @@ def _iteration_arrays(llm, training, S, system, calib, summary=False):
     even = dataclasses.replace(stt, pace_s=stt.mean_s)
     even_pipe = m * stt.mean_s + flushes * bubble_s(ctx, even)
     sp_ = stage_params(ctx, stt)
-    # the pace stage's exposed TP/CP traffic, forward and backward
-    n_d, n_e = stt.dense_layers, stt.moe_layers
-    exp_f = n_d * tp.exposed_fwd_s + n_e * tp_moe.exposed_fwd_s + (n_d + n_e) * cp.exposed_fwd_s
-    exp_all = n_d * tp.exposed_s + n_e * tp_moe.exposed_s + (n_d + n_e) * cp.exposed_s
-    dp = dp_term(ctx, stt, sp_, stage_exposed_fwd_s=exp_f, stage_exposed_bwd_s=exp_all - exp_f)
+    dp = widest_dp_term(ctx, stt, sp_, dense, moe, tp, tp_moe, cp)
     t_opt = optimizer_term(ctx, sp_)
     t_iter = t_pipe + dp.exposed_s + t_opt + calib.compute.framework_per_iteration_s
 

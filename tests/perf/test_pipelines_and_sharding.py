@@ -816,3 +816,30 @@ def test_pytorchs_interleaved_schedule_runs_fewer_microbatches_than_stages_at_th
     tr = TrainingSpec(sequence_length=4096, global_batch_sequences=2, total_tokens=1e12)
     assert not isinstance(evaluate_system(llm, tr, st.model_copy(update={"activation_layout": "sequence_first"}), sy,
                                           calib=BARE), Metrics)
+
+
+@pytest.mark.parametrize("schedule", [dict(), dict(schedule="interleaved", virtual_stages=2)])
+def test_every_stages_data_parallel_sync_counts_not_only_the_pace_stages(schedule):
+    # GPT-OSS-120B's 36 layers on 8 stages split 3, 5 x 6, 3: the last stage (3 layers, the
+    # 201k-token output layer and the loss) paces the pipeline, while each middle stage holds 5
+    # layers of experts to gather and reduce under FSDP. Every stage syncs its own parameters at the
+    # end of the schedule and the iteration waits for the slowest, so more HBM bandwidth (H200's
+    # 4.8 TB/s against H100's 3.35, the same tensor cores and links) never makes the iteration
+    # slower: priced on the pace stage alone, the faster memory moved the pace from the last stage to
+    # a middle one on H200 and its 1.5x traffic surfaced, 29-32 % slower than H100
+    llm = load_model("gpt-oss-120b")
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=1152, total_tokens=1e12)
+    st = Strategy(tp=1, pp=8, dp=72, ep=8, zero_stage=3, **schedule)
+    assert [int(x) for x in (stage_layout(llm, StrategyArrays.from_strategies([st])).first[0],
+                             stage_layout(llm, StrategyArrays.from_strategies([st])).mid_max[0])] == [3, 5]
+    h100 = evaluate_system(llm, tr, st, cluster("h100_sxm", 576), calib=CAL)
+    h200 = evaluate_system(llm, tr, st, cluster("h200_sxm", 576), calib=CAL)
+    base = cluster("h100_sxm", 576)
+    faster_hbm = base.model_copy(update={"gpu": base.gpu.model_copy(
+        update={"hbm_bandwidth_bytes_per_s": 1.5 * base.gpu.hbm_bandwidth_bytes_per_s})})
+    fast = evaluate_system(llm, tr, st, faster_hbm, calib=CAL)
+    assert all(isinstance(m, Metrics) for m in (h100, h200, fast))
+    assert h200.iteration_time_s <= h100.iteration_time_s
+    assert fast.iteration_time_s <= h100.iteration_time_s
+    # the same data-parallel traffic either way: the stage that holds the most is priced on both
+    assert h200.type_bytes.total_bytes("dp") == pytest.approx(h100.type_bytes.total_bytes("dp"), rel=1e-9)
