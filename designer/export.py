@@ -51,7 +51,7 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "iteration_time_s", "time_to_train_s", "time_to_train_days", "tokens_per_s", "mfu", "hfu",
     "energy_mwh", "memory_per_gpu_gb", "hbm_capacity_gb", "memory_weights_gb", "memory_gradients_gb",
     "memory_optimizer_gb", "memory_activations_gb", "memory_other_gb",
-    "compute_s", "tp_s", "cp_s", "pp_s", "dp_s", "ep_s", "bubble_s", "exposed_comm_s", "overlapped_comm_s",
+    "compute_s", "tp_s", "cp_s", "pp_s", "dp_s", "ep_s", "bubble_s", "exposed_comm_s", "overlapped_comm_s", "host_s",
     "tier_hb_bytes", "tier_rail_bytes", "tier_spine_bytes", "binding_tier",
 )
 PARETO_COLUMNS: tuple[str, ...] = (
@@ -111,7 +111,7 @@ def metrics_columns(metrics_row: Mapping[str, Any], power_w: float) -> dict[str,
     for part in ("weights", "gradients", "optimizer", "activations", "other"):
         out[f"memory_{part}_gb"] = r[f"memory_{part}_bytes"] / GB
     for k in ("compute_s", "tp_s", "cp_s", "pp_s", "dp_s", "ep_s", "bubble_s", "exposed_comm_s", "overlapped_comm_s",
-              "tier_hb_bytes", "tier_rail_bytes", "tier_spine_bytes", "binding_tier"):
+              "host_s", "tier_hb_bytes", "tier_rail_bytes", "tier_spine_bytes", "binding_tier"):
         out[k] = r[k]
     return out
 

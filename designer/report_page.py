@@ -31,9 +31,10 @@ S_PER_DAY = 86400.0
 # behind compute is overlapped_comm_s, so a stack can exceed the iteration time by that much.
 BREAKDOWN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("compute_s", "compute"), ("tp_s", "TP"), ("cp_s", "CP"), ("pp_s", "PP"), ("dp_s", "DP"), ("ep_s", "EP"),
-    ("bubble_s", "bubble"),
+    ("bubble_s", "bubble"), ("host_s", "host"),
 )
-BREAKDOWN_COLORS: tuple[str, ...] = ("#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b0b0b0")
+BREAKDOWN_COLORS: tuple[str, ...] = ("#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b0b0b0",
+                                     "#9d755d")
 # Bill of materials and strategy fields of a point's hover text, in the order shown.
 BOM_COLUMNS: tuple[str, ...] = ("family", "nic", "switch", "n_tiers", "switch_count", "transceiver_count", "nic_count")
 STRATEGY_HOVER_COLUMNS: tuple[str, ...] = ("tp", "pp", "dp", "ep", "cp", "microbatch_size", "schedule", "zero_stage",

@@ -21,7 +21,8 @@ and every call takes at least the host floor of its GPU generation (launch and e
 MoE dispatch with per-node deduplication and forwarding inside the node (DeepEP's normal kernels) is
 its own estimate, `moe_dispatch_estimate_vec`: its RDMA phase stays on the rails. The low-latency
 kernels' dispatch, one copy per (token, expert) straight to the expert's rank, is
-`moe_per_expert_dispatch_estimate_vec`: its RDMA leaves the rails.
+`moe_per_expert_dispatch_estimate_vec`: its RDMA leaves the rails (unless the group is one rank per
+domain on one rail).
 
 GPU generation (`system.gpu.architecture`: ampere | hopper | blackwell) selects NCCL's
 per-generation constants (§4.3, §4.4; `ArchitectureConstants`): the usable NVLink bandwidth per
@@ -1248,9 +1249,13 @@ def _nvls_tree(e: _Env, proto: int):
     # bandwidth measured for that exchange (collectives.yaml): n/g once between two domains (each direction
     # of the root link carries the vector once, _two_domain_bus), 2n/g through the double binary tree beyond
     arch = e.system.gpu.architecture
-    net_load = np.where(e.n_dom == 2, 1.0 / c.nvls_tree_two_domains_factor.get(arch, 1.0),
-                        2.0 / c.nvls_tree_many_domains_fraction.get(arch, 1.0))
-    k = np.maximum(k_intra, net_load / (g * np.where(e.ring_ok, e.bw_net_ring, 1.0)))
+    ring_bw = np.where(e.ring_ok, e.bw_net_ring, 1.0)
+    # between two domains the exchange runs the NICs faster than a ring does, but never past their
+    # line rate (the factor was fitted with one queue pair per connection, where it reaches 0.99 of it;
+    # more queue pairs raise the ring's share, not the line)
+    two = np.minimum(c.nvls_tree_two_domains_factor.get(arch, 1.0) * ring_bw, e.nic)
+    net_bw = np.where(e.n_dom == 2, two, ring_bw * c.nvls_tree_many_domains_fraction.get(arch, 1.0) / 2.0)
+    k = np.maximum(k_intra, 1.0 / (g * net_bw))
     lat = c.hop_latency_s["nvls_tree"].hb[_SIMPLE] + 2.0 * _lg(e.n_dom) * e.a_net("nvls_tree", _SIMPLE, e.lat_net_ring, e.fwd_ring)
     net = np.where(e.n_dom == 2, 1.0, 2.0) / g
     slow = 2.0 * _lg(e.n_dom) * _proto_mult(_SIMPLE) * e.excess_ring
@@ -1461,10 +1466,15 @@ def _bruck_a2a(e: _Env, proto: int):
 
 
 def _p2p_route(e: _Env):
-    """One flow: one link inside the domain; one NIC (of nics_per_gpu) across (§3.5)."""
+    """One flow: one link inside the domain; across, the GPU's NICs its channels stripe it over: NCCL
+    gives a network peer at least one channel per local NIC (paths.cc ncclTopoGetNchannels, "We use
+    at least 1 channel per NIC") and maps channel c to the GPU's c-th NIC (topo.cc ncclTopoGetLocalNet
+    by channelId), so the flow spans min(channels, NICs) of them (p2p_net_channels: a large
+    communicator halves a peer's channels, down to one NIC)."""
     system, c, rail = e.system, e.c, e.rail
     b_flow_hb = e.eta_hb * _hb_p2p_bandwidth(system)
-    nic_flow = e.nic / system.nics_per_gpu
+    nics = float(system.nics_per_gpu)
+    nic_flow = e.nic / nics * np.minimum(e.once("p2p_channels", p2p_net_channels), nics)
     r1 = _scaleout_path(system, c, e.n_dom, e.span, e.conc, cross=False, a2a=False, nic_bw=nic_flow)
     x1 = _scaleout_path(system, c, e.n_dom, e.span, e.conc, cross=True, a2a=False, nic_bw=nic_flow)
     forwarded = ~rail & (x1.exists if e.pxn else ~x1.exists)
@@ -1830,7 +1840,8 @@ def low_latency_copy_bytes(hidden: int, fp8: bool) -> float:
 
 def moe_per_expert_dispatch_estimate_vec(copy_bytes, copies, size, ranks_per_domain, domain_span,
                                         system: ClusterSystem, calib: CollectiveCalibration, *,
-                                        concurrency=1.0, cuda_graphs: bool = False) -> CollectiveEstimates:
+                                        concurrency=1.0, cuda_graphs: bool = False,
+                                        same_rail=False) -> CollectiveEstimates:
     """MoE dispatch (or combine) with one copy per (token, expert) pair and no deduplication, as the
     low-latency kernels send it (DeepEP's low_latency_dispatch / low_latency_combine, pplx-garden's
     all-to-all, UCCL-EP's low-latency mode).
@@ -1840,7 +1851,8 @@ def moe_per_expert_dispatch_estimate_vec(copy_bytes, copies, size, ranks_per_dom
     g - 1 other ranks of its own domain go over the HB fabric; those for the p - g ranks of other
     domains go straight over RDMA to the rank that holds the expert, whatever its local index, so
     they leave the rail (no NVLink forwarding: a rail-only network without a cross-rail tier cannot
-    carry them). Per rank:
+    carry them), unless every member shares the sender's local index (`same_rail`: one rank per
+    domain, all on one rail), where they stay on it. Per rank:
 
         HB bytes   = copy_bytes · copies · (g − 1)/p
         RDMA bytes = copy_bytes · copies · (p − g)/p
@@ -1861,8 +1873,14 @@ def moe_per_expert_dispatch_estimate_vec(copy_bytes, copies, size, ranks_per_dom
     n_dom = domains_crossed(p, np.maximum(g, 1.0), span)
     span = np.maximum(span, n_dom)
     c = calib
-    cross = _scaleout_path(system, c, n_dom, span, np.asarray(concurrency, float), cross=True, a2a=True,
+    conc = np.asarray(concurrency, float)
+    cross = _scaleout_path(system, c, n_dom, span, conc, cross=True, a2a=True,
                            nic_bw=system.nic_bandwidth_per_gpu_bytes_per_s)
+    on_rail = np.broadcast_to(np.asarray(same_rail, bool), shape) & (g <= 1)
+    if np.any(on_rail):
+        rail = _scaleout_path(system, c, n_dom, span, conc, cross=False, a2a=True,
+                              nic_bw=system.nic_bandwidth_per_gpu_bytes_per_s)
+        cross = _Path(**{f: np.where(on_rail, getattr(rail, f), getattr(cross, f)) for f in _Path.__dataclass_fields__})
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(p > 0, 1.0 / p, 0.0)
     hb_b = cb * k * (g - 1) * share
@@ -2001,8 +2019,13 @@ def routing_reach(experts: int, top_k: int, domains, ranks_per_domain, max_domai
     for nn, gg in set(zip(n.ravel().tolist(), g.ravel().tolist())):
         where = (n == nn) & (g == gg)
         if routing == "uniform" and groups is not None and groups[0] > 1:
-            d_out[where] = group_limited_units_reached(experts, top_k, *groups, round(nn))
-            c_out[where] = group_limited_units_reached(experts, top_k, *groups, round(nn * gg))
+            # a token confined to its kept groups reaches no more than an unconfined one: the even split
+            # of group_limited_units_reached reads high where the limit binds little (every group kept,
+            # or one expert per kept group), so it is capped by the unconfined reach
+            d_out[where] = min(group_limited_units_reached(experts, top_k, *groups, round(nn)),
+                               float(expected_distinct_domains(experts, top_k, round(nn))))
+            c_out[where] = min(group_limited_units_reached(experts, top_k, *groups, round(nn * gg)),
+                               float(expected_distinct_ranks(experts, top_k, round(nn), gg)))
         elif routing == "uniform":
             d_out[where] = float(expected_distinct_domains(experts, top_k, nn, max_domains))
             c_out[where] = expected_distinct_ranks(experts, top_k, nn, gg, max_domains)

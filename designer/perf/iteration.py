@@ -35,7 +35,8 @@ dp_term       data parallelism and ZeRO (Rajbhandari et al. SC20 §7; collective
               shard_group_size and all-reduces the shards across them. ZeRO++: qwZ halves the
               forward gather, hpZ keeps the backward gather inside the node, qgZ sends int4
               gradients. Every stage syncs its own parameters behind its own passes and the
-              iteration waits for the most exposed (widest_dp_term), not only the pace stage's.
+              iteration waits for the most exposed: the pace stage's, or another's where it leaves
+              more exposed (widest_dp_term: one other stage, picked by an estimate).
 optimizer_term the memory-bound Adam step on the local shard (on the CPU when offloaded).
 activation_offload_term  offloaded layers' activations to host memory and back, behind the stage's
               compute; weight offload streams each layer's shard up before its gathers (dp_term).
@@ -645,6 +646,7 @@ class LayerTimes:
     # the share of gemm_s (and gemm_fwd_s) in the blocks whose TP collectives fuse into them: the whole
     # layer for a dense one; an MoE layer's attention and shared experts (LayerWork.tp_mlp_gemm_s)
     tp_gemm_share: Any = 1.0
+    expert_host_s: Any = 0.0  # of compute_s, the GPU's wait on the host launching an MoE layer's experts
 
 
 @dataclass(frozen=True)
@@ -717,8 +719,10 @@ def compute_term(ctx: _Context, w: cmp.LayerWork, is_moe: bool) -> LayerTimes:
         host = ctx.calib.compute.framework_per_expert_s * ctx.llm.moe.experts / ctx.S.ep * ctx.experts_launched
         fwd = fwd + host / 3
         bwd = bwd + 2 * host / 3
+    else:
+        host = 0.0
     tp_share = (w.attn_gemm_s + w.tp_mlp_gemm_s) / np.maximum(w.gemm_s, 1e-30) if is_moe else 1.0
-    return LayerTimes(compute_s=fwd + bwd + rc, fwd_s=fwd, bwd_s=bwd + rc, w_s=w.gemm_s,
+    return LayerTimes(compute_s=fwd + bwd + rc, fwd_s=fwd, bwd_s=bwd + rc, w_s=w.gemm_s, expert_host_s=host,
                       gemm_s=3 * w.gemm_s + w.cast_s + w.cast_bwd_s + rc_gemm, gemm_fwd_s=linear,
                       attn_s=w.attn_fwd_s + w.attn_bwd_s + ctx.full * w.attn_fwd_s, tp_gemm_share=tp_share)
 
@@ -994,8 +998,12 @@ class StageTimes:
     w_s: np.ndarray
     dense_layers: np.ndarray  # layers of the pace stage by kind
     moe_layers: np.ndarray
-    compute_s: np.ndarray  # pure compute of the pace stage
+    compute_s: np.ndarray  # compute of the pace stage, its MoE layers' per-expert host wait included
     logits_on_pace: np.ndarray
+    # of pace_s, the GPU's wait on the host: launches past the GPU's work (a host-bound stage) and the
+    # MoE layers' per-expert launches (expert_host_s, part of compute_s)
+    host_s: Any = 0.0
+    expert_host_s: Any = 0.0
 
 
 def stage_times(ctx: _Context, dense: LayerTimes, moe: LayerTimes | None, dense_exposed, moe_exposed,
@@ -1003,11 +1011,12 @@ def stage_times(ctx: _Context, dense: LayerTimes, moe: LayerTimes | None, dense_
     st = ctx.stages
     per_layer_host = ctx.calib.compute.framework_per_layer_s * ctx.host_launched
     logits = 3 * ctx.logits_s  # forward + backward (2x) of the output layer and loss
-    mtp = 0.0
+    mtp = mtp_host = 0.0
     if ctx.llm.mtp_layers:
         # each MTP module: one more layer of the last kind plus the shared output head (last stage)
         unit = moe if moe is not None else dense
         mtp = ctx.llm.mtp_layers * (unit.compute_s + logits)
+        mtp_host = ctx.llm.mtp_layers * unit.expert_host_s
     d_t = dense.compute_s + dense_exposed
     m_t = (moe.compute_s + moe_exposed) if moe is not None else 0.0
     # Megatron-Core's 1F1B all-to-all overlap (Strategy.overlap_ep_comm) runs each layer's forward and
@@ -1059,8 +1068,14 @@ def stage_times(ctx: _Context, dense: LayerTimes, moe: LayerTimes | None, dense_
         t_mid = np.where(mid_pair & (ctx.pp > 2), 0.5 * (t_mid + t_short), t_mid)
         ends = 0.5 * (t_first + t_last)
         t_first, t_last = np.where(dual, ends, t_first), np.where(dual, ends, t_last)
+        g_short = gpu_time(np.maximum(st.mid_max - 1, 0), st.mid_min_moe, 0.0)
+        g_mid = np.where(mid_pair & (ctx.pp > 2), 0.5 * (g_mid + g_short), g_mid)
+        g_ends = 0.5 * (g_first + g_last)
+        g_first, g_last = np.where(dual, g_ends, g_first), np.where(dual, g_ends, g_last)
     pace_is = np.argmax(np.stack([t_first, t_mid, t_last]), axis=0)
     pace = np.maximum.reduce([t_first, t_mid, t_last])
+    # the pace stage's launches past its GPU work (0 unless it is host-bound, or its host runs serially)
+    launch_wait = pace - np.choose(pace_is, np.broadcast_arrays(g_first, g_mid, g_last))
     # the pace stage's layers by kind, and its share of the output layer, loss and MTP (on the last
     # stage, and the first when pp is 1)
     n_layers = np.choose(pace_is, [st.first, st.mid_max, st.last]).astype(float)
@@ -1082,15 +1097,20 @@ def stage_times(ctx: _Context, dense: LayerTimes, moe: LayerTimes | None, dense_
         x = n_dense * getattr(dense, attr)
         return x + (n_moe * getattr(moe, attr) if moe is not None else 0.0)
 
+    # the MoE layers' per-expert launches, the MTP modules' with the output layer
+    expert_host = by_kind("expert_host_s") + lg_w * mtp_host
     return StageTimes(pace_s=pace, mean_s=mean, pace_stage=pace_is, fwd_s=by_kind("fwd_s") + lg / 3,
                       bwd_s=by_kind("bwd_s") + 2 * lg / 3, w_s=by_kind("w_s"), dense_layers=n_dense, moe_layers=n_moe,
-                      compute_s=by_kind("compute_s") + lg, logits_on_pace=has_logits)
+                      compute_s=by_kind("compute_s") + lg, logits_on_pace=has_logits,
+                      host_s=np.maximum(launch_wait, 0.0) + expert_host, expert_host_s=expert_host)
 
 
 def stage_of_kind(ctx: _Context, stt: StageTimes, dense: LayerTimes, moe: LayerTimes | None, kind: int) -> StageTimes:
     """`stt` with the passes and layers of the first (kind 0), the longest middle (1) or the last (2)
     stage in place of the pace stage's: what that stage's own data-parallel sync hides behind (its
-    output layer and loss, and MTP, on the last stage). Not for DualPipe ranks, which hold two."""
+    output layer and loss, and MTP, on the last stage). Only those fields are that stage's (dp_term
+    reads them); pace_s, mean_s and the host fields stay the pace stage's. Not for DualPipe ranks,
+    which hold two."""
     st = ctx.stages
     logits = 3 * ctx.logits_s
     mtp = 0.0
@@ -1239,7 +1259,8 @@ def low_precision_param_gather(ctx: _Context) -> np.ndarray:
 
 
 def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, stage_exposed_fwd_s=0.0, stage_exposed_bwd_s=0.0) -> Term:
-    """Per iteration: gradient reduction and weight gathers of the pace stage (module docstring).
+    """Per iteration: gradient reduction and weight gathers of the stage `stt` and `sp_` describe (the
+    pace stage's, or another's from widest_dp_term) (module docstring).
     DP traffic (on the NICs, or its own NVLink phase) hides behind the wall time of the passes:
     compute plus the exposed TP/CP traffic of the stage's layers (per microbatch, forward and
     backward)."""
@@ -1402,7 +1423,9 @@ def widest_dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, dense: Laye
     hide behind). Two stages are priced in full, each with its own parameters, passes and exposed TP/CP
     traffic: the pace stage, and of the others (the first, the longest middle, the last) the one whose
     sync, the pace stage's scaled by the parameters it holds, outlasts its passes the most; the ledger
-    rows are the chosen stage's. A DualPipe rank holds two stages: its pace rank's, as stage_params
+    rows are the chosen stage's. The pick is an estimate: priced in full, the third stage left up to
+    0.2 % of an iteration more exposed in a sweep of uneven MoE layouts, where pricing all three
+    would cost a third dp_term per evaluation. A DualPipe rank holds two stages: its pace rank's, as stage_params
     gives."""
 
     def of_stage(view: StageTimes, params: StageParams) -> Term:
@@ -1453,7 +1476,8 @@ def _select_term(where, a: Term, b: Term) -> Term:
         c = _Coll(pick(ca.time_s, cb.time_s), pick(ca.hb_bytes, cb.hb_bytes), pick(ca.rail_bytes, cb.rail_bytes),
                   pick(ca.spine_bytes, cb.spine_bytes), pick(ca.peers, cb.peers))
         rows.append((c, pick(na, nb), kind))
-    return Term(pick(a.total_s, b.total_s), pick(a.exposed_s, b.exposed_s), rows=tuple(rows))
+    return Term(rows=tuple(rows), **{f: pick(getattr(a, f), getattr(b, f)) for f in (
+        "total_s", "exposed_s", "exposed_fwd_s", "moe_total_s", "moe_exposed_s", "dense_total_s")})
 
 
 def chunked_exposed(comm_s, pass_s, bucket, ctx: _Context):
@@ -1987,12 +2011,15 @@ def _iteration_arrays(llm, training, S, system, calib, summary=False):
     for term, per in tp_terms + ((cp, n_layers_pace * m), (ep, n_moe_pace * m), (pp, m), (dp, 1.0)):
         for c, count, kind in term.rows:
             ledger.add(c, count * per, kind)
-    compute_s = m * stt.compute_s + t_opt
+    # the GPU's wait on the host: the per-iteration work, a host-bound pace stage's launches and the
+    # MoE layers' per-expert launches (those sit in the layers' compute, and leave compute_s here)
+    host_s = calib.compute.framework_per_iteration_s + m * stt.host_s
+    compute_s = m * (stt.compute_s - stt.expert_host_s) + t_opt
     tp_s = m * (n_dense_pace * tp.total_s + n_moe_pace * tp_moe.total_s)
     cp_s = m * n_layers_pace * cp.total_s
     ep_s = m * n_moe_pace * ep.moe_total_s
     pp_s = m * pp.total_s
-    exposed = t_iter - compute_s - bubble
+    exposed = t_iter - compute_s - bubble - host_s
     comm_total = tp_s + cp_s + ep_s + pp_s + dp.total_s
     tier_bytes = ledger.bytes
     return dict(
@@ -2003,6 +2030,7 @@ def _iteration_arrays(llm, training, S, system, calib, summary=False):
         model_flops=flops["model"] + np.zeros(shape), model_flops_causal=flops["model_causal"] + np.zeros(shape),
         hardware_flops=flops["hardware"], n_gpus=n_gpus, microbatches=m,
         compute_s=compute_s, tp_s=tp_s, cp_s=cp_s, pp_s=pp_s, dp_s=dp.total_s, ep_s=ep_s, bubble_s=bubble,
+        host_s=host_s,
         pipeline_s=t_pipe, even_pipeline_s=even_pipe, stage_pace_s=stt.pace_s, stage_mean_s=stt.mean_s,
         exposed_comm_s=exposed, overlapped_comm_s=np.maximum(0.0, comm_total - exposed),
         **mem_out,

@@ -257,7 +257,7 @@ def evaluate_system(llm: LLMSpec, training: TrainingSpec, strategy: Strategy, sy
         full, iteration_time_s=t, time_to_train_s=t * scale, tokens_per_s=training.tokens_per_iteration / t,
         mfu=full.mfu * full.iteration_time_s / t, hfu=full.hfu * full.iteration_time_s / t,
         breakdown=Breakdown(compute_s=compute, tp_s=tp_s, cp_s=0.0, pp_s=0.0, dp_s=t - compute - tp_s, ep_s=0.0,
-                            bubble_s=0.0, exposed_comm_s=t - compute, overlapped_comm_s=0.0))
+                            bubble_s=0.0, exposed_comm_s=t - compute, overlapped_comm_s=0.0, host_s=0.0))
 
 
 def _memory(r: dict) -> MemoryBreakdown:
@@ -294,7 +294,7 @@ def _evaluate_full(llm: LLMSpec, training: TrainingSpec, strategy: Strategy, sys
         memory=_memory(r),
         hbm_capacity_bytes=system.gpu.hbm_bytes,
         breakdown=Breakdown(**{k: float(r[k]) for k in ("compute_s", "tp_s", "cp_s", "pp_s", "dp_s", "ep_s", "bubble_s",
-                                                         "exposed_comm_s", "overlapped_comm_s")}),
+                                                         "exposed_comm_s", "overlapped_comm_s", "host_s")}),
         tier_bytes=TierBytes(hb_bytes=hb, rail_bytes=rail, spine_bytes=spine),
         binding_tier=binding,
         traffic=TrafficSummary(pair_fraction_algorithm=float(r["pair_fraction_algorithm"]),

@@ -119,7 +119,11 @@ def _group_shape(size: np.ndarray, stride: np.ndarray, system: ClusterSystem) ->
         rpd = np.where(straddle, piece, rpd)
         span = np.where(straddle, s_span, span)
         same_rail = same_rail & ~straddle
-    extent = np.maximum(-(-extent_ranks // k), span)
+    # no group spans more domains than the system has (the worst straddling block of a group that
+    # nearly fills it would reach one past the last)
+    n_domains = max(-(-system.n_gpus // k), 1)
+    span = np.minimum(span, n_domains)
+    extent = np.minimum(np.maximum(-(-extent_ranks // k), span), n_domains)
     tier = tier_for(extent, same_rail, system)
     tier = np.where(span <= 1, TIER_HB, tier)
     return GroupArrays(size=size, ranks_per_domain=rpd, domain_span=span, same_rail=same_rail,

@@ -23,7 +23,10 @@ class Breakdown:
     compute_s is pure computation (GEMMs, attention, memory-bound kernels, optimizer step). The
     *_s communication entries are the full duration of each parallel dimension's traffic; the
     exposed part of all of them together is exposed_comm_s, the hidden part overlapped_comm_s.
-    bubble_s is pipeline idle time. iteration = compute + exposed_comm + bubble.
+    bubble_s is pipeline idle time. host_s is the GPU's wait on the host: the framework's work per
+    iteration, kernel launches a host-bound stage cannot keep ahead of, and an MoE layer's
+    per-expert launches after its token counts reach the host (a host-bound stage's wait during the
+    pipeline's fill and drain stays in bubble_s). iteration = compute + exposed_comm + bubble + host.
     """
 
     compute_s: float
@@ -35,6 +38,7 @@ class Breakdown:
     bubble_s: float
     exposed_comm_s: float
     overlapped_comm_s: float
+    host_s: float
 
 
 @dataclass(frozen=True)

@@ -161,7 +161,8 @@ def dedup_dispatch(platforms, nic_gbps, networks) -> pd.DataFrame:
                                  spine_oversubscription=r, gpu=gpu)
                 a2a = coll.collective_estimate("all_to_all", token_bytes * moe.top_k, shape, sy, cal)
                 dd = coll.moe_dispatch_estimate_vec(token_bytes, ranks, d, ep, g, n_dom, sy, cal)
-                ll = coll.moe_per_expert_dispatch_estimate_vec(copy_bytes, decode_copies, ep, g, n_dom, sy, cal)
+                ll = coll.moe_per_expert_dispatch_estimate_vec(copy_bytes, decode_copies, ep, g, n_dom, sy, cal,
+                                                               same_rail=shape.same_rail)
                 res[lab] = {"alltoall": (a2a.time_s, a2a.spine_bytes), "dedup": (float(dd.time_s), float(dd.spine_bytes)),
                             "per_expert_decode": (float(ll.time_s), float(ll.spine_bytes))}
             for lab, v in res.items():

@@ -252,6 +252,40 @@ def test_nvls_tree_two_domain_exchange_runs_at_its_factor(ideal):
     assert t[0.4] - t[0.5] == pytest.approx(n / (g * B_NET) * (1 / 0.4 - 1 / 0.5), rel=1e-9)
 
 
+def test_nvls_tree_two_domain_exchange_never_beats_the_nic_line_rate(ideal):
+    """The fitted two-domain factor times the ring's scale-out bandwidth stays at or below the NICs'
+    line rate: with a factor of 1.5 on ideal (efficiency 1) NICs the exchange takes n/(g B), not
+    n/(1.5 g B)."""
+    g, n = 8, 4e9
+    tiers = (NetworkTier(name="rail", span_domains=2, cross_rail=False, bandwidth_per_gpu_bytes_per_s=B_NET,
+                         latency_s=ALPHA_NET),)
+    system = _system(n_gpus=2 * g, tiers=tiers, nvls=True, hb_bw=40 * B_HB)  # the NVLS reduction never binds
+    shape = GroupShape(size=2 * g, ranks_per_domain=g, domain_span=2, same_rail=True)
+    t = {f: _one("all_reduce", n, shape, system,
+                 ideal.model_copy(update={"nvls_tree_two_domains_factor": {"hopper": f}}), "nvls_tree").time_s
+         for f in (1.0, 1.5)}
+    assert t[1.5] == pytest.approx(t[1.0], rel=1e-12)
+    assert t[1.0] >= n / (g * B_NET)
+
+
+def test_a_send_recv_to_another_domain_stripes_over_the_gpus_nics(calib):
+    """NCCL gives a network peer at least one channel per local NIC and maps channel c to the c-th
+    NIC (paths.cc ncclTopoGetNchannels, topo.cc ncclTopoGetLocalNet): 400 Gb/s per GPU as one, two
+    or four NICs moves a large send/recv equally fast, and two 400G NICs at least as fast as one."""
+    def system(nics, gbps):
+        nic = gbps * 1e9 / 8 * nics
+        tiers = (NetworkTier(name="rail", span_domains=2, cross_rail=False, bandwidth_per_gpu_bytes_per_s=nic,
+                             latency_s=ALPHA_NET),)
+        return ClusterSystem(gpu=GPU, n_gpus=16, hb=HBDomain(size=8, bandwidth_per_gpu_bytes_per_s=B_HB, latency_s=ALPHA_HB),
+                             nic_bandwidth_per_gpu_bytes_per_s=nic, nics_per_gpu=nics, tiers=tiers)
+    shape = GroupShape(size=2, ranks_per_domain=1, domain_span=2, same_rail=True)
+    t = {(k, gb): collective_estimate("send_recv", 2.0**30, shape, system(k, gb), calib).time_s
+         for k, gb in ((1, 400), (2, 200), (4, 100), (2, 400))}
+    assert t[(2, 200)] == pytest.approx(t[(1, 400)], rel=1e-9)
+    assert t[(4, 100)] == pytest.approx(t[(1, 400)], rel=1e-9)
+    assert t[(2, 400)] <= t[(1, 400)]
+
+
 def test_sharp_used_when_the_tier_has_it(calib):
     n = 1e9
     shape = GroupShape(size=64, ranks_per_domain=8, domain_span=8, same_rail=True)
@@ -407,14 +441,16 @@ def test_dp_group_one_member_per_pod_pays_oversubscription(ideal):
     assert e.time_s == pytest.approx(2 * 3 / 4 * n / (B_NET / 7), rel=1e-12)  # tiers without latency
 
 
-def test_send_recv_uses_one_nic(ideal):
+def test_send_recv_stripes_over_both_nics(ideal):
+    # two NICs of B_NET per GPU: NCCL 2.29 gives the network peer max(2 NICs, ceil(100 / 14)) -> 8
+    # channels (8 x 14 GB/s here, above the NICs), which map to both NICs
     n = 1e8
     tiers = (NetworkTier(name="rail", span_domains=2, cross_rail=False, bandwidth_per_gpu_bytes_per_s=2 * B_NET,
                          latency_s=ALPHA_NET),)
     system = ClusterSystem(gpu=GPU, n_gpus=16, hb=HBDomain(size=8, bandwidth_per_gpu_bytes_per_s=B_HB, latency_s=ALPHA_HB),
                            nic_bandwidth_per_gpu_bytes_per_s=2 * B_NET, nics_per_gpu=2, tiers=tiers)
     e = _one("send_recv", n, GroupShape(size=2, ranks_per_domain=1, domain_span=2, same_rail=True), system, ideal, "p2p")
-    assert e.time_s == pytest.approx(ALPHA_NET + n / B_NET, rel=1e-12)
+    assert e.time_s == pytest.approx(ALPHA_NET + n / (2 * B_NET), rel=1e-12)
 
 
 def test_send_recv_inside_a_domain_at_its_fraction_of_the_link(ideal):

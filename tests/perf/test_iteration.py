@@ -117,7 +117,11 @@ def test_overlap_flags_never_slow_down_and_hide_dp():
     assert on.breakdown.overlapped_comm_s > 0
     for r in (on, off):
         b = r.breakdown
-        assert r.iteration_time_s == pytest.approx(b.compute_s + b.exposed_comm_s + b.bubble_s)
+        assert r.iteration_time_s == pytest.approx(b.compute_s + b.exposed_comm_s + b.bubble_s + b.host_s)
+        # what is left after compute, bubble and host is communication the iteration waits on: no more
+        # than the traffic there is
+        assert 0 <= b.exposed_comm_s <= b.tp_s + b.cp_s + b.pp_s + b.dp_s + b.ep_s
+        assert b.host_s >= CAL.compute.framework_per_iteration_s
 
 
 def test_time_to_train_and_tokens_per_second():
@@ -210,19 +214,22 @@ def test_moe_host_time_per_local_expert_by_hand():
     tr = TrainingSpec(sequence_length=4096, global_batch_sequences=64, total_tokens=1e12)
     st = StrategyArrays.from_strategies([Strategy(tp=1, pp=1, dp=8, ep=2, microbatch_size=1)])
     sy = cluster("h100_sxm", 8)
-    got = []
+    got, compute = [], []
     for per_expert in (0.0, 1e-3):
         cal = dataclasses.replace(CAL, compute=dataclasses.replace(CAL.compute, framework_per_expert_s=per_expert))
-        got.append(float(iteration_arrays(llm, tr, st, sy, cal)["compute_s"][0]))
+        r = iteration_arrays(llm, tr, st, sy, cal)
+        got.append(float(r["host_s"][0]))
+        compute.append(float(r["compute_s"][0]))
     assert llm.layers == 32 and llm.moe.experts == 8
     assert got[1] - got[0] == pytest.approx(32 * 8 * 4 * 1e-3, rel=1e-9)
+    assert compute[1] == pytest.approx(compute[0], rel=1e-12)
     # replayed from captured CUDA graphs, the experts' shapes are static and nothing waits on the host
     graphed = StrategyArrays.from_strategies([Strategy(tp=1, pp=1, dp=8, ep=2, microbatch_size=1, cuda_graphs=True)])
     cal = dataclasses.replace(CAL, compute=dataclasses.replace(CAL.compute, framework_per_expert_s=1e-3))
-    assert float(iteration_arrays(llm, tr, graphed, sy, cal)["compute_s"][0]) == pytest.approx(got[0], rel=1e-12)
+    assert float(iteration_arrays(llm, tr, graphed, sy, cal)["host_s"][0]) == pytest.approx(got[0], rel=1e-12)
     # one grouped-GEMM kernel over the local experts, split sizes on the device: nothing launched per expert
     grouped = StrategyArrays.from_strategies([Strategy(tp=1, pp=1, dp=8, ep=2, microbatch_size=1, expert_gemm="grouped")])
-    assert float(iteration_arrays(llm, tr, grouped, sy, cal)["compute_s"][0]) == pytest.approx(got[0], rel=1e-12)
+    assert float(iteration_arrays(llm, tr, grouped, sy, cal)["host_s"][0]) == pytest.approx(got[0], rel=1e-12)
     assert grouped.to_strategy(0).expert_gemm == "grouped"
 
 
@@ -519,3 +526,44 @@ def test_tp_overlap_without_sequence_parallelism_hides_nothing():
     assert on.iteration_time_s == off.iteration_time_s and on.breakdown.tp_s > 0
     sp = dict(base, sequence_parallel=True)
     assert _ev(llm, tr, Strategy(**sp, overlap_tp_comm=True), sy).iteration_time_s < _ev(llm, tr, Strategy(**sp), sy).iteration_time_s
+
+
+def test_host_time_is_its_own_part_of_the_breakdown():
+    # Llama 3 70B in NVFP4 on 576 GB300 at TP 8, CP 4: 512 tokens per rank per layer, far less GPU work
+    # than the host's 1.17 ms of launches per layer (compute_efficiency.yaml framework.per_layer_s), so
+    # the stage is host-bound. That wait is host_s, not exposed communication: exposed_comm_s stays
+    # within the traffic there is, and captured CUDA graphs leave only the per-iteration host work
+    llm = load_model("llama3-70b")
+    tr = TrainingSpec(sequence_length=2048, global_batch_sequences=2304, total_tokens=1e12, precision="nvfp4")
+    base = dict(tp=8, pp=2, dp=9, cp=4, sequence_parallel=True, overlap_tp_comm=True, zero_stage=0)
+    sy = cluster("gb300", 576, hb_size=72)
+    launched = evaluate_system(llm, tr, Strategy(**base), sy, calib=CAL)
+    graphs = evaluate_system(llm, tr, Strategy(**base, cuda_graphs=True), sy, calib=CAL)
+    per_iteration = CAL.compute.framework_per_iteration_s
+    for r in (launched, graphs):
+        b = r.breakdown
+        assert r.iteration_time_s == pytest.approx(b.compute_s + b.exposed_comm_s + b.bubble_s + b.host_s)
+        assert 0 <= b.exposed_comm_s <= b.tp_s + b.cp_s + b.pp_s + b.dp_s + b.ep_s
+    assert graphs.breakdown.host_s == pytest.approx(per_iteration, rel=1e-12)
+    microbatches = 2304 // 9
+    layers_per_stage = 80 // 2
+    # host-bound: each microbatch's stage lasts its launches at least, and the GPU's share of it is less
+    assert launched.breakdown.host_s > per_iteration + 0.5 * microbatches * layers_per_stage * CAL.compute.framework_per_layer_s
+
+
+def test_an_moe_layers_expert_launches_are_host_time():
+    # Qwen3-30B-A3B on 8 H100 at EP 8: 16 local experts per MoE layer, each 0.25 ms of host launches
+    # per microbatch (framework.per_expert_s), 48 MoE layers on the one stage; 16 microbatches of one
+    # sequence per rank, GPU-bound otherwise: host_s = the per-iteration work + 16 x 48 x 16 x 0.25 ms,
+    # and compute_s leaves it out (with the experts in one grouped kernel it goes). Full recompute
+    # (what fits) reruns each layer's forward; its experts' launches are not counted again
+    llm = load_model("qwen3-30b-a3b")
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=128, total_tokens=1e12, precision="bf16")
+    sy = cluster("h100_sxm", 8)
+    st = Strategy(tp=1, dp=8, ep=8, microbatch_size=1, zero_stage=1, recompute="full")
+    r = evaluate_system(llm, tr, st, sy, calib=CAL)
+    grouped = evaluate_system(llm, tr, st.model_copy(update={"expert_gemm": "grouped"}), sy, calib=CAL)
+    per_expert = CAL.compute.framework_per_expert_s
+    assert r.breakdown.host_s == pytest.approx(CAL.compute.framework_per_iteration_s + 16 * 48 * 16 * per_expert, rel=1e-9)
+    assert grouped.breakdown.host_s == pytest.approx(CAL.compute.framework_per_iteration_s, rel=1e-12)
+    assert r.breakdown.compute_s == pytest.approx(grouped.breakdown.compute_s, rel=1e-9)

@@ -107,6 +107,8 @@ def _megatron_group_limited_reach(experts, top_k, groups, group_topk, domains, r
     (256, 8, 8, 4, 16, 8),   # EP 128 over 16 nodes: a group across two nodes
     (160, 6, 8, 3, 1, 8),    # DeepSeek-V2 at EP 8
     (160, 6, 8, 3, 4, 8),    # DeepSeek-V2 at EP 32 over 4 nodes
+    (256, 8, 8, 8, 8, 8),    # every group kept: no limit at all
+    (256, 8, 16, 8, 8, 8),   # one expert from each of 8 kept groups of 16: a limit that binds little
 ])
 def test_group_limited_reach_follows_megatron_routing(experts, top_k, groups, group_topk, domains, ranks_per_domain):
     sim_d, sim_r = _megatron_group_limited_reach(experts, top_k, groups, group_topk, domains, ranks_per_domain)
@@ -244,3 +246,22 @@ def test_distinct_ranks_are_finite_and_bounded(log_domains, log_ranks, log_exper
         assert wider >= r - 1e-9
     d, copies = coll.routing_reach(experts, k, n, g, max_domains)
     assert float(copies) == pytest.approx(r) and 1.0 - 1e-9 <= float(d) <= min(n, k) + 1e-9
+
+
+def test_per_expert_copies_within_one_rail_stay_on_it():
+    # EP 16 with one GPU in each of 16 HGX nodes, all at the same local index: every copy goes to a
+    # GPU on the sender's rail, under its leaf. A rail-only network carries them, as fast as the
+    # rail-optimized fat-tree does (the same leaf), and an oversubscribed spine does not slow them;
+    # spread over the local indices (not one rail) they cross rails, which rail-only cannot carry
+    from designer.perf import collectives as coll
+
+    cb = coll.low_latency_copy_bytes(7168, True)
+    fat = cluster("h100_sxm", 1024)
+    rail_only = cluster("h100_sxm", 1024, rail_only=True)
+    thin = cluster("h100_sxm", 1024, spine_bw_scale=0.25)
+    t = {name: float(coll.moe_per_expert_dispatch_estimate_vec(cb, 1024, 16, 1, 16, sy, CAL, same_rail=True).time_s)
+         for name, sy in (("fat", fat), ("rail_only", rail_only), ("thin", thin))}
+    assert np.isfinite(t["rail_only"])
+    assert t["rail_only"] == pytest.approx(t["fat"], rel=1e-12)
+    assert t["thin"] == pytest.approx(t["fat"], rel=1e-12)
+    assert np.isinf(float(coll.moe_per_expert_dispatch_estimate_vec(cb, 1024, 16, 1, 16, rail_only, CAL).time_s))

@@ -216,3 +216,17 @@ def test_an_hsdp_shard_group_that_cuts_cp_blocks_keeps_its_size():
     shard, rep = hsdp_groups(np.array([3]), np.array([1]), np.array([2]), np.array([3]), np.array([2]), system,
                              order_code=np.array([1]))
     assert (int(shard.size[0]), int(rep.size[0])) == (3, 2)
+
+
+def test_a_group_that_nearly_fills_the_system_spans_no_more_domains_than_it_has():
+    # 2,734 ranks 12 apart on 456 NVL72 racks (32,832 GPUs): 6 to a rack, the last rack's
+    # block cut short; the worst block's straddle would reach a 457th rack, which does not exist
+    from designer.perf.collectives import collective_time_s_vec, load_collective_calibration
+    from designer.perf.placement import group_shape
+
+    sy = cluster("gb200", 72 * 456, hb_size=72, hb_nvls=True)
+    g = group_shape(np.array([2734]), np.array([12]), sy)
+    assert int(g.domain_span[0]) <= 456 and int(g.extent_domains[0]) <= 456
+    t = collective_time_s_vec("all_reduce", 2.0**20, g.size, g.ranks_per_domain, g.extent_domains, g.same_rail, sy,
+                              load_collective_calibration())
+    assert np.isfinite(t).all()
