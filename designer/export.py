@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -29,7 +30,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from designer.perf.records import recompute_module_label, recompute_module_mask
+from designer.perf.records import Breakdown, recompute_module_label, recompute_module_mask
 from designer.spec.llm import Recompute, Strategy, TrainingSpec
 
 # Strategy columns, in the order they appear in every CSV.
@@ -47,12 +48,13 @@ DESIGN_COLUMNS: tuple[str, ...] = (
     "switch_count", "transceiver_count", "dac_count", "nic_count",
     "compute_capex_usd", "network_capex_usd", "capex_usd", "compute_power_w", "network_power_w", "power_w",
 )
+# the per-iteration time breakdown, one column per Breakdown field, in its order
+BREAKDOWN_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Breakdown))
 METRIC_COLUMNS: tuple[str, ...] = (
     "iteration_time_s", "time_to_train_s", "time_to_train_days", "tokens_per_s", "mfu", "hfu",
     "energy_mwh", "memory_per_gpu_gb", "hbm_capacity_gb", "memory_weights_gb", "memory_gradients_gb",
     "memory_optimizer_gb", "memory_activations_gb", "memory_other_gb",
-    "compute_s", "tp_s", "cp_s", "pp_s", "dp_s", "ep_s", "bubble_s", "exposed_comm_s", "overlapped_comm_s", "host_s",
-    "tier_hb_bytes", "tier_rail_bytes", "tier_spine_bytes", "binding_tier",
+    *BREAKDOWN_FIELDS, "tier_hb_bytes", "tier_rail_bytes", "tier_spine_bytes", "binding_tier",
 )
 PARETO_COLUMNS: tuple[str, ...] = (
     "front_rank", *DESIGN_COLUMNS, *STRATEGY_COLUMNS, *METRIC_COLUMNS, "search_method", "megatron_args",
@@ -110,8 +112,7 @@ def metrics_columns(metrics_row: Mapping[str, Any], power_w: float) -> dict[str,
     }
     for part in ("weights", "gradients", "optimizer", "activations", "other"):
         out[f"memory_{part}_gb"] = r[f"memory_{part}_bytes"] / GB
-    for k in ("compute_s", "tp_s", "cp_s", "pp_s", "dp_s", "ep_s", "bubble_s", "exposed_comm_s", "overlapped_comm_s",
-              "host_s", "tier_hb_bytes", "tier_rail_bytes", "tier_spine_bytes", "binding_tier"):
+    for k in (*BREAKDOWN_FIELDS, "tier_hb_bytes", "tier_rail_bytes", "tier_spine_bytes", "binding_tier"):
         out[k] = r[k]
     return out
 

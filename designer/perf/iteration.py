@@ -1010,13 +1010,7 @@ def stage_times(ctx: _Context, dense: LayerTimes, moe: LayerTimes | None, dense_
                 pp_exposed) -> StageTimes:
     st = ctx.stages
     per_layer_host = ctx.calib.compute.framework_per_layer_s * ctx.host_launched
-    logits = 3 * ctx.logits_s  # forward + backward (2x) of the output layer and loss
-    mtp = mtp_host = 0.0
-    if ctx.llm.mtp_layers:
-        # each MTP module: one more layer of the last kind plus the shared output head (last stage)
-        unit = moe if moe is not None else dense
-        mtp = ctx.llm.mtp_layers * (unit.compute_s + logits)
-        mtp_host = ctx.llm.mtp_layers * unit.expert_host_s
+    logits, mtp, _ = _output_work(ctx, dense, moe)
     d_t = dense.compute_s + dense_exposed
     m_t = (moe.compute_s + moe_exposed) if moe is not None else 0.0
     # Megatron-Core's 1F1B all-to-all overlap (Strategy.overlap_ep_comm) runs each layer's forward and
@@ -1089,47 +1083,52 @@ def stage_times(ctx: _Context, dense: LayerTimes, moe: LayerTimes | None, dense_
         n_moe = np.where(ends_pace, 0.5 * (st.first_moe + st.last_moe),
                          np.where(short_pace, 0.5 * (st.mid_moe + st.mid_min_moe), n_moe))
         lg_w = np.where(ends_pace, 0.5, lg_w)
+    work = _stage_work(ctx, dense, moe, n_layers, n_moe, lg_w)
+    return StageTimes(pace_s=pace, mean_s=mean, pace_stage=pace_is, **work,
+                      host_s=np.maximum(launch_wait, 0.0) + work["expert_host_s"])
+
+
+def _output_work(ctx: _Context, dense: LayerTimes, moe: LayerTimes | None):
+    """Per microbatch: the output layer and loss (forward + backward, 2x), the MTP modules (each one
+    more layer of the last kind plus the shared output head, on the last stage) and those modules'
+    per-expert host wait."""
+    logits = 3 * ctx.logits_s
+    if not ctx.llm.mtp_layers:
+        return logits, 0.0, 0.0
+    unit = moe if moe is not None else dense
+    return logits, ctx.llm.mtp_layers * (unit.compute_s + logits), ctx.llm.mtp_layers * unit.expert_host_s
+
+
+def _stage_work(ctx: _Context, dense: LayerTimes, moe: LayerTimes | None, n_layers, n_moe, lg_w) -> dict:
+    """A stage's StageTimes fields from its layers by kind and its share `lg_w` of the output layer,
+    loss and MTP: passes, weight-gradient and compute seconds per microbatch, and its MoE layers' (and
+    MTP modules') per-expert host wait."""
+    logits, mtp, mtp_host = _output_work(ctx, dense, moe)
     n_dense = n_layers - n_moe
     lg = lg_w * (logits + mtp)
-    has_logits = lg_w > 0
 
     def by_kind(attr):
         x = n_dense * getattr(dense, attr)
         return x + (n_moe * getattr(moe, attr) if moe is not None else 0.0)
 
-    # the MoE layers' per-expert launches, the MTP modules' with the output layer
-    expert_host = by_kind("expert_host_s") + lg_w * mtp_host
-    return StageTimes(pace_s=pace, mean_s=mean, pace_stage=pace_is, fwd_s=by_kind("fwd_s") + lg / 3,
-                      bwd_s=by_kind("bwd_s") + 2 * lg / 3, w_s=by_kind("w_s"), dense_layers=n_dense, moe_layers=n_moe,
-                      compute_s=by_kind("compute_s") + lg, logits_on_pace=has_logits,
-                      host_s=np.maximum(launch_wait, 0.0) + expert_host, expert_host_s=expert_host)
+    return dict(fwd_s=by_kind("fwd_s") + lg / 3, bwd_s=by_kind("bwd_s") + 2 * lg / 3, w_s=by_kind("w_s"),
+                dense_layers=n_dense, moe_layers=n_moe, compute_s=by_kind("compute_s") + lg,
+                logits_on_pace=np.broadcast_to(np.asarray(lg_w) > 0, ctx.shape),
+                expert_host_s=by_kind("expert_host_s") + lg_w * mtp_host)
 
 
 def stage_of_kind(ctx: _Context, stt: StageTimes, dense: LayerTimes, moe: LayerTimes | None, kind: int) -> StageTimes:
     """`stt` with the passes and layers of the first (kind 0), the longest middle (1) or the last (2)
     stage in place of the pace stage's: what that stage's own data-parallel sync hides behind (its
-    output layer and loss, and MTP, on the last stage). Only those fields are that stage's (dp_term
-    reads them); pace_s, mean_s and the host fields stay the pace stage's. Not for DualPipe ranks,
+    output layer and loss, and MTP, on the last stage). Only those fields (_stage_work's) are that
+    stage's (dp_term reads them); pace_s, mean_s and host_s stay the pace stage's. Not for DualPipe ranks,
     which hold two."""
     st = ctx.stages
-    logits = 3 * ctx.logits_s
-    mtp = 0.0
-    if ctx.llm.mtp_layers:
-        mtp = ctx.llm.mtp_layers * ((moe if moe is not None else dense).compute_s + logits)
     n_layers = (st.first, st.mid_max, st.last)[kind].astype(float)
     n_moe = (st.first_moe, st.mid_moe, st.last_moe)[kind].astype(float)
     lg_w = np.where(ctx.pp == 1, 1.0, 0.0) if kind == 0 else (1.0 if kind == 2 else 0.0)
-    n_dense = n_layers - n_moe
-    lg = lg_w * (logits + mtp)
-
-    def by_kind(attr):
-        x = n_dense * getattr(dense, attr)
-        return x + (n_moe * getattr(moe, attr) if moe is not None else 0.0)
-
-    return dataclasses.replace(stt, pace_stage=np.full(ctx.shape, kind), fwd_s=by_kind("fwd_s") + lg / 3,
-                               bwd_s=by_kind("bwd_s") + 2 * lg / 3, w_s=by_kind("w_s"), dense_layers=n_dense,
-                               moe_layers=n_moe, compute_s=by_kind("compute_s") + lg,
-                               logits_on_pace=np.broadcast_to(lg_w > 0, ctx.shape))
+    return dataclasses.replace(stt, pace_stage=np.full(ctx.shape, kind),
+                               **_stage_work(ctx, dense, moe, n_layers, n_moe, lg_w))
 
 
 def bubble_s(ctx: _Context, stt: StageTimes):
