@@ -748,7 +748,8 @@ def net_hop_s(calib: CollectiveCalibration, nccl_hop_s, lat_path_s, proto: int):
 def collective_estimate_vec(op: str, nbytes, size, ranks_per_domain, domain_span, same_rail,
                             system: ClusterSystem, calib: CollectiveCalibration, *, concurrency=1.0,
                             algorithms: tuple[str, ...] | None = None,
-                            protocols: tuple[str, ...] | None = None, cuda_graphs=False) -> CollectiveEstimates:
+                            protocols: tuple[str, ...] | None = None, cuda_graphs=False,
+                            memo: dict | None = None) -> CollectiveEstimates:
     """Vectorised estimate: every array argument broadcasts; returns arrays of the broadcast shape.
 
     A call takes at least the host floor of the GPU generation (launch and enqueue of one
@@ -759,7 +760,8 @@ def collective_estimate_vec(op: str, nbytes, size, ranks_per_domain, domain_span
     `concurrency` is the fraction of GPUs of a subtree sending across its uplinks at once (§3.3).
     `algorithms` replaces the calibration's repertoire (`calib.algorithms`), `protocols` restricts the
     protocols (e.g. to force one pair in a test); a point where none of the allowed pairs is valid
-    gets an infinite time.
+    gets an infinite time. `memo`, a dict kept by the caller between calls on the same groups,
+    keeps the candidates' coefficients per op and distinct shapes.
 
     Every candidate's time is a + b*n + c*sqrt(n) with coefficients that depend on the group shape
     only, so they are computed once per distinct (size, ranks_per_domain, domain_span, same_rail,
@@ -793,7 +795,15 @@ def collective_estimate_vec(op: str, nbytes, size, ranks_per_domain, domain_span
     # invalid (algorithm, shape) pairs are computed with zero or infinite bandwidths and masked
     # to an infinite time, so their divisions are expected to misbehave
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        cand = _candidates(op, *uniq, system, calib, allowed, protos)
+        key = (op, frozenset(allowed), protos, id(system), id(calib)) + tuple(u.tobytes() for u in uniq)
+        hit = memo.get(key) if memo is not None else None
+        # (the memo keeps the system and calibration it priced, so their ids cannot be reused)
+        if hit is not None and hit[0] is system and hit[1] is calib:
+            cand = hit[2]
+        else:
+            cand = _candidates(op, *uniq, system, calib, allowed, protos)
+            if memo is not None:
+                memo[key] = (system, calib, cand)
         est = _select(cand, np.reshape(np.broadcast_to(n, shape), -1), inv, uniq[0], shape, calib)
     floor = host_floor_s(system, calib)
     if floor > 0:

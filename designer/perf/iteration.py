@@ -304,7 +304,7 @@ def _ct(op: str, nbytes, g: GroupArrays, system: ClusterSystem, ccal, on=True, g
     rep = idx[first]
     e = coll.collective_estimate_vec(op, nb[first], g.size.ravel()[rep], g.ranks_per_domain.ravel()[rep],
                                      g.extent_domains.ravel()[rep], g.same_rail.ravel()[rep], system, ccal,
-                                     cuda_graphs=gr[first])
+                                     cuda_graphs=gr[first], memo=g.estimate_memo)
     if time_only:
         z = np.zeros(len(first))
         fields = (e.time_s, z, z, z, z)
@@ -1479,8 +1479,12 @@ def widest_dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, dense: Laye
         np.arange(3)[:, None] == stt.pace_stage[None, :])
     kind = np.argmax(np.where(absent, -np.inf, excess), axis=0)
 
+    # each strategy's entry of its stage's array, read from the three laid end to end (faster than
+    # np.choose over 1e5 strategies)
+    at = kind * kind.size + np.arange(kind.size)
+
     def pick(*per_kind):
-        return np.choose(kind, [np.broadcast_to(x, ctx.shape) for x in per_kind])
+        return np.concatenate([np.broadcast_to(x, ctx.shape) for x in per_kind]).take(at)
 
     view = dataclasses.replace(stt, pace_stage=kind, **{f: pick(*(getattr(v, f) for v in views)) for f in (
         "fwd_s", "bwd_s", "w_s", "dense_layers", "moe_layers", "compute_s", "logits_on_pace")})

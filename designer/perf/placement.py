@@ -70,6 +70,13 @@ class GroupArrays:
         code, distinct = pd.factorize(key.ravel())
         return code.reshape(key.shape), len(distinct)
 
+    @functools.cached_property
+    def estimate_memo(self) -> dict:
+        """The collectives model's per-shape work on this group's shapes (collective_estimate_vec's
+        memo), kept between the collectives priced on the group: a search prices several ops, bucket
+        counts and stages on one group, each over the same few distinct shapes."""
+        return {}
+
 
 def group_shape(size, stride, system: ClusterSystem) -> GroupArrays:
     """Shape of groups of `size` ranks spaced `stride` apart (arrays), for the system's HB size K."""
