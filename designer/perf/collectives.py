@@ -88,6 +88,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -886,8 +887,18 @@ def _candidates(op, p, g, span, rail, conc, system, calib, allowed, protos) -> _
     routings = [False]
     if any(t.cross_rail for t in system.tiers) and np.any(~rail & (p > g)):
         routings.append(True)
-    for pxn in routings:
-        env = _environment(op, p, g, span, rail, conc, system, calib, pxn=pxn)
+    views = [system]
+    nics = system.nics_per_gpu
+    if nics > 1 and np.any(p > g):
+        # NCCL sets each call's channels apart (enqueue.cc trims them while a call's bytes per
+        # thread stay under its threshold), so a GPU's further NICs, each adding channels thinner
+        # than the bandwidth they add (a longer pipeline fill), never make a call slower than it runs
+        # on fewer of them: the candidates on k of the NICs (k dividing their count) are candidates too
+        per_nic = system.nic_bandwidth_per_gpu_bytes_per_s / nics
+        views += [system.model_copy(update={"nics_per_gpu": k, "nic_bandwidth_per_gpu_bytes_per_s": k * per_nic})
+                  for k in range(1, nics) if nics % k == 0]
+    for view, pxn in itertools.product(views, routings):
+        env = _environment(op, p, g, span, rail, conc, view, calib, pxn=pxn)
         for entry in ENTRIES:
             if entry.algorithm not in allowed or op not in entry.ops or (pxn and not entry.forwarded_route):
                 continue

@@ -64,7 +64,7 @@ def sweep(models, hb_sizes, nic_gbps, hb_gb_per_s) -> pd.DataFrame:
                              "batch_sequences": tr.global_batch_sequences,
                              "full_iteration_time_s": r.get("iteration_time_s"), "full_strategy": r.get("strategy"),
                              "full_compute_s": r.get("compute_s"), "full_exposed_comm_s": r.get("exposed_comm_s"),
-                             "full_bubble_s": r.get("bubble_s"), "full_mfu": r.get("mfu"),
+                             "full_bubble_s": r.get("bubble_s"), "full_host_s": r.get("host_s"), "full_mfu": r.get("mfu"),
                              "v1_iteration_time_s": v1["v1_iteration_time_s"], "v1_tp": v1["v1_tp"]})
     return pd.DataFrame(rows)
 

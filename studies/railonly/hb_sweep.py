@@ -75,7 +75,7 @@ PUBLISHED_SAVINGS = {("gpt3-175b", 32, 64): 0.12, ("gpt3-175b", 512, 1024): 0.01
 
 def _prefixed(prefix: str, row: dict, keys=("iteration_time_s", "strategy", "tp", "pp", "dp", "zero", "recompute",
                                              "microbatch", "compute_s", "bubble_s", "exposed_comm_s",
-                                             "memory_per_gpu_gb")) -> dict:
+                                             "host_s", "memory_per_gpu_gb")) -> dict:
     if not row.get("feasible"):
         return {f"{prefix}iteration_time_s": np.nan}
     return {f"{prefix}{k}": row[k] for k in keys}

@@ -266,7 +266,7 @@ def best_row(b: Best | None) -> dict:
         "recompute": s.recompute.value, "sequence_parallel": s.sequence_parallel,
         "schedule": s.schedule.value, "virtual_stages": s.virtual_stages, "strategy": strategy_label(s),
         "compute_s": bd.compute_s, "tp_s": bd.tp_s, "pp_s": bd.pp_s, "dp_s": bd.dp_s, "ep_s": bd.ep_s,
-        "bubble_s": bd.bubble_s, "exposed_comm_s": bd.exposed_comm_s,
+        "bubble_s": bd.bubble_s, "exposed_comm_s": bd.exposed_comm_s, "host_s": bd.host_s,
         "memory_per_gpu_gb": m.memory_per_gpu_bytes / 1e9,
         "n_strategies_scored": b.n_evaluated, "n_feasible": b.n_feasible,
     }

@@ -40,9 +40,10 @@ def _arrays(draws, moe=False):
 
 
 @settings(max_examples=10, deadline=None)
-@given(st.lists(strategy_cols, min_size=4, max_size=12), st.sampled_from(["hb", "leaf", "spine", "nic", "hbm"]),
+@given(st.lists(strategy_cols, min_size=4, max_size=12), st.sampled_from(["hb", "leaf", "spine", "nic", "nics", "hbm"]),
        st.floats(1.0, 8.0), st.booleans())
 def test_more_bandwidth_is_never_slower(draws, which, factor, moe):
+    # "nics": two or four 400G NICs per GPU where the base has one (more bandwidth, more channels)
     S = _arrays(draws, moe)
     llm = MOE if moe else LLM
     base = cluster("h100_sxm", N, leaf_span=8)
@@ -56,6 +57,9 @@ def test_more_bandwidth_is_never_slower(draws, which, factor, moe):
     hb = 450.0 * factor if which == "hb" else None
     nic = 400.0 * factor if which == "nic" else 400.0
     faster = cluster("h100_sxm", N, leaf_span=8, hb_gb_per_s=hb, nic_gbps=nic)
+    if which == "nics":
+        k = 2 if factor < 4.0 else 4
+        faster = cluster("h100_sxm", N, leaf_span=8, nic_gbps=400.0 * k).model_copy(update={"nics_per_gpu": k})
     if which in ("leaf", "spine"):
         i = 0 if which == "leaf" else 1
         tiers = list(base.tiers)
