@@ -171,7 +171,7 @@ def evaluate(
     as_json: bool = typer.Option(False, "--json", help="print one JSON object (metrics, breakdown, defaulted fields)"),
 ) -> None:
     """Evaluate one strategy on one cluster: iteration time, time-to-train, MFU, memory, breakdown."""
-    from designer.scenario import evaluate_scenario, load_scenario, metrics_json, resolved_defaults
+    from designer.scenario import domain_notes, evaluate_scenario, load_scenario, metrics_json, resolved_defaults
     from designer.report import print_mapping
 
     from designer.perf.records import Infeasible
@@ -180,12 +180,15 @@ def evaluate(
     result = evaluate_scenario(sc)
     data = metrics_json(result)
     defaults = {k: (list(v) if isinstance(v, tuple) else v) for k, v in resolved_defaults(sc)}
+    notes = domain_notes(sc)
     if as_json:
-        _print_json({**data, "defaulted": defaults})
+        _print_json({**data, "defaulted": defaults, "notes": notes})
     elif not _QUIET["on"]:
         data.pop("breakdown", None)
         print_mapping(f"evaluate {scenario.name}", data)
         print_mapping("defaulted (not set in the scenario)", defaults)
+        if notes:
+            print_mapping("notes", notes)
     if isinstance(result, Infeasible):
         # a strategy the cluster cannot run is an answer, not a success: 3 when it does not fit in
         # memory, 2 when the strategy itself is invalid for the model or the cluster

@@ -202,6 +202,41 @@ def resolved_defaults(scenario: Scenario) -> list[tuple[str, Any]]:
     return [(k, taken[k] if v is None and k in taken else v) for k, v in defaulted_fields(scenario)]
 
 
+def domain_notes(scenario: Scenario) -> dict[str, str]:
+    """Per parallel group (TP, CP, EP, expert TP) that fits in one HB domain but that the rank order
+    lays across two, because the GPUs used per domain are not a multiple of the group (EP 16, 32 or
+    64 on the 72 GPUs of an NVL72 rack): its traffic then leaves the domain for the scale-out
+    network, and the model prices the group so. The note names the GPUs per domain that keep every
+    such group inside one domain, as published runs on NVL72 racks use 64 of each 72."""
+    import numpy as np
+
+    from designer.perf.placement import place
+    from designer.perf.records import StrategyArrays
+
+    llm = scenario.model if isinstance(scenario.model, LLMSpec) else load_model(scenario.model)
+    system = build_system(scenario.system, load_catalog(extra_files=scenario.catalog.extra_files,
+                                                        price_multipliers=scenario.catalog.price_multipliers))
+    S = StrategyArrays.from_strategies([scenario_strategy(scenario)])
+    etp = np.asarray(llm.expert_tp_for(S.tp, S.etp), np.int64)
+    pl = place(S.tp, S.cp, S.dp, S.pp, S.ep, system, etp=etp, order_code=S.order)
+    hb = system.hb.size
+    split = {}
+    for name, g in (("tp", pl.tp), ("cp", pl.cp), ("ep", pl.ep), ("expert_tp", pl.expert_tp)):
+        size, per_domain = int(g.size[0]), int(g.ranks_per_domain[0])
+        if 1 < size <= hb and per_domain < size:
+            split[name] = (size, per_domain)
+    if not split:
+        return {}
+    fit = math.lcm(*(size for size, _ in split.values()))
+    plat_hb = load_catalog(extra_files=scenario.catalog.extra_files).platform(scenario.system.platform, "system.platform").hb_domain_size
+    keep = (plat_hb // fit) * fit
+    hint = (f"; system.gpus_per_domain: {keep} (n_gpus a multiple of it) keeps every such group in one domain"
+            if keep >= fit else "")
+    return {f"strategy.{name}": (f"a group of {size} spans two HB domains of {hb} GPUs ({per_domain} in the "
+                                 f"first): its traffic crosses the scale-out network{hint}")
+            for name, (size, per_domain) in split.items()}
+
+
 def metrics_json(result: Metrics | Infeasible) -> dict[str, Any]:
     """One JSON object: the flat row, plus the documented top-level keys and the breakdown."""
     row = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in result.row().items()}

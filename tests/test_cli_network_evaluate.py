@@ -159,6 +159,39 @@ def test_the_kimi_k2_scenario_keeps_each_expert_group_in_one_nvlink_domain():
     assert m["type_pp_hb_bytes"] == 0 and m["type_pp_rail_bytes"] > 0
 
 
+def test_the_64_gpu_rack_platform_is_the_rack_with_gpus_per_domain_64(tmp_path):
+    # gb300_nvl72_64 is gb300_nvl72 run on 64 GPUs of each rack: the Kimi K2 scenario (which states
+    # gpus_per_domain 64 on gb300_nvl72) prices the same on it, to the last digit
+    data = yaml.safe_load((ROOT / "studies" / "scenarios" / "kimi-k2-gb300.yaml").read_text())
+    stated = json.loads(run_cli("evaluate", str(_write(tmp_path, data)), "--json").stdout)
+    system = {k: v for k, v in data["system"].items() if k != "gpus_per_domain"}
+    variant = json.loads(run_cli("evaluate", str(_write(tmp_path, {**data, "system": {**system, "platform": "gb300_nvl72_64"}})),
+                                 "--json").stdout)
+    assert variant["iteration_time_s"] == stated["iteration_time_s"]
+    assert variant["memory_per_gpu_bytes"] == stated["memory_per_gpu_bytes"]
+
+
+def test_evaluate_notes_an_expert_group_split_across_two_racks(tmp_path):
+    # EP 16 in consecutive ranks on racks of 72 GPUs: ranks 64-79 form a group with 8 GPUs in each of
+    # two racks (72 is not a multiple of 16), so its all-to-all leaves NVLink; the largest multiple of
+    # 16 in a rack of 72 is 64, the GPUs per rack that keep every group in one
+    data = {"model": "deepseek-v3",
+            "training": {"sequence_length": 4096, "global_batch_sequences": 1152, "total_tokens": 1.0e12,
+                         "precision": "mxfp8"},
+            "strategy": {"dp": 144, "ep": 16, "recompute": "full"},
+            "system": {"platform": "gb200_nvl72", "n_gpus": 144, "family": "rail-optimized"}}
+    out = run_cli("evaluate", str(_write(tmp_path, data)), "--json")
+    note = json.loads(out.stdout)["notes"]["strategy.ep"]
+    assert "a group of 16 spans two HB domains of 72 GPUs (8 in the first)" in note
+    assert "system.gpus_per_domain: 64" in note
+    # at 64 GPUs of each rack no group is split and there is nothing to note
+    kept = {**data, "training": {**data["training"], "global_batch_sequences": 1024},
+            "strategy": {**data["strategy"], "dp": 128},
+            "system": {**data["system"], "n_gpus": 128, "gpus_per_domain": 64}}
+    out = run_cli("evaluate", str(_write(tmp_path, kept)), "--json")
+    assert json.loads(out.stdout)["notes"] == {}
+
+
 def test_a_scenario_runs_with_the_nccl_release_it_states(tmp_path):
     # The Selene scenario moved to H100 nodes with 400G NICs: its pipeline sends cross nodes. Before
     # NCCL 2.29 a network send/recv peer gets two p2p channels (paths.cc ncclTopoGetNchannels); from 2.29

@@ -415,6 +415,24 @@ def test_included_nics_are_not_priced_or_powered_again(tmp_path, cat):
     assert inc.bom.nic_count == plain.bom.nic_count == 64 * 72 and inc.priced_nic_count == 0
 
 
+def test_a_rack_run_on_64_of_its_72_gpus_costs_the_whole_rack_and_wires_the_64():
+    # gb200_nvl72_64 (the catalog's): 2,304 GPUs in use are 36 racks where all 72 would be 32; each rack
+    # costs $3.2M either way, so the compute is 36 x $3.2M against 32 x $3.2M, and both networks are
+    # rail-only planes of the same 2,304 endpoints with no NIC bought (the rack's 72 included NICs cover
+    # its 64 in use)
+    def design(platform):
+        st = NetworkStudy.model_validate({
+            "choices": {"platforms": [platform], "nics": [{"id": "cx7_400g"}], "switches": [{"id": "qm9790"}],
+                        "families": ["rail-only"]},
+            "gpus": {"count": 2304}})
+        return solve_network(st).design
+
+    full, part = design("gb200_nvl72"), design("gb200_nvl72_64")
+    assert (full.n_domains, full.hb_domain_size) == (32, 72) and (part.n_domains, part.hb_domain_size) == (36, 64)
+    assert full.compute_capex_usd == pytest.approx(32 * 3.2e6) and part.compute_capex_usd == pytest.approx(36 * 3.2e6)
+    assert part.bom.nic_count == full.bom.nic_count == 2304 and part.priced_nic_count == full.priced_nic_count == 0
+
+
 @pytest.mark.parametrize("racks,per_row", [(16, 16), (36, 16), (64, 16), (128, 32), (13_888, 320)])
 def test_the_default_floor_grows_about_square(racks, per_row):
     # by hand: the square floor's row is sqrt(racks x 4.27 / 0.6) racks long, rounded to blocks of 16:
