@@ -247,16 +247,21 @@ def model_state_bytes(dense_params, expert_params, *, dp_shard, expert_dp_shard,
     16-bit moments); extra_weight_bytes: low-precision weight copies (fp8 and its transpose), kept
     per local (ZeRO-3: gathered) weight."""
     zero_stage = np.asarray(zero_stage)
+    z1, z2, z3 = zero_stage >= 1, zero_stage >= 2, zero_stage >= 3
+    hpz3 = z3 & hpz
     w = np.zeros_like(np.asarray(dense_params, float))
     g = np.zeros_like(w)
     o = np.zeros_like(w)
     for params, shard in ((dense_params, dp_shard), (expert_params, expert_dp_shard)):
+        if np.ndim(params) == 0 and params == 0:
+            continue  # no parameters of this kind (a dense model's experts)
         params = np.asarray(params, float)
-        shard = np.asarray(shard, float)
-        w = w + np.where(zero_stage >= 3, params * weight_bytes / shard, params * weight_bytes)
-        w = w + params * np.where(zero_stage >= 3, 0.0, extra_weight_bytes)
-        g = g + np.where(zero_stage >= 2, params * grad_bytes / shard, params * grad_bytes)
-        o = o + np.where(zero_stage >= 1, params * optimizer_bytes / shard, params * optimizer_bytes)
+        sharded = params / np.asarray(shard, float)
+        # ZeRO-3 shards the weights and keeps no low-precision copy of them (it gathers one per layer)
+        w = w + np.where(z3, sharded * weight_bytes, params * (weight_bytes + extra_weight_bytes))
+        g = g + np.where(z2, sharded, params) * grad_bytes
+        o = o + np.where(z1, sharded, params) * optimizer_bytes
         # hpZ: a secondary 16-bit copy sharded inside the node
-        w = w + np.where((zero_stage >= 3) & hpz, params * WEIGHT_BYTES / np.maximum(ranks_per_node_dp, 1), 0.0)
+        if np.any(hpz3):
+            w = w + np.where(hpz3, params * WEIGHT_BYTES / np.maximum(ranks_per_node_dp, 1), 0.0)
     return w, g, o
