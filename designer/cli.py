@@ -180,7 +180,8 @@ def evaluate(
     result = evaluate_scenario(sc)
     data = metrics_json(result)
     defaults = {k: (list(v) if isinstance(v, tuple) else v) for k, v in resolved_defaults(sc)}
-    notes = domain_notes(sc)
+    # (a strategy the cluster cannot run at all gets no layout notes; one that does not fit in memory does)
+    notes = domain_notes(sc) if not isinstance(result, Infeasible) or result.kind == "memory" else {}
     if as_json:
         _print_json({**data, "defaulted": defaults, "notes": notes})
     elif not _QUIET["on"]:

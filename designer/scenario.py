@@ -203,38 +203,45 @@ def resolved_defaults(scenario: Scenario) -> list[tuple[str, Any]]:
 
 
 def domain_notes(scenario: Scenario) -> dict[str, str]:
-    """Per parallel group (TP, CP, EP, expert TP) that fits in one HB domain but that the rank order
-    lays across two, because the GPUs used per domain are not a multiple of the group (EP 16, 32 or
-    64 on the 72 GPUs of an NVL72 rack): its traffic then leaves the domain for the scale-out
-    network, and the model prices the group so. The note names the GPUs per domain that keep every
-    such group inside one domain, as published runs on NVL72 racks use 64 of each 72."""
+    """Per parallel group (TP, CP, EP, expert TP) whose block of ranks fits in one HB domain but that
+    a domain boundary cuts, because the GPUs used per domain are not a multiple of the block (EP 16,
+    32 or 64 of consecutive ranks on the 72 GPUs of an NVL72 rack): that group's traffic leaves the
+    domain for the scale-out network, and the model prices the groups so. A group spread over
+    domains by its stride, or larger than a domain, is what its layout asks for and is not noted.
+    The note names the GPUs per domain that keep every such block inside one domain, as published
+    runs on NVL72 racks use 64 of each 72, where the platform's domain allows a smaller choice."""
     import numpy as np
 
-    from designer.perf.placement import place
+    from designer.perf.placement import ORDERS, place, strides
     from designer.perf.records import StrategyArrays
 
     llm = scenario.model if isinstance(scenario.model, LLMSpec) else load_model(scenario.model)
-    system = build_system(scenario.system, load_catalog(extra_files=scenario.catalog.extra_files,
-                                                        price_multipliers=scenario.catalog.price_multipliers))
+    catalog = load_catalog(extra_files=scenario.catalog.extra_files, price_multipliers=scenario.catalog.price_multipliers)
+    system = build_system(scenario.system, catalog)
     S = StrategyArrays.from_strategies([scenario_strategy(scenario)])
     etp = np.asarray(llm.expert_tp_for(S.tp, S.etp), np.int64)
     pl = place(S.tp, S.cp, S.dp, S.pp, S.ep, system, etp=etp, order_code=S.order)
+    st = strides(S.tp, S.cp, S.dp, S.pp, ORDERS[int(S.order[0])])
+    # rank strides: TP and CP by the rank order; EP inside a pipeline stage over the expert TP ranks
+    # (Megatron-Core's expert rank generator), expert TP innermost
+    groups = (("tp", pl.tp, st["tp"]), ("cp", pl.cp, st["cp"]), ("ep", pl.ep, etp), ("expert_tp", pl.expert_tp, 1))
     hb = system.hb.size
-    split = {}
-    for name, g in (("tp", pl.tp), ("cp", pl.cp), ("ep", pl.ep), ("expert_tp", pl.expert_tp)):
+    cut = {}
+    for name, g, stride in groups:
         size, per_domain = int(g.size[0]), int(g.ranks_per_domain[0])
-        if 1 < size <= hb and per_domain < size:
-            split[name] = (size, per_domain)
-    if not split:
+        block = int(np.asarray(stride).ravel()[0]) * size
+        if size > 1 and block <= hb and hb % block and per_domain < size:
+            cut[name] = (size, block, per_domain)
+    if not cut:
         return {}
-    fit = math.lcm(*(size for size, _ in split.values()))
-    plat_hb = load_catalog(extra_files=scenario.catalog.extra_files).platform(scenario.system.platform, "system.platform").hb_domain_size
-    keep = (plat_hb // fit) * fit
+    fit = math.lcm(*(block for _, block, _ in cut.values()))
+    keep = (catalog.platform(scenario.system.platform, "system.platform").hb_domain_size // fit) * fit
     hint = (f"; system.gpus_per_domain: {keep} (n_gpus a multiple of it) keeps every such group in one domain"
-            if keep >= fit else "")
-    return {f"strategy.{name}": (f"a group of {size} spans two HB domains of {hb} GPUs ({per_domain} in the "
-                                 f"first): its traffic crosses the scale-out network{hint}")
-            for name, (size, per_domain) in split.items()}
+            if fit <= keep != hb else "")
+    return {f"strategy.{name}": (f"a group of {size} over {block} consecutive ranks is cut by a boundary of the HB "
+                                 f"domains of {hb} GPUs ({per_domain} on one side): its traffic crosses the scale-out "
+                                 f"network{hint}")
+            for name, (size, block, per_domain) in cut.items()}
 
 
 def metrics_json(result: Metrics | Infeasible) -> dict[str, Any]:

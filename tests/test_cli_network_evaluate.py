@@ -182,7 +182,7 @@ def test_evaluate_notes_an_expert_group_split_across_two_racks(tmp_path):
             "system": {"platform": "gb200_nvl72", "n_gpus": 144, "family": "rail-optimized"}}
     out = run_cli("evaluate", str(_write(tmp_path, data)), "--json")
     note = json.loads(out.stdout)["notes"]["strategy.ep"]
-    assert "a group of 16 spans two HB domains of 72 GPUs (8 in the first)" in note
+    assert "a group of 16 over 16 consecutive ranks is cut by a boundary of the HB domains of 72 GPUs (8 on one side)" in note
     assert "system.gpus_per_domain: 64" in note
     # at 64 GPUs of each rack no group is split and there is nothing to note
     kept = {**data, "training": {**data["training"], "global_batch_sequences": 1024},
@@ -190,6 +190,14 @@ def test_evaluate_notes_an_expert_group_split_across_two_racks(tmp_path):
             "system": {**data["system"], "n_gpus": 128, "gpus_per_domain": 64}}
     out = run_cli("evaluate", str(_write(tmp_path, kept)), "--json")
     assert json.loads(out.stdout)["notes"] == {}
+    # groups spread over domains by their stride are laid out as asked, not cut: CP 4 over TP 4 spans
+    # 16 ranks, two 8-GPU nodes by design; Mixtral's EP 8 over expert TP 8 one GPU in each of 8 nodes
+    for model, strategy in (("llama3-70b", {"tp": 4, "cp": 4, "dp": 8, "zero_stage": 3}),
+                            ("mixtral-8x7b", {"tp": 8, "dp": 16, "ep": 8})):
+        d = {"model": model, "training": {"sequence_length": 4096, "global_batch_sequences": 256, "total_tokens": 1.0e12},
+             "strategy": {**strategy, "sequence_parallel": True, "recompute": "full"},
+             "system": {"platform": "hgx_h100_8", "n_gpus": 128, "family": "rail-optimized"}}
+        assert json.loads(run_cli("evaluate", str(_write(tmp_path, d)), "--json").stdout)["notes"] == {}, model
 
 
 def test_a_scenario_runs_with_the_nccl_release_it_states(tmp_path):

@@ -894,9 +894,12 @@ def _candidates(op, p, g, span, rail, conc, system, calib, allowed, protos) -> _
         # thread stay under its threshold), so a GPU's further NICs, each adding channels thinner
         # than the bandwidth they add (a longer pipeline fill), never make a call slower than it runs
         # on fewer of them: the candidates on k of the NICs (k dividing their count) are candidates too
-        per_nic = system.nic_bandwidth_per_gpu_bytes_per_s / nics
-        views += [system.model_copy(update={"nics_per_gpu": k, "nic_bandwidth_per_gpu_bytes_per_s": k * per_nic})
-                  for k in range(1, nics) if nics % k == 0]
+        # (k NICs reach k / nics of each tier's uplinks: an oversubscribed tier's share shrinks with them)
+        views += [system.model_copy(update={
+            "nics_per_gpu": k, "nic_bandwidth_per_gpu_bytes_per_s": system.nic_bandwidth_per_gpu_bytes_per_s * k / nics,
+            "tiers": tuple(t.model_copy(update={"bandwidth_per_gpu_bytes_per_s": t.bandwidth_per_gpu_bytes_per_s * k / nics})
+                           for t in system.tiers)})
+            for k in range(1, nics) if nics % k == 0]
     for view, pxn in itertools.product(views, routings):
         env = _environment(op, p, g, span, rail, conc, view, calib, pxn=pxn)
         for entry in ENTRIES:

@@ -418,8 +418,8 @@ def test_included_nics_are_not_priced_or_powered_again(tmp_path, cat):
 def test_a_rack_run_on_64_of_its_72_gpus_costs_the_whole_rack_and_wires_the_64():
     # gb200_nvl72_64 (the catalog's): 2,304 GPUs in use are 36 racks where all 72 would be 32; each rack
     # costs $3.2M either way, so the compute is 36 x $3.2M against 32 x $3.2M, and both networks are
-    # rail-only planes of the same 2,304 endpoints with no NIC bought (the rack's 72 included NICs cover
-    # its 64 in use)
+    # rail-only planes of the same 2,304 endpoints with no NIC bought (each GPU in use has its own NIC in
+    # its compute tray, which the rack's price includes)
     def design(platform):
         st = NetworkStudy.model_validate({
             "choices": {"platforms": [platform], "nics": [{"id": "cx7_400g"}], "switches": [{"id": "qm9790"}],
