@@ -268,7 +268,7 @@ def _ct(op: str, nbytes, g: GroupArrays, system: ClusterSystem, ccal, on=True, g
     only time_s is wanted (the bytes and peers come back as zeros).
 
     A search space repeats few distinct (bytes, group shape) pairs, so the collectives model runs once
-    per distinct live pair and the results are scattered back (same numbers, far fewer evaluations)."""
+    per distinct live pair and each strategy reads its pair's result (same numbers, far fewer evaluations)."""
     shape = g.size.shape
     on = np.asarray(on, bool)
     if on.ndim == 0 and not on or on.ndim and not on.any():
