@@ -680,6 +680,31 @@ def test_many_shapes_match_one_point_at_a_time(calib, op):
             assert a == pytest.approx(float(b), rel=1e-12, abs=1e-6)
 
 
+def test_a_shared_memo_changes_no_estimate(calib, ideal):
+    """collective_estimate_vec's memo (a group's GroupArrays.estimate_memo in the evaluator) keeps the
+    candidates per op, repertoire, system, calibration and distinct shapes: one dict shared by calls
+    on two systems, two calibrations, several ops and byte counts gives what each call gives alone."""
+    systems = (_system(n_gpus=512, tiers=_clos(64, 8, 3.0, cross_leaf=True)),
+               _system(n_gpus=512, tiers=_clos(64, 8, 1.0, cross_leaf=False), nic=2 * B_NET))
+    rng = np.random.default_rng(2)
+    m = 200
+    g = rng.choice([1, 2, 4, 8], m)
+    n_dom = rng.choice([1, 2, 4, 8, 16], m)
+    span, rail = n_dom * 2, rng.random(m) < 0.5
+    memo: dict = {}
+    for _ in range(2):  # the second round reads every entry from the memo
+        for op in ("all_reduce", "all_gather", "all_to_all"):
+            for system in systems:
+                for cal in (calib, ideal):
+                    for n in (rng.uniform(1e3, 1e9, m), np.full(m, 1.0)):
+                        args = (op, n, g * n_dom, g, span, rail, system, cal)
+                        shared, alone = collective_estimate_vec(*args, memo=memo), collective_estimate_vec(*args)
+                        assert np.array_equal(shared.time_s, alone.time_s)
+                        assert np.array_equal(shared.algorithm_index, alone.algorithm_index)
+                        assert np.array_equal(shared.rail_bytes, alone.rail_bytes)
+    assert memo  # the memo was used
+
+
 # ---------------------------------------------------------------- GPU generation (NCCL per-architecture constants)
 
 

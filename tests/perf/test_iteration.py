@@ -567,3 +567,29 @@ def test_an_moe_layers_expert_launches_are_host_time():
     assert r.breakdown.host_s == pytest.approx(CAL.compute.framework_per_iteration_s + 16 * 48 * 16 * per_expert, rel=1e-9)
     assert grouped.breakdown.host_s == pytest.approx(CAL.compute.framework_per_iteration_s, rel=1e-12)
     assert r.breakdown.compute_s == pytest.approx(grouped.breakdown.compute_s, rel=1e-9)
+
+
+def test_a_bucket_calls_fixed_cost_kept_in_the_memo_serves_other_bytes_and_bucket_counts():
+    # _ct_buckets charges each further bucket call the time of a 1-byte call on the group, which
+    # depends on the group and the strategy only: the value one sync keeps in the memo gives another
+    # stage's sync (other bytes, other bucket counts) exactly what computing it afresh gives
+    import numpy as np
+
+    from designer.perf.iteration import _ct_buckets
+    from designer.perf.placement import group_shape
+
+    system = cluster("h100_sxm", 1024)
+    ccal = load_perf_calibration().collectives
+    rng = np.random.default_rng(3)
+    n = 500  # past the small-batch path, where the memo applies
+    g = group_shape(rng.choice([8, 16, 64, 128], n), rng.choice([1, 8], n), system)
+    on, graphs = rng.random(n) < 0.7, rng.random(n) < 0.3
+    for op in ("all_reduce", "reduce_scatter", "all_gather"):
+        memo: dict = {}
+        for nbytes, calls in ((rng.uniform(1e6, 1e10, n), rng.integers(1, 40, n)),
+                              (rng.uniform(1e6, 1e10, n), rng.integers(1, 40, n))):
+            kept = _ct_buckets(op, nbytes, calls, g, system, ccal, on, graphs, memo=memo, key=("dense", op))
+            fresh = _ct_buckets(op, nbytes, calls, g, system, ccal, on, graphs)
+            assert np.allclose(kept.time_s, fresh.time_s, rtol=1e-12, atol=0)
+            assert np.any(calls[on] > 1) and np.any(kept.time_s > 0)
+        assert ("dense", op) in memo
