@@ -1385,7 +1385,10 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, stage_exposed_fwd_
         # the replicas' all-reduce follows each bucket's reduce-scatter (Megatron's distributed
         # optimizer instances, param_and_grad_buffer: both per bucket, overlapped with the backward)
         t_grad = ar.time_s + rs.time_s + rep.time_s
-        e_grad = np.where(ov, chunked_exposed(t_grad, t_b, bucket, ctx), t_grad) * n_rs
+        # (DeepSpeed stage 2 reduces after every microbatch: each reduction hides behind that
+        # microbatch's backward, not the interleaved schedule's closing window of several passes,
+        # which counted m times over let faster compute expose more than it saved)
+        e_grad = np.where(ov, chunked_exposed(t_grad, t_b, bucket, ctx, per_microbatch=zero == 2), t_grad) * n_rs
         e_ag = np.where(ov & ~layer_wise, chunked_exposed(ag.time_s, t_f, bucket, ctx), ag.time_s)
         total = total + n_rs * (ar.time_s + rs.time_s + rep.time_s) + ag.time_s
         exposed = exposed + np.where(zero <= 2, e_grad + e_ag, 0.0)
@@ -1511,10 +1514,12 @@ def _select_term(where, a: Term, b: Term) -> Term:
         "total_s", "exposed_s", "exposed_fwd_s", "moe_total_s", "moe_exposed_s", "dense_total_s")})
 
 
-def chunked_exposed(comm_s, pass_s, bucket, ctx: _Context):
+def chunked_exposed(comm_s, pass_s, bucket, ctx: _Context, per_microbatch=False):
     """Exposed seconds of a stage's once-per-iteration data-parallel sync (gradient reduce, or the
     weight gather) overlapped with one pass (`pass_s`: backward, or forward, of one microbatch
-    through the stage), bucket by bucket. One bucket never hides.
+    through the stage), bucket by bucket. One bucket never hides. Where `per_microbatch` (a
+    reduction after every microbatch, DeepSpeed's stage 2), each hides behind its own microbatch's
+    pass only, whatever the schedule.
 
     Under the interleaved schedule each of the v model chunks syncs on its own (Megatron-Core: one
     DDP buffer per chunk; schedules.py launches a chunk's grad sync when its last microbatch's
@@ -1524,7 +1529,7 @@ def chunked_exposed(comm_s, pass_s, bucket, ctx: _Context):
     (1 + (v-1)·g) chunk passes ahead of it to hide behind, the last one only its own pass: exposed
     is the larger of the last chunk's part and what the whole window cannot hold. With v = 1 this is
     one pass."""
-    v = ctx.v
+    v = np.where(per_microbatch, 1.0, ctx.v)
     g = np.minimum(ctx.m_flush, ctx.pp)
     window = pass_s * (1.0 + (v - 1.0) * g) / v
     last = hidden_cost(comm_s / v, pass_s / v, ctx)
