@@ -306,8 +306,7 @@ def _ct(op: str, nbytes, g: GroupArrays, system: ClusterSystem, ccal, on=True, g
                                      g.extent_domains.ravel()[rep], g.same_rail.ravel()[rep], system, ccal,
                                      cuda_graphs=gr[first], memo=g.estimate_memo)
     if time_only:
-        z = np.zeros(len(first))
-        fields = (e.time_s, z, z, z, z)
+        fields = (e.time_s,)
     else:
         peers = coll.peers_per_rank(e.algorithm_index, g.size.ravel()[rep], g.ranks_per_domain.ravel()[rep], system)
         fields = (e.time_s, e.hb_bytes, e.rail_bytes, e.spine_bytes, peers)
@@ -318,10 +317,11 @@ def _ct(op: str, nbytes, g: GroupArrays, system: ClusterSystem, ccal, on=True, g
         where[idx] = inv
         inv = where
         fields = tuple(np.append(np.asarray(x, float), 0.0) for x in fields)
+    out = [np.asarray(x, float)[inv].reshape(shape) for x in fields]
     if time_only:
-        z = np.zeros(shape)
-        return _Coll(np.asarray(fields[0], float)[inv].reshape(shape), z, z, z, z)
-    return _Coll(*(np.asarray(x, float)[inv].reshape(shape) for x in fields))
+        z = np.zeros(shape)  # one shared, never-written zero array for the fields not wanted
+        return _Coll(out[0], z, z, z, z)
+    return _Coll(*out)
 
 
 # ---------------------------------------------------------------------------------------------
