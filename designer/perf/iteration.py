@@ -1282,8 +1282,10 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, stage_exposed_fwd_
     """Per iteration: gradient reduction and weight gathers of the stage `stt` and `sp_` describe (the
     pace stage's, or another's from widest_dp_term) (module docstring).
     DP traffic (on the NICs, or its own NVLink phase) hides behind the wall time of the passes:
-    compute plus the exposed TP/CP traffic of the stage's layers (per microbatch, forward and
-    backward). memo: what depends on ctx alone (the HSDP groups, a bucket call's fixed cost), kept
+    compute plus every exposed term of the stage (per microbatch, forward and backward): its layers'
+    TP/CP traffic, its MoE layers' EP traffic, the pipeline's sends and the activation copies. Left
+    out of the window, an exposed term that grows as the compute shrinks (the EP all-to-all hidden
+    behind it) took the window away twice, and a faster GPU could finish later. memo: what depends on ctx alone (the HSDP groups, a bucket call's fixed cost), kept
     between calls on the same ctx."""
     memo = {} if memo is None else memo
     S, system, ccol = ctx.S, ctx.system, ctx.calib.collectives
@@ -1442,7 +1444,7 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, stage_exposed_fwd_
 
 
 def widest_dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, dense: LayerTimes, moe: LayerTimes | None,
-                   tp: Term, tp_moe: Term, cp: Term) -> Term:
+                   tp: Term, tp_moe: Term, cp: Term, ep: Term, stage_exposed_s=0.0) -> Term:
     """dp_term of the stage whose data-parallel sync leaves the most exposed. Every stage reduces its
     own gradients and gathers its own weights at the end of the schedule, each behind its own passes,
     and the iteration waits for the last to finish: the stage that paces the pipeline (stage_times)
@@ -1456,10 +1458,17 @@ def widest_dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, dense: Laye
     would cost a third dp_term per evaluation. A DualPipe rank holds two stages: its pace rank's, as stage_params
     gives."""
 
+    # the MoE layers' exposed EP traffic, split between the passes as their compute is
+    ep_fwd_share = moe.fwd_s / np.maximum(moe.compute_s, 1e-30) if moe is not None else 0.0
+
     def of_stage(view: StageTimes, params: StageParams) -> Term:
         n_d, n_e = view.dense_layers, view.moe_layers
-        exp_f = n_d * tp.exposed_fwd_s + n_e * tp_moe.exposed_fwd_s + (n_d + n_e) * cp.exposed_fwd_s
-        exp_all = n_d * tp.exposed_s + n_e * tp_moe.exposed_s + (n_d + n_e) * cp.exposed_s
+        # the pipeline's per-microbatch exposed sends and activation copies, split as the passes are
+        pass_f_share = view.fwd_s / np.maximum(view.fwd_s + view.bwd_s, 1e-30)
+        exp_f = (n_d * tp.exposed_fwd_s + n_e * tp_moe.exposed_fwd_s + (n_d + n_e) * cp.exposed_fwd_s
+                 + n_e * ep.moe_exposed_s * ep_fwd_share + stage_exposed_s * pass_f_share)
+        exp_all = (n_d * tp.exposed_s + n_e * tp_moe.exposed_s + (n_d + n_e) * cp.exposed_s
+                   + n_e * ep.moe_exposed_s + stage_exposed_s)
         return dp_term(ctx, view, params, stage_exposed_fwd_s=exp_f, stage_exposed_bwd_s=exp_all - exp_f, memo=memo)
 
     memo: dict = {}
@@ -2021,7 +2030,7 @@ def _iteration_arrays(llm, training, S, system, calib, summary=False):
     even = dataclasses.replace(stt, pace_s=stt.mean_s)
     even_pipe = m * stt.mean_s + flushes * bubble_s(ctx, even)
     sp_ = stage_params(ctx, stt)
-    dp = widest_dp_term(ctx, stt, sp_, dense, moe, tp, tp_moe, cp)
+    dp = widest_dp_term(ctx, stt, sp_, dense, moe, tp, tp_moe, cp, ep, pp.exposed_s + offload_act_s)
     t_opt = optimizer_term(ctx, sp_)
     t_iter = t_pipe + dp.exposed_s + t_opt + calib.compute.framework_per_iteration_s
 
