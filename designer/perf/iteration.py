@@ -65,7 +65,7 @@ import pandas as pd
 from designer.perf import collectives as coll
 from designer.perf import compute as cmp
 from designer.perf import memory as mem
-from designer.perf.placement import (TIER_HB, TIER_NAMES, TIER_RAIL, TIER_SPINE, GroupArrays, group_shape,
+from designer.perf.placement import (TIER_HB, TIER_NAMES, TIER_RAIL, TIER_SPINE, GroupArrays, Placement, group_shape,
                                      hsdp_groups, merge_groups, place)
 from designer.perf.records import UNFUSED_CLAMP, StrategyArrays
 from designer.spec.llm import LLMSpec, TrainingSpec, pipeline_stage_layers
@@ -499,7 +499,16 @@ def stage_layout(llm: LLMSpec, S: StrategyArrays) -> StageLayout:
     """Uneven stages: the end stages take their given layer counts (Megatron
     --decoder-first/last-pipeline-num-layers), or `default_end_stages` when pp does not divide the
     layers; the rest are split as evenly as possible with the remainder on the non-last stages (the
-    last holds the output layer and the loss)."""
+    last holds the output layer and the loss). Computed once per distinct (pp, end stages) of a
+    search and read back per strategy."""
+    rows = _distinct_rows(S.pp, S.pp_first + 1, S.pp_last + 1)
+    if rows is None:
+        return _stage_layout(llm, S)
+    rep, inv = rows
+    return _gather_fields(_stage_layout(llm, S.take(rep)), inv)
+
+
+def _stage_layout(llm: LLMSpec, S: StrategyArrays) -> StageLayout:
     L = llm.layers
     pp = S.pp
     d_first, d_last = default_end_stages(L, pp)
@@ -597,6 +606,65 @@ def full_recompute_share(llm: LLMSpec, S: StrategyArrays) -> np.ndarray:
     return np.where(S.recompute == mem.RECOMPUTE_FULL, part, 0.0)
 
 
+def _distinct_rows(*cols) -> tuple[np.ndarray, np.ndarray] | None:
+    """(a representative strategy of each distinct row of the columns, each strategy's row), for
+    per-strategy columns of small non-negative integers (group sizes, codes, flags); None where
+    deduplicating would not pay (few strategies, most rows distinct) or the values do not fit one key."""
+    n = cols[0].size
+    if n <= 64:
+        return None
+    key = np.zeros(n, np.int64)
+    span = 1
+    for c in cols:
+        c = np.asarray(c)
+        if c.ndim == 0:
+            continue
+        lo, hi = c.min(), c.max()
+        if lo == hi:
+            continue
+        if lo < 0 or c.dtype.kind == "f" and not np.all(c == np.floor(c)):
+            return None
+        width = int(hi) + 1
+        if width > 4096:  # a wide column (the data-parallel size): its distinct values, coded densely
+            c, distinct = pd.factorize(c, use_na_sentinel=False)
+            width = len(distinct)
+        span *= width
+        if span > 2 ** 62:
+            return None
+        key = key * width + c.astype(np.int64)
+    inv, uniq = pd.factorize(key, use_na_sentinel=False)
+    if 2 * len(uniq) > n:
+        return None
+    rep = np.empty(len(uniq), np.int64)
+    rep[inv[::-1]] = np.arange(n - 1, -1, -1)  # the first strategy of each row
+    return rep, inv
+
+
+def _gather_placement(pl: Placement, inv) -> Placement:
+    """Every group's shape read back per strategy, in one take over the layouts' table."""
+    groups = list(Placement.__dataclass_fields__)
+    names = list(GroupArrays.__dataclass_fields__)
+    cols = [getattr(getattr(pl, g), f) for g in groups for f in names]
+    n_rows = len(pl.tp.size)
+    table = np.stack([np.broadcast_to(np.asarray(c, np.int64), (n_rows,)) for c in cols]).take(inv, axis=1)
+    it = iter(zip(cols, table))
+    return Placement(**{g: GroupArrays(**{f: row.astype(np.asarray(c).dtype, copy=False)
+                                          for f, (c, row) in zip(names, it)}) for g in groups})
+
+
+def _gather_fields(work, inv):
+    """A dataclass of per-row arrays (and scalars) read back per strategy: the array fields of each
+    kind (floating, integer and boolean) at once, in one take over their rows' table."""
+    out = {}
+    for kinds, dtype in (("f", float), ("iub", np.int64)):
+        names = [f.name for f in dataclasses.fields(work)
+                 if np.ndim(getattr(work, f.name)) and np.asarray(getattr(work, f.name)).dtype.kind in kinds]
+        if names:
+            table = np.stack([np.asarray(getattr(work, n), dtype) for n in names]).take(inv, axis=1)
+            out.update({n: row.astype(np.asarray(getattr(work, n)).dtype, copy=False) for n, row in zip(names, table)})
+    return dataclasses.replace(work, **out) if out else work
+
+
 def _context(llm, training, S, system, calib) -> _Context:
     prec = precisions(system, training, calib)
     s, B = training.sequence_length, training.global_batch_sequences
@@ -609,12 +677,32 @@ def _context(llm, training, S, system, calib) -> _Context:
               eager=S.eager, qkv_separate=S.qkv_separate, act_input_fp8=S.act_in_fp8, expert_load=expert_load,
               unfused=S.unfused)
     n_dense, n_moe = cmp.layer_kinds(llm)
+    lkw = dict(b=b, tp=tp, cp=cp, ce_eager=S.ce_eager)
+    # a search repeats few distinct layer shapes: the layers' work is computed once per distinct
+    # shape and read back per strategy (the same numbers)
+    rows = _distinct_rows(b, tp, cp, kw["ep"], etp, S.sp, S.kernel, S.cp_lb, S.eager, S.qkv_separate, S.act_in_fp8,
+                          S.unfused, S.ce_eager)
+    if rows is not None:
+        rep, inv = rows
+        kw = {k: (x.take(rep) if isinstance(x, np.ndarray) and x.shape == S.tp.shape else x) for k, x in kw.items()}
+        lkw = {k: (np.asarray(x).take(rep) if np.shape(x) == S.tp.shape else x) for k, x in lkw.items()}
     dense = cmp.layer_forward(llm, moe_layer=False, **kw)
     moe = cmp.layer_forward(llm, moe_layer=True, **kw) if n_moe else None
-    logits_s, _ = cmp.logits_forward(llm, b=b, s=s, tp=tp, cp=cp, prec=prec,
-                                     hbm_bytes_per_s=system.gpu.hbm_bandwidth_bytes_per_s, calib=calib.compute,
-                                     ce_eager=S.ce_eager)
-    pl = place(S.tp, S.cp, S.dp, S.pp, S.ep, system, etp=etp.astype(np.int64), order_code=S.order)
+    logits_s, _ = cmp.logits_forward(llm, s=s, prec=prec, hbm_bytes_per_s=system.gpu.hbm_bandwidth_bytes_per_s,
+                                     calib=calib.compute, **lkw)
+    if rows is not None:
+        dense = _gather_fields(dense, inv)
+        moe = _gather_fields(moe, inv) if moe is not None else None
+        logits_s = np.asarray(logits_s, float).take(inv) if np.ndim(logits_s) else logits_s
+    etp_i = np.broadcast_to(etp, S.tp.shape).astype(np.int64)
+    # the group shapes likewise, once per distinct layout
+    layouts = _distinct_rows(S.tp, S.cp, S.dp, S.pp, S.ep, etp_i, S.order)
+    if layouts is None:
+        pl = place(S.tp, S.cp, S.dp, S.pp, S.ep, system, etp=etp_i, order_code=S.order)
+    else:
+        rep, inv = layouts
+        pl = _gather_placement(place(*(x.take(rep) for x in (S.tp, S.cp, S.dp, S.pp, S.ep)), system,
+                                     etp=etp_i.take(rep), order_code=S.order.take(rep)), inv)
     m_flush = np.maximum(m / np.maximum(S.flushes, 1), 1.0)
     return _Context(llm=llm, training=training, S=S, system=system, calib=calib, shape=S.tp.shape, m=m,
                     m_flush=m_flush, b=b,
@@ -1670,11 +1758,22 @@ def layer_activation_bytes(ctx: _Context) -> LayerActivations:
               clamp_input_bytes=np.where(((S.unfused & UNFUSED_CLAMP) > 0) | S.eager, mem.ACT_BYTES, 0.0))
     # Megatron's block method: the recomputed share of the layers keeps its input, the rest all of it
     f = np.where(S.recompute == mem.RECOMPUTE_FULL, ctx.full, 1.0)
+    recompute = S.recompute
+    # once per distinct layer shape and recompute setting of a search, read back per strategy
+    rows = _distinct_rows(ctx.b, ctx.tp, ctx.cp, S.sp, S.kernel, ctx.rc_modules, np.broadcast_to(ctx.etp, shape),
+                          S.act_in_fp8, S.unfused, S.eager, S.recompute)
+    if rows is not None:
+        rep, inv = rows
+        kw = {k: (x.take(rep) if isinstance(x, np.ndarray) and x.shape == shape else x) for k, x in kw.items()}
+        recompute = recompute.take(rep)
 
     def kept(moe_layer: bool, **over):
         args = {**kw, **over}
-        as_set = mem.activation_bytes_per_layer(llm, moe_layer=moe_layer, recompute=S.recompute, **args)
-        none = mem.activation_bytes_per_layer(llm, moe_layer=moe_layer, recompute=np.zeros(shape, int), **args)
+        as_set = mem.activation_bytes_per_layer(llm, moe_layer=moe_layer, recompute=recompute, **args)
+        none = mem.activation_bytes_per_layer(llm, moe_layer=moe_layer, recompute=np.zeros(recompute.shape, int),
+                                              **args)
+        if rows is not None:
+            as_set, none = np.stack(np.broadcast_arrays(as_set, none)).astype(float).take(inv, axis=1)
         return f * as_set + (1.0 - f) * none, none
 
     act_d, full_d = kept(False)

@@ -79,3 +79,25 @@ def test_feasibility_is_consistent_with_memory():
     assert np.all(~vm.feasible[over])
     assert np.all(vm.reason_code[over & (vm.reason_code != 0)] > 0)
     assert vm.feasible.any() and (~vm.feasible).any()
+
+
+def test_distinct_rows_give_every_strategy_a_row_equal_to_its_own():
+    # the evaluator computes the layers' work, the group shapes, the stage split and the saved
+    # activations once per distinct row of their inputs and reads each strategy's back: the row a
+    # strategy reads must hold its own values, the data-parallel size past the direct key included
+    from designer.perf.iteration import _distinct_rows
+
+    rng = np.random.default_rng(3)
+    n = 5000
+    cols = [rng.choice([1, 2, 4, 8], n), rng.choice([1, 2], n).astype(float), rng.random(n) < 0.5,
+            rng.choice([1, 5000, 65536, 1_000_000], n), np.full(n, 7)]
+    rep, inv = _distinct_rows(*cols)
+    assert len(rep) == 4 * 2 * 2 * 4
+    for c in cols:
+        assert np.array_equal(np.asarray(c)[rep][inv], c)
+    assert np.array_equal(rep[inv[rep]], rep)  # each representative stands for its own row
+    # too few strategies, or rows mostly distinct, or values no key holds: no deduplication
+    assert _distinct_rows(*(c[:64] for c in cols)) is None
+    assert _distinct_rows(np.arange(n)) is None
+    assert _distinct_rows(rng.random(n)) is None
+    assert _distinct_rows(np.where(cols[2], -1, 1)) is None
