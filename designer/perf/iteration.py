@@ -610,9 +610,9 @@ def _distinct_rows(*cols) -> tuple[np.ndarray, np.ndarray] | None:
     """(a representative strategy of each distinct row of the columns, each strategy's row), for
     per-strategy columns of small non-negative integers (group sizes, codes, flags); None where
     deduplicating would not pay (few strategies, most rows distinct) or the values do not fit one key."""
-    n = cols[0].size
-    if n <= 64:
+    if np.ndim(cols[0]) != 1 or cols[0].size <= 64:
         return None
+    n = cols[0].size
     key = np.zeros(n, np.int64)
     span = 1
     for c in cols:
