@@ -31,7 +31,9 @@ dp_term       data parallelism and ZeRO (Rajbhandari et al. SC20 §7; collective
               chunks' passes (chunked_exposed); stage 3 / FSDP gathers each layer's weights before
               its forward (and again before its backward unless fsdp_reshard_after_forward is off)
               and reduce-scatters its gradients, one collective per layer on the real group (so
-              ring latency grows with the ranks), prefetched behind the previous layer's compute. HSDP shards inside groups of
+              ring latency grows with the ranks), prefetched behind the previous layer's compute. Each
+              hides behind the wall time of the passes: their compute and every exposed term (TP, CP,
+              EP, the pipeline's sends), so a faster GPU never exposes it more than it saves. HSDP shards inside groups of
               shard_group_size and all-reduces the shards across them. ZeRO++: qwZ halves the
               forward gather, hpZ keeps the backward gather inside the node, qgZ sends int4
               gradients. Every stage syncs its own parameters behind its own passes and the
@@ -1542,8 +1544,8 @@ def widest_dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, dense: Laye
     and the iteration waits for the last to finish: the stage that paces the pipeline (stage_times)
     need not hold the most parameters (an uneven split's last stage carries the output layer and fewer
     layers; a middle one holds more), nor hide the least (the first stage's embedding has no passes to
-    hide behind). Two stages are priced in full, each with its own parameters, passes and exposed TP/CP
-    traffic: the pace stage, and of the others (the first, the longest middle, the last) the one whose
+    hide behind). Two stages are priced in full, each with its own parameters, passes and exposed
+    TP/CP/EP traffic: the pace stage, and of the others (the first, the longest middle, the last) the one whose
     sync, the pace stage's scaled by the parameters it holds, outlasts its passes the most; the ledger
     rows are the chosen stage's. The pick is an estimate: priced in full, the third stage left up to
     0.2 % of an iteration more exposed in a sweep of uneven MoE layouts, where pricing all three
