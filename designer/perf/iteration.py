@@ -774,6 +774,7 @@ class Term:
     exposed_fwd_s: Any = 0.0  # the forward pass's share of exposed_s (layer terms)
     moe_total_s: Any = 0.0  # MoE layers' extra (EP)
     moe_exposed_s: Any = 0.0
+    moe_exposed_fwd_s: Any = 0.0  # the forward pass's share of moe_exposed_s
     dense_total_s: Any = 0.0  # of total_s, the dense parameters' traffic (DP; the rest is the experts')
 
 
@@ -1060,12 +1061,21 @@ def ep_term(ctx: _Context, moe: LayerTimes | None) -> Term:
                  graphs=ctx.S.graphs)
     etp_rs = _ct("reduce_scatter", received * ctx.etp, ctx.pl.expert_tp, ctx.system, ctx.calib.collectives, etp_on,
                  graphs=ctx.S.graphs)
-    total = (n * a2a.time_s + n_fwd * d8.time_s + (n - n_fwd) * d16.time_s
-             + n / 2 * (ag.time_s + rs.time_s + etp_ag.time_s + etp_rs.time_s))
+    pair = ag.time_s + rs.time_s + etp_ag.time_s + etp_rs.time_s
+    total = n * a2a.time_s + n_fwd * d8.time_s + (n - n_fwd) * d16.time_s + n / 2 * pair
+    # the forward pass's calls: a dispatch and a combine (the recomputed forward's run in the backward)
+    fwd_total = 2 * a2a.time_s + d8.time_s + d16.time_s + pair
     budget = np.where(S.overlap_ep | (S.schedule == mem.SCHEDULE_DUALPIPE), moe.compute_s, 0.0)
     rows = ((a2a, n, "ep"), (ag, n / 2, "ep"), (rs, n / 2, "ep"), (etp_ag, n / 2, "ep"), (etp_rs, n / 2, "ep"))
     rows += ((d8, n_fwd, "ep"), (d16, n - n_fwd, "ep")) if low else ((d16, n, "ep"),)
-    return Term(z, z, rows=rows, moe_total_s=total, moe_exposed_s=hidden_cost(total, budget, ctx))
+    exposed = hidden_cost(total, budget, ctx)
+    # the exposed seconds split between the passes: as the calls are where nothing hides them (the
+    # forward waits on its own dispatch and combine); overlapped, a microbatch's forward runs beside
+    # another's backward (1F1B all-to-all overlap, DualPipe's F&B chunks) and what the merged compute
+    # leaves exposed stretches it as its passes' compute is split
+    fwd_share = np.where(budget > 0, moe.fwd_s / np.maximum(moe.compute_s, 1e-30), fwd_total / np.maximum(total, 1e-30))
+    exposed_fwd = exposed * fwd_share
+    return Term(z, z, rows=rows, moe_total_s=total, moe_exposed_s=exposed, moe_exposed_fwd_s=exposed_fwd)
 
 
 def pp_term(ctx: _Context, dense: LayerTimes, moe: LayerTimes | None) -> Term:
@@ -1538,7 +1548,7 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, stage_exposed_fwd_
 
 
 def widest_dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, dense: LayerTimes, moe: LayerTimes | None,
-                   tp: Term, tp_moe: Term, cp: Term, ep: Term, stage_exposed_s=0.0) -> Term:
+                   tp: Term, tp_moe: Term, cp: Term, ep: Term, stage_exposed_fwd_s=0.0, stage_exposed_s=0.0) -> Term:
     """dp_term of the stage whose data-parallel sync leaves the most exposed. Every stage reduces its
     own gradients and gathers its own weights at the end of the schedule, each behind its own passes,
     and the iteration waits for the last to finish: the stage that paces the pipeline (stage_times)
@@ -1548,21 +1558,24 @@ def widest_dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, dense: Laye
     TP/CP/EP traffic: the pace stage, and of the others (the first, the longest middle, the last) the one whose
     sync, the pace stage's scaled by the parameters it holds, outlasts its passes the most; the ledger
     rows are the chosen stage's. The pick is an estimate: priced in full, the third stage left up to
-    0.2 % of an iteration more exposed in a sweep of uneven MoE layouts, where pricing all three
-    would cost a third dp_term per evaluation. A DualPipe rank holds two stages: its pace rank's, as stage_params
+    0.6 % of an iteration more exposed in a sweep of 10,400 DeepSeek-V3, Qwen3-30B and Llama-3 70B
+    layouts, even and uneven, and up to 1.9 % for GPT-OSS-120B (its sliding-window layers make the
+    stages' passes unlike their parameters), where pricing all three would cost a third dp_term per
+    evaluation (a pick by the window, the passes with their exposed traffic, missed as often). A DualPipe rank holds two stages: its pace rank's, as stage_params
     gives."""
 
-    # the MoE layers' exposed EP traffic, split between the passes as their compute is
-    ep_fwd_share = moe.fwd_s / np.maximum(moe.compute_s, 1e-30) if moe is not None else 0.0
-
-    def of_stage(view: StageTimes, params: StageParams) -> Term:
+    def exposed_in(view: StageTimes):
+        """(forward, both passes) exposed seconds per microbatch of the stage `view`: its layers' TP,
+        CP and EP traffic, and the pipeline's sends and the activation copies (stage_exposed_*)."""
         n_d, n_e = view.dense_layers, view.moe_layers
-        # the pipeline's per-microbatch exposed sends and activation copies, split as the passes are
-        pass_f_share = view.fwd_s / np.maximum(view.fwd_s + view.bwd_s, 1e-30)
         exp_f = (n_d * tp.exposed_fwd_s + n_e * tp_moe.exposed_fwd_s + (n_d + n_e) * cp.exposed_fwd_s
-                 + n_e * ep.moe_exposed_s * ep_fwd_share + stage_exposed_s * pass_f_share)
+                 + n_e * ep.moe_exposed_fwd_s + stage_exposed_fwd_s)
         exp_all = (n_d * tp.exposed_s + n_e * tp_moe.exposed_s + (n_d + n_e) * cp.exposed_s
                    + n_e * ep.moe_exposed_s + stage_exposed_s)
+        return exp_f, exp_all
+
+    def of_stage(view: StageTimes, params: StageParams) -> Term:
+        exp_f, exp_all = exposed_in(view)
         return dp_term(ctx, view, params, stage_exposed_fwd_s=exp_f, stage_exposed_bwd_s=exp_all - exp_f, memo=memo)
 
     memo: dict = {}
@@ -1614,7 +1627,7 @@ def _select_term(where, a: Term, b: Term) -> Term:
                   pick(ca.spine_bytes, cb.spine_bytes), pick(ca.peers, cb.peers))
         rows.append((c, pick(na, nb), kind))
     return Term(rows=tuple(rows), **{f: pick(getattr(a, f), getattr(b, f)) for f in (
-        "total_s", "exposed_s", "exposed_fwd_s", "moe_total_s", "moe_exposed_s", "dense_total_s")})
+        "total_s", "exposed_s", "exposed_fwd_s", "moe_total_s", "moe_exposed_s", "moe_exposed_fwd_s", "dense_total_s")})
 
 
 def chunked_exposed(comm_s, pass_s, bucket, ctx: _Context, per_microbatch=False):
@@ -1788,13 +1801,15 @@ def layer_activation_bytes(ctx: _Context) -> LayerActivations:
 
 
 def activation_offload_term(ctx: _Context, dense: LayerTimes, moe: LayerTimes | None, acts):
-    """Per microbatch per stage: the offloaded layers' activations go to host memory during the
-    forward and come back during the backward over the GPU's host link (one direction each),
-    overlapped with the stage's compute in that pass (Megatron's CPU offloading runs the copies on
-    their own streams, a layer ahead). Zero without activation offload."""
+    """Per microbatch per stage, exposed seconds in the forward and in the backward: the offloaded
+    layers' activations go to host memory during the forward and come back during the backward over
+    the GPU's host link (one direction each), overlapped with the stage's compute in that pass
+    (Megatron's CPU offloading runs the copies on their own streams, a layer ahead). Zeros without
+    activation offload."""
     S = ctx.S
     if not np.any(S.offload_act > 0):
-        return np.zeros(ctx.shape)
+        z = np.zeros(ctx.shape)
+        return z, z
     n_dense, n_moe = cmp.layer_kinds(ctx.llm)
     n = n_dense + n_moe
     per_stage = n / ctx.pp
@@ -1804,7 +1819,7 @@ def activation_offload_term(ctx: _Context, dense: LayerTimes, moe: LayerTimes | 
     bwd = (n_dense * dense.bwd_s + (n_moe * moe.bwd_s if moe is not None else 0.0)) / n
     layers = np.minimum(S.offload_act, np.maximum(np.floor(per_stage) - 1, 0))
     t = layers * act / max(ctx.system.gpu.host_link_bytes_per_s, 1.0)
-    return hidden_cost(t, per_stage * fwd, ctx) + hidden_cost(t, per_stage * bwd, ctx)
+    return hidden_cost(t, per_stage * fwd, ctx), hidden_cost(t, per_stage * bwd, ctx)
 
 
 def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams, acts) -> dict[str, np.ndarray]:
@@ -2125,8 +2140,11 @@ def _iteration_arrays(llm, training, S, system, calib, summary=False):
     layer_exposed = tp.exposed_s + cp.exposed_s
     moe_layer_exposed = tp_moe.exposed_s + cp.exposed_s + ep.moe_exposed_s
     acts = layer_activation_bytes(ctx)
-    offload_act_s = activation_offload_term(ctx, dense, moe, acts)
-    stt = stage_times(ctx, dense, moe, layer_exposed, moe_layer_exposed, pp.exposed_s + offload_act_s)
+    offload_fwd_s, offload_bwd_s = activation_offload_term(ctx, dense, moe, acts)
+    stage_exposed = pp.exposed_s + offload_fwd_s + offload_bwd_s
+    # the pipeline's sends go half each way (activations forward, their gradients backward)
+    stage_exposed_fwd = 0.5 * pp.exposed_s + offload_fwd_s
+    stt = stage_times(ctx, dense, moe, layer_exposed, moe_layer_exposed, stage_exposed)
     # every pipeline schedule of the iteration fills and drains the pipeline
     flushes = S.flushes.astype(float)
     bubble = flushes * bubble_s(ctx, stt)
@@ -2135,7 +2153,7 @@ def _iteration_arrays(llm, training, S, system, calib, summary=False):
     even = dataclasses.replace(stt, pace_s=stt.mean_s)
     even_pipe = m * stt.mean_s + flushes * bubble_s(ctx, even)
     sp_ = stage_params(ctx, stt)
-    dp = widest_dp_term(ctx, stt, sp_, dense, moe, tp, tp_moe, cp, ep, pp.exposed_s + offload_act_s)
+    dp = widest_dp_term(ctx, stt, sp_, dense, moe, tp, tp_moe, cp, ep, stage_exposed_fwd, stage_exposed)
     t_opt = optimizer_term(ctx, sp_)
     t_iter = t_pipe + dp.exposed_s + t_opt + calib.compute.framework_per_iteration_s
 

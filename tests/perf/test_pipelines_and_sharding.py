@@ -898,3 +898,32 @@ def test_the_data_parallel_sync_hides_behind_the_passes_wall_time_exposed_ep_tra
     assert all(b <= a * (1 + 1e-4) for a, b in zip(times, times[1:])), times
     fp8 = evaluate_many(llm, tr["fp8"], S, base, calib=CAL)
     assert fp8.feasible[0] and float(fp8.iteration_time_s[0]) <= times[0]
+
+
+@pytest.mark.parametrize("rc_modules,overlap,forward_share", [(0, False, 2 / 4), (8, False, 2 / 6), (0, True, None)])
+def test_the_ep_traffic_a_forward_waits_on_is_its_own_dispatch_and_combine(rc_modules, overlap, forward_share):
+    # Not overlapped, a layer's forward waits on its own dispatch and combine: 2 of the 4 equal
+    # all-to-alls (BF16, Megatron's alltoall dispatcher), 2 of 6 where the MoE block is recomputed
+    # (its forward's pair again, in the backward pass). That share of the exposed EP time is in the
+    # forward pass the data-parallel weight gathers hide behind. Overlapped (1F1B all-to-all
+    # overlap), a microbatch's forward runs beside another's backward: what the merged compute
+    # leaves exposed is split as that compute is.
+    from designer.perf import iteration as it
+
+    llm = load_model("qwen3-30b-a3b")
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=1024, total_tokens=1e12)
+    S = StrategyArrays(tp=2, pp=8, dp=16, ep=8, cp=2, sp=True, mbs=1, schedule=1, v=1, zero=3, qwz=False, qgz=False,
+                       hpz=False, recompute=1 if rc_modules else 0, overlap_dp=True, overlap_tp=False,
+                       rc_modules=rc_modules or 1, overlap_ep=overlap,
+                       grouped_gemm=True)
+    ctx = it._context(llm, tr, S, cluster("h100_sxm", 512, hb_size=8, leaf_span=8), CAL)
+    moe = it.compute_term(ctx, ctx.moe, True)
+    ep = it.ep_term(ctx, moe)
+    assert float(ep.moe_exposed_s[0]) > 0
+    share = float(ep.moe_exposed_fwd_s[0] / ep.moe_exposed_s[0])
+    if forward_share is None:
+        assert share == pytest.approx(float(moe.fwd_s[0] / moe.compute_s[0]), rel=1e-12)
+        assert float(ep.moe_exposed_s[0]) < float(ep.moe_total_s[0])
+    else:
+        assert share == pytest.approx(forward_share, rel=1e-12)
+        assert float(ep.moe_exposed_s[0]) == pytest.approx(float(ep.moe_total_s[0]), rel=1e-12)
