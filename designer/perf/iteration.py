@@ -1412,6 +1412,12 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, stage_exposed_fwd_
     # over the whole stage, not pass by pass), so the window never outlasts the stage it hides in
     fit = np.maximum(gpu_f + gpu_b, host) / np.maximum(t_f + t_b, 1e-30)
     t_f, t_b = t_f * fit, t_b * fit
+    # a stage quicker than the pace waits between its passes for its neighbours' (the pipeline runs
+    # at the pace, stage_times), and its sync runs on through those waits: its passes' windows
+    # stretch to the pace. Without it a faster GPU shrank a quick stage's window while a host- or
+    # communication-bound pace stage kept the pipeline as long, and the iteration came out longer
+    stretch = np.maximum(stt.pace_s / np.maximum(t_f + t_b, 1e-30), 1.0)
+    t_f, t_b = t_f * stretch, t_b * stretch
     per_layer_f = t_f / np.maximum(n_layers, 1)
     per_layer_b = t_b / np.maximum(n_layers, 1)
     total = np.zeros(shape)
@@ -1592,8 +1598,18 @@ def widest_dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, dense: Laye
     # (a pace stage without experts, a dense prefix's, prices another's experts at the dense rate)
     expert_s = np.where(sp_.pace_expert > 0, (pace.total_s - pace.dense_total_s) / np.maximum(sp_.pace_expert, 1.0),
                         dense_s)
-    excess = np.stack([dense_s * sp_.rank_dense[k] + expert_s * sp_.rank_expert[k]
-                       - (views[k].fwd_s + views[k].bwd_s) for k in range(3)])
+    # ZeRO-3's per-layer collectives hide behind the stage's other layers only (dp_term's
+    # exposed_layers: the first layer's never hides), so a stage of few layers leaves the most
+    # exposed whatever its passes
+    z3 = ctx.S.zero == 3
+
+    def excess_of(k):
+        sync = dense_s * sp_.rank_dense[k] + expert_s * sp_.rank_expert[k]
+        passes = views[k].fwd_s + views[k].bwd_s
+        n = np.maximum(views[k].dense_layers + views[k].moe_layers, 1)
+        return np.where(z3, np.maximum(sync / n, sync - passes * (n - 1) / n), sync - passes)
+
+    excess = np.stack([excess_of(k) for k in range(3)])
     absent = np.stack([np.zeros(ctx.shape, bool), ctx.pp <= 2, np.zeros(ctx.shape, bool)]) | (
         np.arange(3)[:, None] == stt.pace_stage[None, :])
     kind = np.argmax(np.where(absent, -np.inf, excess), axis=0)

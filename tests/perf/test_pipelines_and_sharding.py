@@ -927,3 +927,25 @@ def test_the_ep_traffic_a_forward_waits_on_is_its_own_dispatch_and_combine(rc_mo
     else:
         assert share == pytest.approx(forward_share, rel=1e-12)
         assert float(ep.moe_exposed_s[0]) == pytest.approx(float(ep.moe_total_s[0]), rel=1e-12)
+
+
+def test_a_stage_quicker_than_the_pace_hides_its_sync_through_its_waits():
+    # Llama-3 8B on 256 H100, pp 8 with end stages of 1 and 2 layers, ZeRO-3 over the CP group: the
+    # middle stages pace the pipeline (host-bound, their launches), and the last stage's per-layer
+    # gathers and reduce-scatters hid behind its own two layers' passes only. A 1.5x faster GPU then
+    # shrank those passes, not the pace, and the iteration came out 1.3 % longer. The quick stage
+    # waits between its passes for its neighbours and its sync runs on through the waits: its window
+    # is the pace, and a faster GPU leaves no more of the sync exposed.
+    llm = load_model("llama3-8b")
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=512, total_tokens=1e12)
+    base = cluster("h100_sxm", 256, hb_size=8, leaf_span=8)
+    S = StrategyArrays(tp=8, pp=8, dp=1, ep=1, cp=4, sp=False, mbs=1, schedule=3, v=1, zero=3, qwz=False, qgz=False,
+                       hpz=False, recompute=0, overlap_dp=True, overlap_tp=False, pp_first=1, pp_last=2,
+                       reshard=True, prefetch=1, cp_lb=True)
+    beyond_pipeline = []
+    for f in (1.0, 1.5, 2.0):
+        gpu = base.gpu.model_copy(update={"peak_flops": {k: v * f for k, v in base.gpu.peak_flops.items()}})
+        out = iteration_arrays(llm, tr, S, base.model_copy(update={"gpu": gpu}), CAL)
+        assert out["code"][0] == 0
+        beyond_pipeline.append(float(out["iteration_time_s"][0] - out["pipeline_s"][0]))
+    assert all(b <= a for a, b in zip(beyond_pipeline, beyond_pipeline[1:])), beyond_pipeline
