@@ -1563,11 +1563,13 @@ def widest_dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, dense: Laye
     hide behind). Two stages are priced in full, each with its own parameters, passes and exposed
     TP/CP/EP traffic: the pace stage, and of the others (the first, the longest middle, the last) the one whose
     sync, the pace stage's scaled by the parameters it holds, outlasts its passes the most; the ledger
-    rows are the chosen stage's. The pick is an estimate: priced in full, the third stage left up to
-    0.6 % of an iteration more exposed in a sweep of 10,400 DeepSeek-V3, Qwen3-30B and Llama-3 70B
-    layouts, even and uneven, and up to 1.9 % for GPT-OSS-120B (its sliding-window layers make the
-    stages' passes unlike their parameters), where pricing all three would cost a third dp_term per
-    evaluation (a pick by the window, the passes with their exposed traffic, missed as often). A DualPipe rank holds two stages: its pace rank's, as stage_params
+    rows are the chosen stage's. The pick is an estimate (under ZeRO-3 it counts that a stage's first
+    layer never hides): priced in full, the third stage left more exposed (by over 0.01 % of an
+    iteration) 31 of 10,435 feasible random layouts of DeepSeek-V3, Qwen3-30B, Llama-3 70B and
+    GPT-OSS-120B, even and uneven, by up to 0.6 %, and 2.4 % for one GPT-OSS-120B layout (its
+    sliding-window layers make the stages' passes unlike their parameters), where pricing all three
+    would cost a third dp_term per evaluation (a pick by the window, the passes with their exposed
+    traffic, missed as often). A DualPipe rank holds two stages: its pace rank's, as stage_params
     gives."""
 
     def exposed_in(view: StageTimes):
