@@ -1261,8 +1261,15 @@ def bubble_s(ctx: _Context, stt: StageTimes):
     # A microbatch passes every stage once: m·t_max + Σ_i t_i − t_max; the fill/drain per stage is
     # t_fill = (p·mean − t_max)/(p − 1), which is the stage time when the stages are even.
     fill = np.maximum(pp * stt.mean_s - stt.pace_s, 0.0) / np.maximum(pp - 1, 1)
-    f = stt.fwd_s / np.maximum(stt.pace_s, 1e-30) * fill  # the split of F, B, W of the pace stage
-    w = stt.w_s / np.maximum(stt.pace_s, 1e-30) * fill
+    # the split of F, B, W of the pace stage. Each pass lasts at least its launches: the stage's launch
+    # floor split in thirds, forward, input gradients, weight gradients (each backward GEMM launches a
+    # data- and a weight-gradient kernel). In a host-bound stage the passes last their launches
+    # whatever the GPU, so a faster GPU leaves ZB-H1's and DualPipe's bubbles as they were; taken at
+    # the GPU's time, its shorter W filled less of them and the iteration came out longer
+    share = fill / np.maximum(stt.pace_s, 1e-30)
+    launch_third = (stt.dense_layers + stt.moe_layers) * ctx.calib.compute.framework_per_layer_s * ctx.host_launched / 3
+    f = np.minimum(np.maximum(stt.fwd_s, launch_third) * share, fill)
+    w = np.minimum(np.maximum(stt.w_s, launch_third) * share, fill - f)
     b_in = fill - f - w  # backward without the weight gradients
     mean = fill
     plain = (pp - 1) * fill

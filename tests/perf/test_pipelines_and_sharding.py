@@ -949,3 +949,29 @@ def test_a_stage_quicker_than_the_pace_hides_its_sync_through_its_waits():
         assert out["code"][0] == 0
         beyond_pipeline.append(float(out["iteration_time_s"][0] - out["pipeline_s"][0]))
     assert all(b <= a for a, b in zip(beyond_pipeline, beyond_pipeline[1:])), beyond_pipeline
+
+
+@pytest.mark.parametrize("schedule,extra", [
+    (3, dict(zero=0, recompute=0, pp_first=12, pp_last=13, prefetch=2)),  # ZB-H1, uneven end stages
+    (4, dict(zero=2, recompute=1, prefetch=2, offload_opt=True)),  # DualPipe
+])
+def test_a_host_bound_stages_bubble_does_not_grow_with_a_faster_gpu(schedule, extra):
+    # Llama-3 8B on 256 H100, tp 8 × cp 4 × pp 8: the stages are host-bound (their launches outlast
+    # their GPU work). ZB-H1's (p-1)(F + B - W) and DualPipe's (p/2-1)(F&B + B - 3W) credit the
+    # weight-gradient passes W that fill the bubble; taken at the GPU's time, a 1.5x faster GPU
+    # shortened W, not the launch-bound pace, and the pipeline came out longer (7.8051 -> 7.8067 s
+    # under ZB-H1). Each pass lasts at least its third of the launches, so it no longer does.
+    llm = load_model("llama3-8b")
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=512, total_tokens=1e12)
+    base = cluster("h100_sxm", 256, hb_size=8, leaf_span=8)
+    S = StrategyArrays(**dict(dict(tp=8, pp=8, dp=1, ep=1, cp=4, sp=True, mbs=1, schedule=schedule, v=1, qwz=False,
+                                   qgz=False, hpz=False, overlap_dp=False, overlap_tp=True, cp_lb=True), **extra))
+    pipeline, bubble = [], []
+    for f in (1.0, 1.5, 2.0):
+        gpu = base.gpu.model_copy(update={"peak_flops": {k: v * f for k, v in base.gpu.peak_flops.items()}})
+        out = iteration_arrays(llm, tr, S, base.model_copy(update={"gpu": gpu}), CAL)
+        assert out["code"][0] == 0
+        pipeline.append(float(out["pipeline_s"][0]))
+        bubble.append(float(out["bubble_s"][0]))
+    assert all(b <= a for a, b in zip(pipeline, pipeline[1:])), pipeline
+    assert all(b <= a for a, b in zip(bubble, bubble[1:])), bubble
