@@ -1413,12 +1413,14 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, stage_exposed_fwd_
     host = n_layers * ctx.calib.compute.framework_per_layer_s * ctx.host_launched
     gpu_f = stt.fwd_s + stage_exposed_fwd_s
     gpu_b = stt.bwd_s + stage_exposed_bwd_s
-    t_f = np.maximum(gpu_f, host / 3)
-    t_b = np.maximum(gpu_b, 2 * host / 3)
     # the two passes together last as long as the stage does (stage_times takes the launch floor
-    # over the whole stage, not pass by pass), so the window never outlasts the stage it hides in
-    fit = np.maximum(gpu_f + gpu_b, host) / np.maximum(t_f + t_b, 1e-30)
-    t_f, t_b = t_f * fit, t_b * fit
+    # over the whole stage, not pass by pass), so the window never outlasts the stage it hides in:
+    # the forward its GPU time or its third of the launches, the backward the rest. Neither then
+    # shrinks by more than the stage does when the GPU gets faster (a share in proportion would
+    # shorten a GPU-bound backward inside a launch-bound stage of unchanged length)
+    stage_s = np.maximum(gpu_f + gpu_b, host)
+    t_f = np.minimum(np.maximum(gpu_f, host / 3), stage_s)
+    t_b = stage_s - t_f
     # a stage quicker than the pace waits between its passes for its neighbours' (the pipeline runs
     # at the pace, stage_times), and its sync runs on through those waits: its passes' windows
     # stretch to the pace. Without it a faster GPU shrank a quick stage's window while a host- or

@@ -975,3 +975,25 @@ def test_a_host_bound_stages_bubble_does_not_grow_with_a_faster_gpu(schedule, ex
         bubble.append(float(out["bubble_s"][0]))
     assert all(b <= a for a, b in zip(pipeline, pipeline[1:])), pipeline
     assert all(b <= a for a, b in zip(bubble, bubble[1:])), bubble
+
+
+def test_a_launch_bound_stages_backward_window_does_not_shrink_with_a_faster_gpu():
+    # Qwen3-30B on 256 B200, pp 1, full recompute, ZeRO-2: the stage is launch-bound (48 layers'
+    # launches outlast its GPU work), and DeepSpeed's stage 2 reduces after every microbatch behind
+    # that microbatch's backward. The passes were given the stage's length in proportion to their
+    # floors (a third of the launches forward, its GPU time backward), so a faster GPU shortened the
+    # backward window inside a stage of unchanged length: 0.24 % slower at 1.5x the peak. The forward
+    # takes its GPU time or its third of the launches and the backward the rest of the stage.
+    llm = load_model("qwen3-30b-a3b")
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=1024, total_tokens=1e12)
+    base = cluster("b200", 256, hb_size=8, leaf_span=8)
+    S = StrategyArrays(tp=8, pp=1, dp=16, ep=8, cp=2, sp=True, mbs=1, schedule=1, v=1, zero=2, qwz=False, qgz=False,
+                       hpz=False, recompute=2, overlap_dp=True, overlap_tp=True, etp=1, prefetch=2, ag_dispatch=True,
+                       cp_comm=1, cp_lb=True, grouped_gemm=True)
+    times = []
+    for f in (1.0, 1.5, 2.0):
+        gpu = base.gpu.model_copy(update={"peak_flops": {k: v * f for k, v in base.gpu.peak_flops.items()}})
+        out = iteration_arrays(llm, tr, S, base.model_copy(update={"gpu": gpu}), CAL)
+        assert out["code"][0] == 0
+        times.append(float(out["iteration_time_s"][0]))
+    assert all(b <= a for a, b in zip(times, times[1:])), times
