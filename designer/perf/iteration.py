@@ -598,6 +598,11 @@ class _Context:
     # the busiest EP rank's routed tokens over the mean (TrainingSpec.moe_load_balance): 1 when forced
     expert_load: float = 1.0
 
+    def launch_s(self, n_layers):
+        """The host's time to launch n layers' kernels per microbatch (framework_per_layer_s), 0 under
+        CUDA graphs: a stage's launch floor."""
+        return n_layers * self.calib.compute.framework_per_layer_s * self.host_launched
+
 
 def full_recompute_share(llm: LLMSpec, S: StrategyArrays) -> np.ndarray:
     """Share of the layers fully recomputed: 1 under full recompute, N / (layers per model chunk)
@@ -640,6 +645,11 @@ def _distinct_rows(*cols) -> tuple[np.ndarray, np.ndarray] | None:
     rep = np.empty(len(uniq), np.int64)
     rep[inv[::-1]] = np.arange(n - 1, -1, -1)  # the first strategy of each row
     return rep, inv
+
+
+def _take_rows(kwargs: dict, rep, shape) -> dict:
+    """The per-strategy arrays among keyword arguments cut to the rows `rep`; scalars as they are."""
+    return {k: (x.take(rep) if isinstance(x, np.ndarray) and x.shape == shape else x) for k, x in kwargs.items()}
 
 
 def _gather_placement(pl: Placement, inv) -> Placement:
@@ -686,8 +696,7 @@ def _context(llm, training, S, system, calib) -> _Context:
                           S.unfused, S.ce_eager)
     if rows is not None:
         rep, inv = rows
-        kw = {k: (x.take(rep) if isinstance(x, np.ndarray) and x.shape == S.tp.shape else x) for k, x in kw.items()}
-        lkw = {k: (np.asarray(x).take(rep) if np.shape(x) == S.tp.shape else x) for k, x in lkw.items()}
+        kw, lkw = _take_rows(kw, rep, S.tp.shape), _take_rows(lkw, rep, S.tp.shape)
     dense = cmp.layer_forward(llm, moe_layer=False, **kw)
     moe = cmp.layer_forward(llm, moe_layer=True, **kw) if n_moe else None
     logits_s, _ = cmp.logits_forward(llm, s=s, prec=prec, hbm_bytes_per_s=system.gpu.hbm_bandwidth_bytes_per_s,
@@ -1133,7 +1142,7 @@ class StageTimes:
 def stage_times(ctx: _Context, dense: LayerTimes, moe: LayerTimes | None, dense_exposed, moe_exposed,
                 pp_exposed) -> StageTimes:
     st = ctx.stages
-    per_layer_host = ctx.calib.compute.framework_per_layer_s * ctx.host_launched
+    per_layer_host = ctx.launch_s(1.0)
     logits, mtp, _ = _output_work(ctx, dense, moe)
     d_t = dense.compute_s + dense_exposed
     m_t = (moe.compute_s + moe_exposed) if moe is not None else 0.0
@@ -1267,7 +1276,7 @@ def bubble_s(ctx: _Context, stt: StageTimes):
     # whatever the GPU, so a faster GPU leaves ZB-H1's and DualPipe's bubbles as they were; taken at
     # the GPU's time, its shorter W filled less of them and the iteration came out longer
     share = fill / np.maximum(stt.pace_s, 1e-30)
-    launch_third = (stt.dense_layers + stt.moe_layers) * ctx.calib.compute.framework_per_layer_s * ctx.host_launched / 3
+    launch_third = ctx.launch_s(stt.dense_layers + stt.moe_layers) / 3
     f = np.minimum(np.maximum(stt.fwd_s, launch_third) * share, fill)
     w = np.minimum(np.maximum(stt.w_s, launch_third) * share, fill - f)
     b_in = fill - f - w  # backward without the weight gradients
@@ -1410,7 +1419,7 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, stage_exposed_fwd_
     # one of them (stage_times): a layer's parameters are the pair's over twice its layer count
     pair = np.where(ctx.dualpipe, 2.0, 1.0) if np.any(ctx.dualpipe) else 1.0
     # wall time of the passes (a host-bound stage lasts its launches: a third forward, two backward)
-    host = n_layers * ctx.calib.compute.framework_per_layer_s * ctx.host_launched
+    host = ctx.launch_s(n_layers)
     gpu_f = stt.fwd_s + stage_exposed_fwd_s
     gpu_b = stt.bwd_s + stage_exposed_bwd_s
     # the two passes together last as long as the stage does (stage_times takes the launch floor
@@ -1581,18 +1590,14 @@ def widest_dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, dense: Laye
     traffic, missed as often). A DualPipe rank holds two stages: its pace rank's, as stage_params
     gives."""
 
-    def exposed_in(view: StageTimes):
-        """(forward, both passes) exposed seconds per microbatch of the stage `view`: its layers' TP,
-        CP and EP traffic, and the pipeline's sends and the activation copies (stage_exposed_*)."""
+    def of_stage(view: StageTimes, params: StageParams) -> Term:
+        # every exposed term of the stage's passes per microbatch: its layers' TP, CP and EP traffic,
+        # and the pipeline's sends and the activation copies (stage_exposed_*)
         n_d, n_e = view.dense_layers, view.moe_layers
         exp_f = (n_d * tp.exposed_fwd_s + n_e * tp_moe.exposed_fwd_s + (n_d + n_e) * cp.exposed_fwd_s
                  + n_e * ep.moe_exposed_fwd_s + stage_exposed_fwd_s)
         exp_all = (n_d * tp.exposed_s + n_e * tp_moe.exposed_s + (n_d + n_e) * cp.exposed_s
                    + n_e * ep.moe_exposed_s + stage_exposed_s)
-        return exp_f, exp_all
-
-    def of_stage(view: StageTimes, params: StageParams) -> Term:
-        exp_f, exp_all = exposed_in(view)
         return dp_term(ctx, view, params, stage_exposed_fwd_s=exp_f, stage_exposed_bwd_s=exp_all - exp_f, memo=memo)
 
     memo: dict = {}
@@ -1806,7 +1811,7 @@ def layer_activation_bytes(ctx: _Context) -> LayerActivations:
                           S.act_in_fp8, S.unfused, S.eager, S.recompute)
     if rows is not None:
         rep, inv = rows
-        kw = {k: (x.take(rep) if isinstance(x, np.ndarray) and x.shape == shape else x) for k, x in kw.items()}
+        kw = _take_rows(kw, rep, shape)
         recompute = recompute.take(rep)
 
     def kept(moe_layer: bool, **over):
