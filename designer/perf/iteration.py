@@ -187,7 +187,7 @@ class _Coll:
 
 
 def _ct_buckets(op: str, nbytes, n_calls, g: GroupArrays, system: ClusterSystem, ccal, on=True,
-                graphs=False, memo: dict | None = None, key=None) -> _Coll:
+                graphs=False, memo: dict | None = None, key=None, time_only: bool = False) -> _Coll:
     """nbytes moved as n_calls collectives (a bucketed data-parallel sync): the buffer's collective
     plus, per further call, a call's fixed cost (the time of a 1-byte one on the group: its latency
     and host floor), so small buckets cost more than one call over the whole buffer. The bandwidth
@@ -201,7 +201,7 @@ def _ct_buckets(op: str, nbytes, n_calls, g: GroupArrays, system: ClusterSystem,
     # few strategies (a scalar evaluation): one pass over both sizes saves a call's fixed overhead;
     # many (a search): two passes, each deduplicating its (bytes, shape) pairs, are faster
     if not np.any(k > 1) or g.size.ndim != 1 or shape[0] > 64:
-        c = _ct(op, nbytes, g, system, ccal, on, graphs)
+        c = _ct(op, nbytes, g, system, ccal, on, graphs, time_only=time_only)
         if not c.live or not np.any(k > 1):
             return c
         if memo is not None and key in memo:
@@ -218,7 +218,7 @@ def _ct_buckets(op: str, nbytes, n_calls, g: GroupArrays, system: ClusterSystem,
     both = np.concatenate([np.broadcast_to(np.asarray(nbytes, float), shape), np.where(k > 1, 1.0, 0.0) + np.zeros(shape)])
     on2 = np.concatenate([np.broadcast_to(np.asarray(on, bool), shape)] * 2)
     gr2 = np.concatenate([np.broadcast_to(np.asarray(graphs, bool), shape)] * 2)
-    c = _ct(op, both, twice, system, ccal, on2, gr2)
+    c = _ct(op, both, twice, system, ccal, on2, gr2, time_only=time_only)
     if not c.live:
         z = np.zeros(shape)
         return _Coll(z, z, z, z, z, live=False)
@@ -597,6 +597,20 @@ class _Context:
     dualpipe: np.ndarray
     # the busiest EP rank's routed tokens over the mean (TrainingSpec.moe_load_balance): 1 when forced
     expert_load: float = 1.0
+    # only the times are wanted (iteration_arrays' summary): the collectives skip their per-fabric
+    # bytes and peers, which only the traffic ledger reads
+    times_only: bool = False
+
+    def ct(self, op: str, nbytes, g: GroupArrays, on=True) -> _Coll:
+        """One collective per strategy on group shape g where `on` (_ct), on this context's system and
+        collective calibration, with its strategies' CUDA graphs."""
+        return _ct(op, nbytes, g, self.system, self.calib.collectives, on, self.S.graphs, time_only=self.times_only)
+
+    def ct_buckets(self, op: str, nbytes, n_calls, g: GroupArrays, on=True, memo: dict | None = None,
+                   key=None) -> _Coll:
+        """nbytes moved as n_calls collectives (_ct_buckets), as ct prices one."""
+        return _ct_buckets(op, nbytes, n_calls, g, self.system, self.calib.collectives, on, self.S.graphs,
+                           memo=memo, key=key, time_only=self.times_only)
 
     def launch_s(self, n_layers):
         """The host's time to launch n layers' kernels per microbatch (framework_per_layer_s), 0 under
@@ -677,7 +691,7 @@ def _gather_fields(work, inv):
     return dataclasses.replace(work, **out) if out else work
 
 
-def _context(llm, training, S, system, calib) -> _Context:
+def _context(llm, training, S, system, calib, times_only: bool = False) -> _Context:
     prec = precisions(system, training, calib)
     s, B = training.sequence_length, training.global_batch_sequences
     expert_load = calib.compute.busiest_rank_load(training)
@@ -723,7 +737,8 @@ def _context(llm, training, S, system, calib) -> _Context:
                     act_bytes=b * (s / cp) * llm.hidden_size * cmp.ACT_BYTES,
                     host_launched=np.where(S.graphs, 0.0, 1.0),
                     experts_launched=np.where(S.graphs | S.grouped_gemm, 0.0, 1.0),
-                    dualpipe=(S.schedule == mem.SCHEDULE_DUALPIPE) & (S.pp >= 2), expert_load=expert_load)
+                    dualpipe=(S.schedule == mem.SCHEDULE_DUALPIPE) & (S.pp >= 2), expert_load=expert_load,
+                    times_only=times_only)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -870,17 +885,15 @@ def tp_term(ctx: _Context, layer: LayerTimes, blocks=2.0) -> Term:
     stream (not hidden). `blocks`: the TP blocks of the layer (tp_blocks), each gathering its input
     and reducing its output forward, and the mirrors backward."""
     S, pl = ctx.S, ctx.pl
-    ccol = ctx.calib.collectives
     k = blocks / 2.0  # of a dense layer's collectives
     dense = layer
     n = k * (4.0 + 2.0 * ctx.full)  # forward (+ recomputed forward) and backward
-    ar = _ct("all_reduce", ctx.act_bytes, pl.tp, ctx.system, ccol, ~S.sp, graphs=ctx.S.graphs)
-    rs = _ct("reduce_scatter", ctx.act_bytes, pl.tp, ctx.system, ccol, S.sp, graphs=ctx.S.graphs)
+    ar = ctx.ct("all_reduce", ctx.act_bytes, pl.tp, ~S.sp)
+    rs = ctx.ct("reduce_scatter", ctx.act_bytes, pl.tp, S.sp)
     # the sequence-parallel all-gathers carry GEMM inputs: the layer-norm output forward, the output
     # gradient backward, quantised first under a low-precision recipe that gathers them so; the
     # reduce-scatters carry 16-bit GEMM outputs
-    ag = _ct("all_gather", ctx.act_bytes * (ctx.prec.tp_gather_bytes_per_element / cmp.ACT_BYTES), pl.tp,
-             ctx.system, ccol, S.sp, graphs=ctx.S.graphs)
+    ag = ctx.ct("all_gather", ctx.act_bytes * (ctx.prec.tp_gather_bytes_per_element / cmp.ACT_BYTES), pl.tp, S.sp)
     one = ar.time_s + rs.time_s + ag.time_s
     # torchtitan's per-op checkpointing saves reduce-scatter outputs only, so its recomputation
     # gathers the two sequence-parallel inputs again, or repeats the all-reduce after the attention
@@ -950,7 +963,7 @@ def cp_term(ctx: _Context, dense: LayerTimes) -> Term:
              heads before the attention and the output back after it; backward the mirrors. They sit
              on the critical path (nothing to hide behind).
     A recomputed forward repeats the forward's traffic."""
-    llm, ccol, S = ctx.llm, ctx.calib.collectives, ctx.S
+    llm, S = ctx.llm, ctx.S
     s = ctx.training.sequence_length
     a_local = llm.heads / ctx.tp
     if llm.mla is not None:
@@ -963,14 +976,14 @@ def cp_term(ctx: _Context, dense: LayerTimes) -> Term:
     n_fwd = 1.0 + ctx.full  # forward passes (a recomputed forward repeats it)
     # all_gather: the full sequence's K,V (all_gather's n is the gathered total)
     kv_bytes = ctx.b * s * kv_width * cmp.ACT_BYTES
-    ag = _ct("all_gather", kv_bytes, ctx.pl.cp, ctx.system, ccol, S.cp_comm == CP_ALL_GATHER, graphs=ctx.S.graphs)
-    rs = _ct("reduce_scatter", kv_bytes, ctx.pl.cp, ctx.system, ccol, S.cp_comm == CP_ALL_GATHER, graphs=ctx.S.graphs)
+    ag = ctx.ct("all_gather", kv_bytes, ctx.pl.cp, S.cp_comm == CP_ALL_GATHER)
+    rs = ctx.ct("reduce_scatter", kv_bytes, ctx.pl.cp, S.cp_comm == CP_ALL_GATHER)
     t_ag = (n_fwd + 1) * ag.time_s + rs.time_s
     # p2p: one K,V block of s/cp tokens per ring step
     block = kv_bytes / ctx.cp
     p2p = S.cp_comm == CP_P2P
-    ring_f = _ct("send_recv", block, ctx.pl.cp_ring, ctx.system, ccol, p2p, graphs=ctx.S.graphs)
-    ring_b = _ct("send_recv", 2 * block, ctx.pl.cp_ring, ctx.system, ccol, p2p, graphs=ctx.S.graphs)
+    ring_f = ctx.ct("send_recv", block, ctx.pl.cp_ring, p2p)
+    ring_b = ctx.ct("send_recv", 2 * block, ctx.pl.cp_ring, p2p)
     steps = ctx.cp - 1
     attn_f = ctx.dense.attn_fwd_s
     attn_b = ctx.dense.attn_bwd_s
@@ -982,9 +995,9 @@ def cp_term(ctx: _Context, dense: LayerTimes) -> Term:
     # a2a: Q, K, V in and the output out (each rank's local tensors), per pass
     tok = ctx.b * s / ctx.cp * cmp.ACT_BYTES
     ulysses = S.cp_comm == CP_A2A
-    a2a_qo = _ct("all_to_all", tok * q_width, ctx.pl.cp, ctx.system, ccol, ulysses, graphs=ctx.S.graphs)
-    a2a_kv = _ct("all_to_all", tok * kv_width, ctx.pl.cp, ctx.system, ccol, ulysses, graphs=ctx.S.graphs)
-    a2a_o = _ct("all_to_all", tok * o_width, ctx.pl.cp, ctx.system, ccol, ulysses, graphs=ctx.S.graphs)
+    a2a_qo = ctx.ct("all_to_all", tok * q_width, ctx.pl.cp, ulysses)
+    a2a_kv = ctx.ct("all_to_all", tok * kv_width, ctx.pl.cp, ulysses)
+    a2a_o = ctx.ct("all_to_all", tok * o_width, ctx.pl.cp, ulysses)
     t_a2a = (n_fwd + 1) * (a2a_qo.time_s + a2a_kv.time_s + a2a_o.time_s)
     e_ag = hidden_cost(t_ag, dense.attn_s, ctx)
     total = np.select([p2p, ulysses], [t_ring, t_a2a], t_ag)
@@ -1017,6 +1030,10 @@ def _dispatch_ct(ctx: _Context, token_bytes, on) -> _Coll:
                                    ctx.training.moe_routing, moe.routing_groups)
     e = coll.moe_dispatch_estimate_vec(tb, copies, d, size, rpd, g.extent_domains.ravel()[idx], ctx.system,
                                        ctx.calib.collectives)
+    if ctx.times_only:
+        t, z = np.zeros(shape), np.zeros(shape)
+        t.ravel()[idx] = e.time_s
+        return _Coll(t, z, z, z, z)
     out = [np.zeros(shape) for _ in range(5)]
     peers = (rpd - 1) + (n_dom - 1)
     for o, x in zip(out, (e.time_s, e.hb_bytes, e.rail_bytes, e.spine_bytes, peers)):
@@ -1044,12 +1061,12 @@ def ep_term(ctx: _Context, moe: LayerTimes | None) -> Term:
     # dispatcher gathers every token whatever the routing
     busiest_bytes = token_bytes * ctx.expert_load
     plain = ~S.dedup & ~S.ag_dispatch
-    a2a = _ct("all_to_all", busiest_bytes * llm.moe.top_k, ctx.pl.ep, ctx.system, ctx.calib.collectives, plain, graphs=ctx.S.graphs)
+    a2a = ctx.ct("all_to_all", busiest_bytes * llm.moe.top_k, ctx.pl.ep, plain)
     # allgather dispatcher: the EP group's tokens gathered (n = the gathered total), the combine a
     # reduce-scatter of the same; backward the mirrors
     ep_n = ctx.pl.ep.size.astype(float)
-    ag = _ct("all_gather", token_bytes * ep_n, ctx.pl.ep, ctx.system, ctx.calib.collectives, S.ag_dispatch, graphs=ctx.S.graphs)
-    rs = _ct("reduce_scatter", token_bytes * ep_n, ctx.pl.ep, ctx.system, ctx.calib.collectives, S.ag_dispatch, graphs=ctx.S.graphs)
+    ag = ctx.ct("all_gather", token_bytes * ep_n, ctx.pl.ep, S.ag_dispatch)
+    rs = ctx.ct("reduce_scatter", token_bytes * ep_n, ctx.pl.ep, S.ag_dispatch)
     low = ctx.training.precision.value in cmp.LOW_PRECISIONS
     fp8_share = coll.FP8_DISPATCH_BYTES_PER_ELEMENT / cmp.ACT_BYTES if low else 1.0
     d16 = _dispatch_ct(ctx, busiest_bytes, S.dedup)
@@ -1066,10 +1083,8 @@ def ep_term(ctx: _Context, moe: LayerTimes | None) -> Term:
     share = np.where(S.sp, 1.0, 1.0 / ctx.tp)
     received = np.where(S.ag_dispatch, token_bytes * ep_n, busiest_bytes * llm.moe.top_k) * share
     etp_on = ctx.etp > 1
-    etp_ag = _ct("all_gather", received * ctx.etp, ctx.pl.expert_tp, ctx.system, ctx.calib.collectives, etp_on,
-                 graphs=ctx.S.graphs)
-    etp_rs = _ct("reduce_scatter", received * ctx.etp, ctx.pl.expert_tp, ctx.system, ctx.calib.collectives, etp_on,
-                 graphs=ctx.S.graphs)
+    etp_ag = ctx.ct("all_gather", received * ctx.etp, ctx.pl.expert_tp, etp_on)
+    etp_rs = ctx.ct("reduce_scatter", received * ctx.etp, ctx.pl.expert_tp, etp_on)
     pair = ag.time_s + rs.time_s + etp_ag.time_s + etp_rs.time_s
     total = n * a2a.time_s + n_fwd * d8.time_s + (n - n_fwd) * d16.time_s + n / 2 * pair
     # the forward pass's calls: a dispatch and a combine (the recomputed forward's run in the backward)
@@ -1097,10 +1112,10 @@ def pp_term(ctx: _Context, dense: LayerTimes, moe: LayerTimes | None) -> Term:
     are not overlapped (--overlap-p2p-communication-warmup-flush is off by default): of the m·v
     forward chunk steps, (v − 1)·pp + pp − 1 are warm-up. 1F1B sends and receives blocking, as does
     a strategy with overlap_pp_comm off (Megatron before Megatron-Core, SC'21)."""
-    S, ccol = ctx.S, ctx.calib.collectives
+    S = ctx.S
     multi = ctx.pp > 1
-    p2p = _ct("send_recv", ctx.act_bytes / ctx.tp, ctx.pl.pp, ctx.system, ccol, multi, graphs=ctx.S.graphs)
-    ag = _ct("all_gather", ctx.act_bytes, ctx.pl.tp, ctx.system, ccol, multi & ~S.sp, graphs=ctx.S.graphs)
+    p2p = ctx.ct("send_recv", ctx.act_bytes / ctx.tp, ctx.pl.pp, multi)
+    ag = ctx.ct("all_gather", ctx.act_bytes, ctx.pl.tp, multi & ~S.sp)
     n = np.where(multi, 2 * ctx.v, 0.0)
     total = n * (p2p.time_s + ag.time_s)
     # the mean stage's compute per microbatch (its v chunks), what the steady sends hide behind
@@ -1408,7 +1423,7 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, stage_exposed_fwd_
     behind it) took the window away twice, and a faster GPU could finish later. memo: what depends on ctx alone (the HSDP groups, a bucket call's fixed cost), kept
     between calls on the same ctx."""
     memo = {} if memo is None else memo
-    S, system, ccol = ctx.S, ctx.system, ctx.calib.collectives
+    S, system = ctx.S, ctx.system
     shape, m = ctx.shape, ctx.m
     zero = S.zero
     ov = S.overlap_dp
@@ -1501,16 +1516,14 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, stage_exposed_fwd_
         # all-gathers the updated weights in one call after the step (layer_wise_optimizer.py
         # allgather_params, core_v0.17.0), not hidden, as the Megatron-Bridge recipes run it
         # (overlap_param_gather False; Megatron can overlap it with the next forward)
-        ar = _ct_buckets("all_reduce", G, n_buckets, g_full, system, ccol, (zero == 0) | layer_wise,
-                         graphs=ctx.S.graphs, memo=memo, key=(kind, "ar"))
-        rs = _ct_buckets("reduce_scatter", G, n_buckets, g_shard, system, ccol,
-                         ((zero == 1) | (zero == 2)) & ~layer_wise, graphs=ctx.S.graphs, memo=memo, key=(kind, "rs"))
-        ag = _ct_buckets("all_gather", params * gather_bytes, np.where(layer_wise, 1.0, n_buckets), g_shard, system,
-                         ccol, (zero == 1) | (zero == 2), graphs=ctx.S.graphs, memo=memo, key=(kind, "ag"))
+        ar = ctx.ct_buckets("all_reduce", G, n_buckets, g_full, (zero == 0) | layer_wise, memo=memo, key=(kind, "ar"))
+        rs = ctx.ct_buckets("reduce_scatter", G, n_buckets, g_shard, ((zero == 1) | (zero == 2)) & ~layer_wise,
+                            memo=memo, key=(kind, "rs"))
+        ag = ctx.ct_buckets("all_gather", params * gather_bytes, np.where(layer_wise, 1.0, n_buckets), g_shard,
+                            (zero == 1) | (zero == 2), memo=memo, key=(kind, "ag"))
         # (under ZeRO-3 the replicas' all-reduce goes per layer with its reduce-scatter, below)
-        rep = _ct_buckets("all_reduce", G / np.maximum(shard_n, 1), n_buckets, g_rep, system, ccol,
-                          (zero >= 1) & (zero <= 2) & hsdp & ~layer_wise, graphs=ctx.S.graphs, memo=memo,
-                          key=(kind, "rep"))
+        rep = ctx.ct_buckets("all_reduce", G / np.maximum(shard_n, 1), n_buckets, g_rep,
+                             (zero >= 1) & (zero <= 2) & hsdp & ~layer_wise, memo=memo, key=(kind, "rep"))
         n_rs = np.where(zero == 2, m, n_sync)  # DeepSpeed stage 2 reduces every micro-step
         # the replicas' all-reduce follows each bucket's reduce-scatter (Megatron's distributed
         # optimizer instances, param_and_grad_buffer: both per bucket, overlapped with the backward)
@@ -1526,19 +1539,18 @@ def dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, stage_exposed_fwd_
         # ZeRO-3 / FSDP: per layer, a gather before its forward and (reshard) before its backward,
         # a reduce-scatter after its backward
         z3 = zero == 3
-        agf = _ct("all_gather", np.where(S.qwz, 0.5, 1.0) * layer_p * gather_bytes, g_shard, system, ccol, z3, graphs=ctx.S.graphs)
+        agf = ctx.ct("all_gather", np.where(S.qwz, 0.5, 1.0) * layer_p * gather_bytes, g_shard, z3)
         node = GroupArrays(size=g_shard.ranks_per_domain, ranks_per_domain=g_shard.ranks_per_domain,
                            domain_span=np.ones_like(g_shard.size), same_rail=np.ones(shape, bool),
                            extent_domains=np.ones_like(g_shard.size), tier=np.full(shape, TIER_HB))
-        agb_node = _ct("all_gather", layer_p * gather_bytes, node, system, ccol, z3 & S.reshard & S.hpz, graphs=ctx.S.graphs)
-        agb_flat = _ct("all_gather", layer_p * gather_bytes, g_shard, system, ccol, z3 & S.reshard & ~S.hpz, graphs=ctx.S.graphs)
-        rs3 = _ct("reduce_scatter", np.where(S.qgz, 0.25, 1.0) * layer_p * grad_b, g_shard, system, ccol, z3, graphs=ctx.S.graphs)
+        agb_node = ctx.ct("all_gather", layer_p * gather_bytes, node, z3 & S.reshard & S.hpz)
+        agb_flat = ctx.ct("all_gather", layer_p * gather_bytes, g_shard, z3 & S.reshard & ~S.hpz)
+        rs3 = ctx.ct("reduce_scatter", np.where(S.qgz, 0.25, 1.0) * layer_p * grad_b, g_shard, z3)
         # HSDP: each layer's reduced shard is all-reduced across the replicas right after its
         # reduce-scatter, on the same post-backward stream (PyTorch FSDP HYBRID_SHARD
         # _post_backward_hook; FSDP2 foreach_reduce on a 2-D mesh), so it hides behind the backward
         # of the layers still to come like the reduce-scatter does
-        rep3 = _ct("all_reduce", layer_p * grad_b / np.maximum(shard_n, 1), g_rep, system, ccol, z3 & hsdp,
-                   graphs=ctx.S.graphs)
+        rep3 = ctx.ct("all_reduce", layer_p * grad_b / np.maximum(shard_n, 1), g_rep, z3 & hsdp)
         agb = agb_node.time_s + agb_flat.time_s
         # weight offload: each gather waits for its shard to come up from host memory and each
         # reduced gradient shard goes down; the copies pipeline with the collectives layer by layer
@@ -1642,11 +1654,12 @@ def widest_dp_term(ctx: _Context, stt: StageTimes, sp_: StageParams, dense: Laye
     params = dataclasses.replace(sp_, pace_dense=pick(*sp_.rank_dense), pace_expert=pick(*sp_.rank_expert))
     alt = of_stage(view, params)
     wider = other & (alt.exposed_s > pace.exposed_s)
-    return _select_term(wider, alt, pace) if np.any(wider) else pace
+    return _select_term(wider, alt, pace, ctx.times_only) if np.any(wider) else pace
 
 
-def _select_term(where, a: Term, b: Term) -> Term:
-    """Per strategy, term a where `where`, else b (same ledger rows, as dp_term always gives)."""
+def _select_term(where, a: Term, b: Term, times_only: bool = False) -> Term:
+    """Per strategy, term a where `where`, else b (same ledger rows, as dp_term always gives); with
+    `times_only`, the rows' collectives carry their times alone (_Context.times_only)."""
     def pick(x, y):
         return np.where(where, x, y)
 
@@ -1655,8 +1668,12 @@ def _select_term(where, a: Term, b: Term) -> Term:
         if not (ca.live or cb.live):
             rows.append((cb, nb, kind))
             continue
-        c = _Coll(pick(ca.time_s, cb.time_s), pick(ca.hb_bytes, cb.hb_bytes), pick(ca.rail_bytes, cb.rail_bytes),
-                  pick(ca.spine_bytes, cb.spine_bytes), pick(ca.peers, cb.peers))
+        if times_only:
+            z = np.zeros(np.shape(where))
+            c = _Coll(pick(ca.time_s, cb.time_s), z, z, z, z)
+        else:
+            c = _Coll(pick(ca.time_s, cb.time_s), pick(ca.hb_bytes, cb.hb_bytes), pick(ca.rail_bytes, cb.rail_bytes),
+                      pick(ca.spine_bytes, cb.spine_bytes), pick(ca.peers, cb.peers))
         rows.append((c, pick(na, nb), kind))
     return Term(rows=tuple(rows), **{f: pick(getattr(a, f), getattr(b, f)) for f in (
         "total_s", "exposed_s", "exposed_fwd_s", "moe_total_s", "moe_exposed_s", "moe_exposed_fwd_s", "dense_total_s")})
@@ -2162,7 +2179,7 @@ def _flag_batch(training: TrainingSpec, S: StrategyArrays, out: dict[str, np.nda
 
 
 def _iteration_arrays(llm, training, S, system, calib, summary=False):
-    ctx = _context(llm, training, S, system, calib)
+    ctx = _context(llm, training, S, system, calib, times_only=summary)
     code = feasibility_codes(llm, training, S, system, calib, layout=ctx.stages)
     shape, m = ctx.shape, ctx.m
     dense = compute_term(ctx, ctx.dense, False)

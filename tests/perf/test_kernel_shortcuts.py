@@ -1,6 +1,7 @@
 """The vectorized model's shortcuts give the numbers of the long way, bit for bit: the summary that
-evaluate_many asks for (no traffic ledger), group shapes computed once per run of equal groups, and
-collectives priced once per distinct (bytes, group) pair."""
+evaluate_many asks for (no traffic ledger, and collectives that carry their times alone, without their
+bytes per fabric and peers), group shapes computed once per run of equal groups, and collectives priced
+once per distinct (bytes, group) pair."""
 
 from __future__ import annotations
 
