@@ -173,7 +173,8 @@ class ArchitectureConstants(Record):
     nvlink_bandwidth_per_link_bytes_per_s: float = Field(gt=0, description="NCCL topo.h SMxx_NVLINK_BW")
     nvlink_line_rate_per_link_bytes_per_s: float = Field(gt=0, description="per direction")
     ll_max_single_domain_bytes_per_s: float = Field(gt=0, description="NCCL llMaxBw, one node")
-    ring_ll128_per_channel_bytes_per_s: float = Field(gt=0)
+    ring_ll128_per_channel_bytes_per_s: PositiveFloat | tuple[PositiveFloat, PositiveFloat, PositiveFloat] = Field(
+        description="one cap, or 1 / 2 / >= 3 domains (tuning.cc perChMaxRingLL128Bws N1/N2/N4)")
     tree_per_channel_bytes_per_s: tuple[float, float, float] = Field(description="1 / 2 / >= 3 domains")
     tree_ll128_per_channel_bytes_per_s: tuple[float, float, float] = Field(description="1 / 2 / >= 3 domains")
     nvls_efficiency: float = Field(default=0.85, gt=0, le=1, description="NCCL tuning.cc nvlsEfficiency[arch]")
@@ -222,6 +223,9 @@ class CollectiveCalibration(Record):
         "NCCL_MAX_NCHANNELS); caps the channel count of every algorithm"))
     nvls_max_arity: int = Field(default=32, ge=2, description=(
         "NCCL_MAX_NVLS_ARITY: the most GPUs of a domain NVLS all-gather / reduce-scatter runs on"))
+    nvls_min_local_ranks: int = Field(default=2, ge=2, description=(
+        "the fewest GPUs of a domain NVLS and NVLSTree run on (transport/nvls.cc: NVLS stays off on a "
+        "node of gpuCount <= 2 GPUs before 2.28.7, < 2 since)"))
     nvls_fill_domain_exponent: float = Field(default=1.0, gt=0, description=(
         "growth of an NVLS all-reduce's fill factor with the GPUs of its domain: phi x (g/8)^this"))
     ll_bandwidth_fraction: float = Field(gt=0, le=1)
@@ -885,7 +889,10 @@ def _candidates(op, p, g, span, rail, conc, system, calib, allowed, protos) -> _
     (oversubscribed) spine added on top of rails can never make a collective slower than rail-only."""
     cand = _Candidates(p.shape, protos)
     routings = [False]
-    if any(t.cross_rail for t in system.tiers) and np.any(~rail & (p > g)):
+    # traffic that leaves the rail: a group's members on other rails, and for gather / scatter every
+    # member beyond the root's domain unless it holds one GPU per domain (_rooted_route)
+    cross = ~rail | (g > 1) if op in ("gather", "scatter") else ~rail
+    if any(t.cross_rail for t in system.tiers) and np.any(cross & (p > g)):
         routings.append(True)
     views = [system]
     nics = system.nics_per_gpu
@@ -1096,7 +1103,8 @@ def _environment(op, p, g, span, rail, conc, system, calib, *, pxn: bool) -> _En
         ll128_frac = np.where(g == 1, c.ll128_bandwidth_fraction_one_per_domain, c.ll128_bandwidth_fraction)
     bus = {
         _LL: np.minimum(ll_frac * bus_simple, ll_max),
-        _LL128: np.minimum(ll128_frac * bus_simple, n_ch * arch.ring_ll128_per_channel_bytes_per_s),
+        _LL128: np.minimum(ll128_frac * bus_simple,
+                           n_ch * np.take(np.broadcast_to(arch.ring_ll128_per_channel_bytes_per_s, 3), scale)),
         _SIMPLE: bus_simple,
     }
     ll128_ok = (~multi | c.ll128_over_network) & ll128_enabled(c, system.gpu.architecture)
@@ -1260,7 +1268,8 @@ def _nvls(e: _Env, proto: int):
             # NCCL runs NVLS all-gather / reduce-scatter on at most NCCL_MAX_NVLS_ARITY GPUs of a
             # domain (enqueue.cc topoGetAlgoInfo: skipped when localRanks exceed it; 2.26 also for
             # more ranks than that), so a 72-GPU NVL72 domain rings them
-            ~e.multi & (e.g >= 2) & ((e.op == "all_reduce") | (e.g <= c.nvls_max_arity)), _nvls_fraction(e), 0.0, 0.0)
+            ~e.multi & (e.g >= c.nvls_min_local_ranks) & ((e.op == "all_reduce") | (e.g <= c.nvls_max_arity)),
+            _nvls_fraction(e), 0.0, 0.0)
 
 
 def _nvls_tree(e: _Env, proto: int):
@@ -1285,7 +1294,7 @@ def _nvls_tree(e: _Env, proto: int):
     slow = 2.0 * _lg(e.n_dom) * _proto_mult(_SIMPLE) * e.excess_ring
     phi = e.phi * _nvls_tree_chunk_scale(c, e.n_dom) * (g / _NVLS_FIT_HEADS) ** c.nvls_fill_domain_exponent
     return (*_pipelined(c.base_latency_s["nvls_tree"][_SIMPLE], lat, k, phi, slow),
-            e.multi & e.ring_ok & (g >= 2), 1.0 + np.where(e.fwd_ring, net, 0.0), net, e.sf_ring)
+            e.multi & e.ring_ok & (g >= c.nvls_min_local_ranks), 1.0 + np.where(e.fwd_ring, net, 0.0), net, e.sf_ring)
 
 
 def _collnet(e: _Env, proto: int):

@@ -1075,3 +1075,19 @@ def test_nvls_gathers_stop_at_nccls_arity(calib):
     assert not np.isfinite(one("all_gather", 33, calib).time_s)
     assert one("all_reduce", 33, calib).algorithm == "nvls"
     assert one("all_gather", 33, for_nccl_version(calib, "2.24")).algorithm == "nvls"
+
+
+def test_a_gather_is_priced_alike_alone_and_beside_other_groups():
+    # A vectorized call prices each point as its own call would: a rooted gather of 16 ranks, two per
+    # domain on one rail, alone and in one call with a cross-rail group (which adds PXN routes to the
+    # candidates); its members beyond the root's domain sit on other rails either way
+    from designer.perf import collectives as coll
+    from tests.perf.systems import cluster
+
+    sy = cluster("h100_sxm", 128)
+    calib = coll.load_collective_calibration()
+    for op in ("gather", "scatter"):
+        alone = coll.collective_estimate_vec(op, 65536.0, 16, 2, 8, True, sy, calib)
+        both = coll.collective_estimate_vec(op, 65536.0, [16, 16], [2, 2], [8, 8], [True, False], sy, calib)
+        for f in ("time_s", "hb_bytes", "rail_bytes", "spine_bytes"):
+            assert float(getattr(both, f)[0]) == float(getattr(alone, f)), (op, f)

@@ -172,3 +172,38 @@ def test_one_gpu_per_node_ring_ll128_reaches_seven_tenths_before_2_23():
     bus = old.nic_efficiency * 50e9
     assert t(old) / t(old.model_copy(update={"ll128_bandwidth_fraction_one_per_domain": None})) == pytest.approx(
         min(0.92 * bus, 36.7e9) / (0.7 * bus), rel=1e-3)
+
+
+def test_nvls_needs_three_gpus_of_a_node_before_2_28():
+    # transport/nvls.cc: no NVLS on a node where the communicator has gpuCount <= 2 GPUs (v2.18.6 to
+    # v2.28.3), < 2 from v2.28.7; enqueue.cc then skips NVLS and NVLSTree. Two GPUs of each of 4 nodes
+    # (a data-parallel group under TP 4), and two GPUs of one node
+    sy = _hopper_cluster(32)
+    across = coll.GroupShape(size=8, ranks_per_domain=2, domain_span=4, same_rail=True)
+    inside = coll.GroupShape(size=2, ranks_per_domain=2, domain_span=1, same_rail=True)
+    three = coll.GroupShape(size=12, ranks_per_domain=3, domain_span=4, same_rail=True)
+    for version, g2 in (("2.18", False), ("2.27", False), ("2.28", True), ("2.30", True)):
+        c = coll.for_nccl_version(CAL, version)
+        assert (coll.collective_estimate("all_reduce", 2.0**26, across, sy, c, algorithms=("nvls_tree",)).time_s
+                < float("inf")) == g2, version
+        assert (coll.collective_estimate("all_reduce", 2.0**26, inside, sy, c, algorithms=("nvls",)).time_s
+                < float("inf")) == g2, version
+        assert coll.collective_estimate("all_reduce", 2.0**26, three, sy, c, algorithms=("nvls_tree",)).time_s < float("inf")
+
+
+def test_blackwells_ring_ll128_cap_is_lower_on_two_nodes_in_2_28():
+    # tuning.cc v2.28.7-v2.28.9 perChMaxRingLL128Bws[Blackwell] = {2*36.7, 34.6, 2*36.7} by node count
+    # (N1/N2/N4): a ring of two 8-GPU B200 nodes at LL128 is capped at 34.6 GB/s a channel, one node
+    # and four at 73.4 (a 256 MiB all-gather, where the cap binds on two nodes)
+    sy = cluster("b200", 64)
+    c = coll.for_nccl_version(CAL, "2.28")
+    arch = c.architectures["blackwell"]
+    flat = c.model_copy(update={"architectures": {**c.architectures, "blackwell": arch.model_copy(
+        update={"ring_ll128_per_channel_bytes_per_s": 73.4e9})}})
+
+    def t(calib, span):
+        shape = coll.GroupShape(size=8 * span, ranks_per_domain=8, domain_span=span, same_rail=True)
+        return coll.collective_estimate("all_gather", 2.0**28, shape, sy, calib, algorithms=("ring",),
+                                        protocols=("LL128",)).time_s
+    assert t(c, 2) > 1.1 * t(flat, 2)
+    assert t(c, 1) == t(flat, 1) and t(c, 4) == t(flat, 4)
