@@ -524,6 +524,10 @@ def megatron_launch(llm: LLMSpec, training: TrainingSpec, s: Strategy, n_gpus: i
         # arguments.py: with the overlap off the interleaved schedule needs pp > 2
         notes.append("pipeline sends: Megatron-LM overlaps them on an interleaved pp 2 schedule (it refuses "
                      "--no-overlap-p2p-communication there); not written")
+    if s.pipeline_scatter_gather and s.pp > 1 and s.tp > 1 and not s.sequence_parallel:
+        notes.append("pipeline scatter/gather: Megatron-Core sends the whole activation from every TP rank "
+                     "(p2p_communication.py; the 1/tp slices of SC'21 Megatron-LM are gone): not written, "
+                     "its pipeline sends take tp times the bytes priced")
     if s.overlap_tp_comm and s.tp > 1:
         if s.sequence_parallel:
             a.append("--tp-comm-overlap")  # arguments.py asserts --sequence-parallel with it

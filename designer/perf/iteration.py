@@ -143,10 +143,10 @@ REASONS = {
     12: ("compatibility", "ZeRO++ options need ZeRO stage 3"),
     13: ("divisibility", "first/last pipeline-stage layers exceed the model's layers"),
     14: ("divisibility", "shard_group_size does not divide dp x cp"),
-    15: ("compatibility", "DualPipe needs an even pp >= 2 and an even microbatch count >= pp"),
+    15: ("compatibility", "DualPipe needs an even pp >= 2 and an even microbatch count >= 2 x pp"),
     16: ("compatibility", "offload needs the GPU's host memory and host link figures"),
     17: ("memory", "offloaded states and activations do not fit in host memory"),
-    18: ("divisibility", "cp_comm a2a needs tp x cp to divide the attention heads"),
+    18: ("divisibility", "cp_comm a2a needs tp x cp to divide the attention heads and cp a TP rank's key/value heads"),
     19: ("compatibility", "weight offload needs ZeRO stage 3 (FSDP)"),
     20: ("divisibility", "the strategy's global batch is outside the training's batch tolerance or list"),
     21: ("divisibility", "pipeline_flushes does not divide the microbatches of an iteration"),
@@ -543,10 +543,11 @@ def _stage_layout(llm: LLMSpec, S: StrategyArrays) -> StageLayout:
     interval = llm.moe.moe_layer_interval
 
     def moe_in(n, start):
-        """MoE layers among n layers starting at layer `start` (dense prefix, then every interval-th)."""
-        dense_prefix = np.clip(fd - start, 0, n)
-        after = n - dense_prefix
-        return np.rint(after / interval).astype(np.int64)
+        """MoE layers among the n layers from layer `start` on: the layers fd + k * interval, k >= 0
+        (LLMSpec.moe_layer_flags), counted by position."""
+        upto = -(-np.maximum(start + n - fd, 0) // interval)  # MoE layers before start + n
+        before = -(-np.maximum(start - fd, 0) // interval)  # and before start
+        return np.maximum(upto - before, 0).astype(np.int64)
 
     first_moe = moe_in(first, 0)
     last_moe = np.where(pp == 1, first_moe, moe_in(last, L - last))
@@ -832,6 +833,12 @@ def _alternate_matmuls_s(w: cmp.LayerWork):
             + w.attn_mem_s)
 
 
+def _core_attention_redone(ctx: _Context):
+    """Per strategy, the share of the layers whose attention core runs again in the backward: the
+    fully recomputed ones, or every layer where selective recompute names core_attn."""
+    return np.maximum(ctx.full, ((ctx.rc_modules & mem.RC_CORE_ATTN) > 0).astype(float))
+
+
 def compute_term(ctx: _Context, w: cmp.LayerWork, is_moe: bool) -> LayerTimes:
     # where recomputation replays only what the backward reads (Strategy.recompute_replay needed), the
     # MLP output GEMM no backward reads (LayerWork.mlp_out_gemm_s) does not run again; a reentrant
@@ -863,7 +870,8 @@ def compute_term(ctx: _Context, w: cmp.LayerWork, is_moe: bool) -> LayerTimes:
     tp_share = (w.attn_gemm_s + w.tp_mlp_gemm_s) / np.maximum(w.gemm_s, 1e-30) if is_moe else 1.0
     return LayerTimes(compute_s=fwd + bwd + rc, fwd_s=fwd, bwd_s=bwd + rc, w_s=w.gemm_s, expert_host_s=host,
                       gemm_s=3 * w.gemm_s + w.cast_s + w.cast_bwd_s + rc_gemm, gemm_fwd_s=linear,
-                      attn_s=w.attn_fwd_s + w.attn_bwd_s + ctx.full * w.attn_fwd_s, tp_gemm_share=tp_share)
+                      attn_s=w.attn_fwd_s + w.attn_bwd_s + _core_attention_redone(ctx) * w.attn_fwd_s,
+                      tp_gemm_share=tp_share)
 
 
 def tp_blocks(llm: LLMSpec, moe_layer: bool) -> float:
@@ -973,7 +981,11 @@ def cp_term(ctx: _Context, dense: LayerTimes) -> Term:
     else:
         q_width = o_width = a_local * llm.head_dim_effective
         kv_width = 2 * np.maximum(llm.kv_heads_effective / ctx.tp, 1.0) * llm.head_dim_effective
-    n_fwd = 1.0 + ctx.full  # forward passes (a recomputed forward repeats it)
+    # forward passes: a recomputed forward repeats it, and so does the recomputed attention core of
+    # Megatron's selective recompute (core_attn), whose checkpoint wraps Transformer Engine's
+    # attention and with it the context-parallel exchange inside it (attention.py
+    # _checkpointed_attention_forward)
+    n_fwd = 1.0 + _core_attention_redone(ctx)
     # all_gather: the full sequence's K,V (all_gather's n is the gathered total)
     kv_bytes = ctx.b * s * kv_width * cmp.ACT_BYTES
     ag = ctx.ct("all_gather", kv_bytes, ctx.pl.cp, S.cp_comm == CP_ALL_GATHER)
@@ -1103,7 +1115,10 @@ def ep_term(ctx: _Context, moe: LayerTimes | None) -> Term:
 
 
 def pp_term(ctx: _Context, dense: LayerTimes, moe: LayerTimes | None) -> Term:
-    """Per microbatch: one send each way per chunk boundary (1/t shards + NVLink all-gather).
+    """Per microbatch: one send each way per chunk boundary. Under sequence parallelism each TP rank
+    sends its 1/t of the activation; without it Megatron-Core sends the whole activation from every
+    TP rank (p2p_communication.py sends the full tensor_shape since 2023), and Megatron-LM's SC'21
+    scatter/gather sent 1/t slices, all-gathered over NVLink after (Strategy.pipeline_scatter_gather).
 
     The interleaved schedule posts each chunk's sends and receives asynchronously and waits for
     them only when the next chunk needs them (Megatron-Core schedules.py, overlap_p2p_comm, on by
@@ -1114,8 +1129,9 @@ def pp_term(ctx: _Context, dense: LayerTimes, moe: LayerTimes | None) -> Term:
     a strategy with overlap_pp_comm off (Megatron before Megatron-Core, SC'21)."""
     S = ctx.S
     multi = ctx.pp > 1
-    p2p = ctx.ct("send_recv", ctx.act_bytes / ctx.tp, ctx.pl.pp, multi)
-    ag = ctx.ct("all_gather", ctx.act_bytes, ctx.pl.tp, multi & ~S.sp)
+    split = S.sp | S.pp_sg
+    p2p = ctx.ct("send_recv", np.where(split, ctx.act_bytes / ctx.tp, ctx.act_bytes), ctx.pl.pp, multi)
+    ag = ctx.ct("all_gather", ctx.act_bytes, ctx.pl.tp, multi & ~S.sp & S.pp_sg)
     n = np.where(multi, 2 * ctx.v, 0.0)
     total = n * (p2p.time_s + ag.time_s)
     # the mean stage's compute per microbatch (its v chunks), what the steady sends hide behind
@@ -1321,8 +1337,9 @@ class StageParams:
     pace_expert: np.ndarray
     peak_dense: np.ndarray
     peak_expert: np.ndarray
-    layer_dense: np.ndarray  # one layer's dense-side params on this GPU (the larger kind)
-    layer_expert: np.ndarray
+    # the largest layer the model has, as one GPU holds it (its dense side over TP, its experts over
+    # expert TP x EP): the unit ZeRO-3 gathers whole
+    layer_largest: np.ndarray
     # per kind of rank, stacked [first, middle, last]: the parameters each holds (memory takes the
     # worst rank's total); under DualPipe [first and last pair, middle pair, first and last pair]
     rank_dense: np.ndarray
@@ -1340,12 +1357,15 @@ def stage_params(ctx: _Context, stt: StageTimes) -> StageParams:
     etp = ctx.etp
     ep = S.ep.astype(float)
     # input embedding on the first stage, output layer and final norm on the last (a tied model
-    # keeps a copy on each end when pp > 1); MTP modules on the last stage
+    # keeps a copy on each end when pp > 1); MTP modules on the last stage (the whole model's at
+    # pp 1), and with them a copy of the input embedding where pp > 1: Megatron-Core builds the
+    # embedding on every rank that runs the MTP modules (gpt_model.py: `if self.pre_process or
+    # self.mtp_process: self.embedding = LanguageModelEmbedding(...)`)
     final_norm = cmp.final_norm_params(llm)
-    emb_first = V * h * np.where(pp == 1, 1 if llm.tied_embeddings else 2, 1) + np.where(pp == 1, final_norm, 0.0)
-    emb_last = np.where(pp == 1, 0.0, V * h + final_norm)
     mtp = cmp.mtp_params(llm)
     mtp_e = llm.mtp_layers * moe_e if llm.moe is not None else 0.0
+    emb_first = V * h * np.where(pp == 1, 1 if llm.tied_embeddings else 2, 1) + np.where(pp == 1, final_norm, 0.0)
+    emb_last = np.where(pp == 1, 0.0, V * h * (2 if llm.mtp_layers and not llm.tied_embeddings else 1) + final_norm)
 
     # what every TP rank holds whole (MLA's down-projections, the router), of each kind of layer
     rep_d = cmp.tp_replicated_layer_params(llm, False)
@@ -1358,7 +1378,7 @@ def stage_params(ctx: _Context, stt: StageTimes) -> StageParams:
     def expert_side(n_moe, extra=0.0):
         return (n_moe * moe_e + extra) / (etp * ep)
 
-    first_d = dense_side(st.first, st.first_moe, emb_first)
+    first_d = dense_side(st.first, st.first_moe, emb_first + np.where(pp == 1, mtp - mtp_e, 0.0))
     last_d = np.where(pp == 1, first_d, dense_side(st.last, st.last_moe, emb_last + mtp - mtp_e))
     mid_d = np.where(pp > 2, dense_side(st.mid_max, st.mid_moe, 0.0), 0.0)
     # the middle stages differ where a dense prefix reaches past the first stage: the first middle
@@ -1398,10 +1418,13 @@ def stage_params(ctx: _Context, stt: StageTimes) -> StageParams:
     peak_d = np.take_along_axis(rank_d, peak_i[None], axis=0)[0]
     peak_e = np.take_along_axis(rank_e, peak_i[None], axis=0)[0]
     rank_plain = np.broadcast_to(rank_plain, rank_d.shape)
+    # ZeRO-3's gathered unit: the largest kind of layer the model has (a model of MoE layers only has
+    # no dense one; a dense prefix's layer and an MoE layer are never one unit)
+    n_dense_all, n_moe_all = cmp.layer_kinds(llm)
+    dense_layer = (dense_p - rep_d) / tp + rep_d if n_dense_all else 0.0 * tp
+    moe_layer = (moe_ne - rep_m) / tp + rep_m + moe_e / (etp * ep) if n_moe_all else 0.0 * tp
     return StageParams(pace_dense=pace_d, pace_expert=pace_e, peak_dense=peak_d, peak_expert=peak_e,
-                       layer_dense=np.maximum((dense_p - rep_d) / tp + rep_d,
-                                              (moe_ne - rep_m) / tp + rep_m if llm.moe is not None else 0.0),
-                       layer_expert=moe_e / (etp * ep) + np.zeros(ctx.shape),
+                       layer_largest=np.maximum(dense_layer, moe_layer) + np.zeros(ctx.shape),
                        rank_dense=rank_d, rank_expert=rank_e, rank_plain=rank_plain)
 
 
@@ -2003,8 +2026,13 @@ def memory_term(ctx: _Context, stt: StageTimes, sp_: StageParams, acts) -> dict[
     # low-precision copies, or the low-precision pair alone where that is what is gathered); without
     # resharding the whole stage stays gathered
     gathered_bytes = np.where(low_gather, fp8_copy, mem.WEIGHT_BYTES + fp8_copy)
-    gathered_layer = (sp_.layer_dense + sp_.layer_expert) * gathered_bytes
-    z3_extra = np.where(S.reshard, (S.prefetch + 1) * gathered_layer,
+    gathered_layer = sp_.layer_largest * gathered_bytes
+    # the layer in use and the prefetched ones, never more than the rank holds
+    layers_held = np.stack(np.broadcast_arrays(st.first, st.mid_max, st.last)).astype(float)
+    if np.any(ctx.dualpipe):  # a DualPipe rank holds two stages (stage_params)
+        layers_held = np.where(ctx.dualpipe, np.stack(np.broadcast_arrays(
+            st.first + st.last, 2 * st.mid_max, st.first + st.last)), layers_held)
+    z3_extra = np.where(S.reshard, np.minimum(S.prefetch + 1, np.maximum(layers_held, 1.0)) * gathered_layer,
                         (sp_.rank_dense - sp_.rank_plain + sp_.rank_expert) * gathered_bytes
                         + sp_.rank_plain * mem.WEIGHT_BYTES)
     # ZeRO-3 / FSDP under a pipeline: the schedule defers the reduce-scatter to its last microbatch
@@ -2078,7 +2106,7 @@ def feasibility_codes(llm: LLMSpec, training: TrainingSpec, S: StrategyArrays, s
         flag(np.isnan(fwd[S.kernel]), 8)
     no_host = system.gpu.host_link_bytes_per_s <= 0 or system.gpu.host_memory_bandwidth_bytes_per_s <= 0
     flag((S.offload_opt | S.offload_w | (S.offload_act > 0)) & no_host, 16)
-    flag((S.cp_comm == CP_A2A) & (S.cp > 1) & (llm.heads % (S.tp * S.cp) != 0), 18)
+    flag((S.cp_comm == CP_A2A) & (S.cp > 1) & ~llm.ulysses_fits(S.tp, S.cp), 18)
     flag(S.offload_w & (S.zero < 3), 19)
     # Megatron-Core's activation offload (--cpu-offloading-num-layers; transformer_config.py: "no support
     # for Pipeline parallelism with CPU offloading", "CPU offloading does not work when activation
@@ -2105,7 +2133,9 @@ def feasibility_codes(llm: LLMSpec, training: TrainingSpec, S: StrategyArrays, s
     flushes = np.maximum(S.flushes, 1)
     flag(m % flushes != 0, 21)
     m = m // flushes  # per pipeline schedule
-    flag((S.schedule == mem.SCHEDULE_DUALPIPE) & ((S.pp < 2) | (S.pp % 2 != 0) | (m % 2 != 0) | (m < S.pp)), 15)
+    # DualPipe's step takes an even chunk count of at least twice its ranks (deepseek-ai/DualPipe
+    # dualpipe.py DualPipe.step: `num_chunks % 2 == 0 and num_chunks >= num_ranks * 2`)
+    flag((S.schedule == mem.SCHEDULE_DUALPIPE) & ((S.pp < 2) | (S.pp % 2 != 0) | (m % 2 != 0) | (m < 2 * S.pp)), 15)
     # Megatron-Core's interleaved schedule runs the microbatches in groups of pp per virtual stage
     # (microbatch_group_size_per_vp_stage, default pp) and raises when m < pp or m is not a multiple
     # of the group (schedules.py forward_backward_pipelining_with_interleaving: "should range in

@@ -195,13 +195,14 @@ def _reason(code: int, llm: LLMSpec, training: TrainingSpec, st: Strategy, syste
         16: f"offload needs host memory and host link figures for GPU {system.gpu.name} in the catalog",
         17: (f"offloaded states and activations need {mem_bytes / 1e9:.1f} GB of host memory per GPU, "
              f"{system.gpu.name} hosts have {system.gpu.host_memory_bytes / 1e9:.0f} GB"),
-        18: f"cp_comm a2a needs tp x cp = {st.tp * st.cp} to divide the {llm.heads} attention heads",
+        18: (f"cp_comm a2a needs tp x cp = {st.tp * st.cp} to divide the {llm.heads} attention heads and cp {st.cp} "
+             f"to divide a TP rank's {max(llm.kv_heads_effective // st.tp, 1)} key/value heads"),
         19: f"offload_weights needs zero_stage 3 (FSDP), not {st.zero_stage}",
         20: (f"global batch {B} is not allowed: the training allows "
              + (f"{list(training.global_batch_choices)}" if training.global_batch_choices else
                 f"[{lo}, {hi}]" if lo < hi else
                 f"only {lo} (give training.global_batch_sequences a tolerance or a list to allow others)")),
-        15: (f"DualPipe needs an even pp >= 2 and an even microbatch count >= pp per schedule (pp {st.pp}, "
+        15: (f"DualPipe needs an even pp >= 2 and an even microbatch count >= 2 x pp per schedule (pp {st.pp}, "
              f"microbatches {B // (st.dp * st.microbatch_size) // st.pipeline_flushes})"),
         22: (f"precision {training.precision.value} does not run on {system.gpu.name} ({system.gpu.architecture}): "
              f"its tensor cores take {', '.join(sorted(system.gpu.peak_flops))}"),

@@ -301,6 +301,7 @@ class StrategyArrays:
     cp_comm: np.ndarray = 0
     cp_lb: np.ndarray = True
     overlap_pp: np.ndarray = True  # interleaved schedule: p2p sends posted ahead, waited when needed
+    pp_sg: np.ndarray = False  # pipeline sends of 1/tp slices all-gathered after (Strategy.pipeline_scatter_gather)
     batch: np.ndarray = 0  # the global batch in sequences; 0 = the training's target
     flushes: np.ndarray = 1  # pipeline schedules per iteration (Strategy.pipeline_flushes)
     grouped_gemm: np.ndarray = False  # the local experts' GEMMs in one grouped kernel (Strategy.expert_gemm)
@@ -316,7 +317,7 @@ class StrategyArrays:
             "kernel", "order", "pp_first", "pp_last", "shard_group", "prefetch", "offload_act", "rc_layers", "cp_comm",
             "batch", "flushes", "unfused")
     _BOOL = ("sp", "qwz", "qgz", "hpz", "overlap_dp", "overlap_tp", "reshard", "overlap_ep", "offload_opt", "dedup",
-             "ag_dispatch", "graphs", "offload_w", "cp_lb", "overlap_pp", "grouped_gemm", "eager", "qkv_separate",
+             "ag_dispatch", "graphs", "offload_w", "cp_lb", "overlap_pp", "pp_sg", "grouped_gemm", "eager", "qkv_separate",
              "act_in_fp8", "batch_first", "ce_eager", "replay_needed")
     _FLOAT = ("bucket_bytes",)
 
@@ -363,6 +364,7 @@ class StrategyArrays:
             offload_act=[s.offload_activation_layers for s in ss], rc_layers=[s.recompute_num_layers for s in ss],
             cp_comm=[CP_COMMS.index(s.cp_comm) for s in ss],
             cp_lb=[s.cp_load_balance for s in ss], overlap_pp=[s.overlap_pp_comm for s in ss],
+            pp_sg=[s.pipeline_scatter_gather for s in ss],
             batch=[s.global_batch_sequences or 0 for s in ss], flushes=[s.pipeline_flushes for s in ss],
             grouped_gemm=[s.expert_gemm == "grouped" for s in ss],
             eager=[s.elementwise_kernels == "eager" for s in ss],
@@ -402,7 +404,8 @@ class StrategyArrays:
             moe_dispatcher="deepep" if bool(self.dedup[i]) else ("allgather" if bool(self.ag_dispatch[i]) else "alltoall"),
             offload_weights=bool(self.offload_w[i]), cuda_graphs=bool(self.graphs[i]), offload_activation_layers=int(self.offload_act[i]),
             cp_comm=CP_COMMS[int(self.cp_comm[i])], cp_load_balance=bool(self.cp_lb[i]),
-            overlap_pp_comm=bool(self.overlap_pp[i]), global_batch_sequences=int(self.batch[i]) or None,
+            overlap_pp_comm=bool(self.overlap_pp[i]), pipeline_scatter_gather=bool(self.pp_sg[i]),
+            global_batch_sequences=int(self.batch[i]) or None,
             pipeline_flushes=int(self.flushes[i]), expert_gemm="grouped" if bool(self.grouped_gemm[i]) else "per_expert",
             elementwise_kernels="eager" if bool(self.eager[i]) else "fused",
             qkv_projection="separate" if bool(self.qkv_separate[i]) else "fused",

@@ -14,7 +14,7 @@ A strategy is valid when Megatron-LM (and DeepSpeed for ZeRO-2/3 and ZeRO++) can
   the pipeline), so 126 layers run on pp 16 and 61 on any pp up to 61; the interleaved
   schedule needs pp >= 2, pp * virtual_stages <= layers (chunks may be uneven too), and a microbatch
   count divisible by pp (Megatron's interleaved schedule); DualPipe an even pp and an even
-  microbatch count >= pp;
+  microbatch count >= 2 x pp (DualPipe.step's own check);
 - context parallelism splits each sequence into 2 * cp chunks (load-balanced causal attention), so the
   sequence length is a multiple of 2 * cp;
 - expert parallelism only for MoE models: ep divides the expert count and dp * cp (experts are
@@ -184,8 +184,8 @@ def invalid_reason(s: Strategy, llm: LLMSpec, training: TrainingSpec, n_gpus: in
     elif s.virtual_stages != 1:
         return f"virtual_stages {s.virtual_stages} needs the interleaved schedule"
     if s.schedule == Schedule.dualpipe:
-        if s.pp < 2 or s.pp % 2 or n_micro % 2 or n_micro < s.pp:
-            return f"DualPipe needs an even pp >= 2 and an even microbatch count >= pp (pp {s.pp}, {n_micro})"
+        if s.pp < 2 or s.pp % 2 or n_micro % 2 or n_micro < 2 * s.pp:
+            return f"DualPipe needs an even pp >= 2 and an even microbatch count >= 2 x pp (pp {s.pp}, {n_micro})"
     if (s.zeropp_quantized_weights or s.zeropp_quantized_gradients or s.zeropp_hierarchical_partition) and s.zero_stage != 3:
         return "ZeRO++ (qwZ/qgZ/hpZ) needs ZeRO stage 3"
     if s.offload_weights and s.zero_stage != 3:
@@ -193,8 +193,9 @@ def invalid_reason(s: Strategy, llm: LLMSpec, training: TrainingSpec, n_gpus: in
     if training.optimizer == "muon" and (s.zero_stage >= 2 or s.offload_optimizer or s.offload_weights or (
             s.shard_group_size is not None and s.shard_group_size < s.dp * s.cp)):
         return MUON_RULE
-    if s.cp > 1 and s.cp_comm == "a2a" and llm.heads % (s.tp * s.cp):
-        return f"cp_comm a2a needs tp*cp = {s.tp * s.cp} to divide heads {llm.heads}"
+    if s.cp > 1 and s.cp_comm == "a2a" and not llm.ulysses_fits(s.tp, s.cp):
+        return (f"cp_comm a2a needs tp*cp = {s.tp * s.cp} to divide heads {llm.heads} and cp {s.cp} a TP rank's "
+                f"{max(llm.kv_heads_effective // s.tp, 1)} key/value heads")
     return None
 
 
@@ -287,7 +288,7 @@ def _typed(col: str, values: np.ndarray) -> np.ndarray:
 # and leaves each end stage a layer per virtual stage (two under DualPipe, whose ranks hold halves);
 # ZeRO++ and weight offload need ZeRO-3 and only selective recompute tries module lists (the same
 # for every layout); Ulysses (cp_comm a2a)
-# needs tp * cp to divide the heads; a dense model takes the first EP overlap and
+# needs tp * cp to divide the heads and cp a TP rank's key/value heads; a dense model takes the first EP overlap and
 # dispatcher values (it has neither), and an MoE model overlaps its all-to-all only with ep > 1, the
 # alltoall or deepep dispatcher and at most one MTP layer; the other dimensions have no rule.
 _BLOCKS: tuple[tuple[str, ...], ...] = (
@@ -312,10 +313,10 @@ def _split_batch(training: TrainingSpec, dp: int, pp: int, mbs: np.ndarray, sche
     0 for the training's target, the allowed batch nearest the target (the larger on a tie) when the
     target does not split, -1 when no allowed batch does. A batch splits when dp x microbatch divides
     it, with a microbatch count divisible by pp under the interleaved schedule (Megatron) and even and
-    >= pp under DualPipe."""
+    >= 2 x pp under DualPipe."""
     unit = dp * mbs
     q = unit * np.where(schedule == _INTERLEAVED, pp, 1) * np.where(schedule == _DUALPIPE, 2, 1)
-    floor_b = np.where(schedule == _DUALPIPE, pp * unit, q)  # DualPipe: at least pp microbatches
+    floor_b = np.where(schedule == _DUALPIPE, 2 * pp * unit, q)  # DualPipe: at least 2 x pp microbatches
     t = training.global_batch_sequences
     fits_target = (t % q == 0) & (t >= floor_b)
     if not training.batch_is_flexible:
@@ -508,7 +509,7 @@ class DesignSpace:
                | (megatron not in splits))
         pairs = np.stack([mi[ok], si[ok], ki[ok]], axis=1)
         cp_comm = all_of("cp_comm")
-        if cp > 1 and self.llm.heads % (tp * cp):
+        if cp > 1 and not self.llm.ulysses_fits(tp, cp):
             cp_comm = cp_comm[v["cp_comm"] != CODED["cp_comm"].index("a2a")]
         blocks = (sp, pairs, self._zero_block, all_of("offload_activation_layers"), cp_comm,
                   self._ep_block(ep), all_of("cuda_graphs"))
@@ -797,7 +798,7 @@ def reference_layout_rows(ds: DesignSpace) -> Iterator[tuple[int, dict[str, np.n
         if ds.training.optimizer == "muon":
             ok &= (c["zero_stage"] <= 1) & ~c["offload_optimizer"] & ~c["offload_weights"]
         ok &= modules_ok
-        if cp > 1 and ds.llm.heads % (tp * cp):
+        if cp > 1 and not ds.llm.ulysses_fits(tp, cp):
             ok &= c["cp_comm"] != CODED["cp_comm"].index("a2a")
         if ds.llm.moe is None:
             ok &= (c["overlap_ep_comm"] == ds.free_values["overlap_ep_comm"][0]) \

@@ -176,6 +176,15 @@ class LLMSpec(Record):
     def kv_heads_effective(self) -> int:
         return self.kv_heads or self.heads
 
+    def ulysses_fits(self, tp, cp):
+        """Whether context parallelism by all-to-all (Ulysses, cp_comm a2a) splits this model's heads:
+        cp divides a TP rank's query heads and its key/value heads (Transformer Engine's a2a attention
+        asserts `q.shape[-2] % cp_size == 0 and k.shape[-2] % cp_size == 0`, context_parallel.py); a TP
+        rank holds max(kv_heads / tp, 1) key/value heads (Megatron replicates them where tp exceeds
+        them). Broadcasts over numpy arrays of tp and cp."""
+        kv_per_rank = np.maximum(self.kv_heads_effective // tp, 1)
+        return (self.heads % (tp * cp) == 0) & (kv_per_rank % cp == 0)
+
     def moe_layer_flags(self) -> tuple[bool, ...]:
         """Per layer, first to last, whether it is an MoE layer: every `moe_layer_interval`-th layer
         after the first `first_dense_layers` (none in a dense model)."""
@@ -625,6 +634,7 @@ class Strategy(Record):
     overlap_dp_comm: bool = True
     overlap_tp_comm: bool = False
     overlap_pp_comm: bool = Field(default=True, description="interleaved schedule: each chunk's pipeline sends and receives are posted ahead and waited when the next chunk needs them, hiding behind the stage's other chunks in the steady state (Megatron-Core's default; --no-overlap-p2p-communication turns it off); 1F1B always blocks")
+    pipeline_scatter_gather: bool = Field(default=False, description="without sequence parallelism, each TP rank sends its 1/tp slice of the activation to the next stage, which all-gathers it over NVLink (Megatron-LM's scatter/gather optimisation, SC'21 §4.1); Megatron-Core (since 2023) sends the whole activation from every TP rank. Under sequence parallelism the activation is already split, so either sends 1/tp")
     overlap_ep_comm: bool = Field(default=False, description="hide the MoE all-to-alls behind another microbatch's compute (Megatron 1F1B A2A overlap, DualPipe); Megatron's overlap synchronises between each layer's sub-stages, so without CUDA graphs its per-layer host launches add to the GPU time")
     moe_dispatcher: Literal["alltoall", "allgather", "deepep"] = Field(default="alltoall", description="alltoall: every (token, expert) pair crosses the network (Megatron's alltoall dispatcher); allgather: every rank gathers the EP group's tokens and keeps those of its experts, the combine reduce-scatters (Megatron's allgather dispatcher); deepep: one copy per destination node, forwarded over NVLink there (DeepEP, HybridEP, Megatron's flex dispatcher)")
     expert_gemm: Literal["per_expert", "grouped"] = Field(default="per_expert", description="how a rank's local experts run their GEMMs: per_expert, launched expert by expert from host-side token counts (Transformer Engine's GroupedLinear in Megatron-Core's TEGroupedMLP, its default), so the layer waits out a host time per local expert; grouped, with the split sizes kept on the device (Megatron --moe-use-grouped-tensor, torch._grouped_mm in torchtitan, grouped_gemm's gmm in NeMo AutoModel), nothing launched per expert (an implementation that adds expert biases expert by expert from host-side splits, as AutoModel's does, is per_expert)")

@@ -183,3 +183,37 @@ def test_weight_offload_moves_model_states_to_host():
     assert off["iteration_time_s"] > on["iteration_time_s"]
     bad = evaluate_system(LLAMA8, tr, Strategy(dp=8, zero_stage=1, offload_weights=True), sy, calib=CAL)
     assert not isinstance(bad, Metrics) and "zero_stage 3" in bad.reason
+
+
+def test_selective_recompute_of_the_attention_core_repeats_its_ring():
+    # Megatron's selective recompute of core_attn checkpoints Transformer Engine's attention, and the
+    # context-parallel ring runs inside it: the recomputed core sends the forward's K,V blocks again,
+    # as a full recompute does. The ring case above, by hand: 32 layers x 7 steps x (n_fwd x forward
+    # block + backward pair of blocks).
+    tr = TrainingSpec(sequence_length=131072, global_batch_sequences=1, total_tokens=1e9)
+    sy = cluster("h100_sxm", 8)
+    block = 131072 / 8 * 2 * 8 * 128 * 2
+    shape = coll.GroupShape(size=8, ranks_per_domain=8, domain_span=1, same_rail=True)
+    t_f = coll.collective_time_s("send_recv", block, shape, sy, CAL.collectives)
+    t_b = coll.collective_time_s("send_recv", 2 * block, shape, sy, CAL.collectives)
+    for recompute, n_fwd in ((dict(recompute="none"), 1), (dict(recompute="selective", recompute_modules=("core_attn",)), 2),
+                             (dict(recompute="selective", recompute_modules=("layernorm",)), 1),
+                             (dict(recompute="full"), 2)):
+        r = _run(Strategy(cp=8, cp_comm="p2p", overlap_dp_comm=False, **recompute), sy, tr)
+        assert r["cp_s"] == pytest.approx(32 * 7 * (n_fwd * t_f + t_b), rel=1e-9), recompute
+
+
+def test_ulysses_needs_cp_to_split_each_ranks_key_value_heads():
+    # Transformer Engine's a2a attention asserts that cp divides a rank's query and key/value heads
+    # (context_parallel.py); Llama-3 8B has 32 query and 8 key/value heads, and a TP rank holds
+    # max(8 / tp, 1) of the latter: tp 2 x cp 4 splits 4 of them, tp 4 x cp 4 (2 per rank) does not,
+    # tp 8 x cp 2 (1 per rank, replicated) does not, though tp x cp divides the 32 query heads in each.
+    tr = TrainingSpec(sequence_length=32768, global_batch_sequences=8, total_tokens=1e9)
+    sy = cluster("h100_sxm", 64)
+    for tp, cp, fits in ((2, 4, True), (4, 4, False), (8, 2, False), (1, 8, True)):
+        st = Strategy(tp=tp, cp=cp, dp=64 // (tp * cp), cp_comm="a2a", sequence_parallel=tp > 1)
+        code = int(iteration_arrays(LLAMA8, tr, StrategyArrays.from_strategies([st]), sy, CAL)["code"][0])
+        assert (code != 18) == fits, (tp, cp, code)
+        if not fits:
+            bad = evaluate_system(LLAMA8, tr, st, sy, calib=CAL)
+            assert not isinstance(bad, Metrics) and f"a TP rank's {max(8 // tp, 1)} key/value heads" in bad.reason

@@ -504,3 +504,76 @@ def test_a_clamp_run_op_by_op_keeps_what_it_clamped_until_the_backward():
     clamped = evaluate_system(small, training, base.model_copy(update={"unfused_ops": ("activation_clamp",)}), system)
     assert clamped.memory.activations_bytes > plain.memory.activations_bytes
     assert clamped.iteration_time_s > plain.iteration_time_s
+
+
+def _stage_params(llm, tr, strategy, system):
+    from designer.perf import iteration as it
+
+    c = it._context(llm, tr, StrategyArrays.from_strategies([strategy]), system, CAL)
+    d = it.compute_term(c, c.dense, False)
+    mo = it.compute_term(c, c.moe, True) if c.moe is not None else None
+    stt = it.stage_times(c, d, mo, 0.0, 0.0, it.pp_term(c, d, mo).exposed_s)
+    return it.stage_params(c, stt)
+
+
+@pytest.mark.parametrize("pp", [1, 2])
+def test_the_stages_hold_the_whole_model_once_with_mtps_embedding_copy(pp):
+    # DeepSeek-V3 at tp 1, ep 1: the ranks of the pipeline together hold every parameter once
+    # (compute.total_params: layers, embedding and output layer, final norm, the MTP module), and,
+    # where pp > 1, the input embedding again on the rank running the MTP module (Megatron-Core
+    # gpt_model.py builds the embedding `if self.pre_process or self.mtp_process`). At pp 1 the MTP
+    # module sits on the one rank.
+    from designer.perf import compute as cmp
+
+    llm = load_model("deepseek-v3")
+    assert llm.mtp_layers == 1 and not llm.tied_embeddings
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=64, total_tokens=1e9)
+    sy = cluster("h100_sxm", 64 * pp)
+    sp_ = _stage_params(llm, tr, Strategy(tp=1, pp=pp, dp=64, ep=1, microbatch_size=1, recompute="full"), sy)
+    held = sp_.rank_dense[:, 0] + sp_.rank_expert[:, 0]  # the first, a middle and the last rank
+    ranks = held[0] + (held[2] if pp > 1 else 0.0)
+    copy = llm.vocab_size * llm.hidden_size if pp > 1 else 0.0
+    assert ranks == pytest.approx(cmp.total_params(llm) + copy, rel=1e-12)
+
+
+def test_zero3_gathers_one_layer_of_the_largest_kind_the_model_has():
+    # Qwen3-30B-A3B has MoE layers only (its ffn_size names no layer): a ZeRO-3 rank gathers one MoE
+    # layer per unit, the layer's non-expert weights and its 128 / ep experts, 2 bytes each in bf16.
+    # One more prefetched layer adds exactly that; the layer is the model's whole per-layer share
+    # (total parameters less the embedding, output layer and final norm, over the 48 layers).
+    from designer.perf import compute as cmp
+    from designer.perf.iteration import iteration_arrays
+
+    llm = load_model("qwen3-30b-a3b")
+    n_dense, n_moe = cmp.layer_kinds(llm)
+    assert n_dense == 0
+    ne, e = cmp.moe_layer_params(llm)
+    per_layer = (cmp.total_params(llm) - cmp.embedding_params(llm) - cmp.final_norm_params(llm)) / llm.layers
+    assert ne + e == pytest.approx(per_layer, rel=1e-12)
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=64, total_tokens=1e9)
+    sy = cluster("h100_sxm", 64)
+
+    def memory(prefetch, reshard=True, ep=8):
+        st = Strategy(tp=1, pp=1, dp=64, ep=ep, microbatch_size=1, zero_stage=3, recompute="full",
+                      prefetch_layers=prefetch, fsdp_reshard_after_forward=reshard)
+        return float(iteration_arrays(llm, tr, StrategyArrays.from_strategies([st]), sy, CAL)["memory_per_gpu_bytes"][0])
+    assert memory(2) - memory(1) == pytest.approx((ne + e / 8) * 2.0, rel=1e-9)
+    # keeping the whole stage gathered never takes less than gathering layer by layer
+    assert memory(2, reshard=False) >= memory(2)
+
+
+def test_zero3_resharding_never_holds_more_than_keeping_the_stage_gathered():
+    # Mixtral 8x7B on 8 stages of 4 layers with experts over ep 8 and two prefetched layers: the
+    # resharded rank holds three layers' weights, never more than its whole stage kept gathered
+    from designer.perf.iteration import iteration_arrays
+
+    llm = load_model("mixtral-8x7b")
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=1024, total_tokens=1e9)
+    sy = cluster("h100_sxm", 256)
+    out = {}
+    for reshard in (True, False):
+        st = Strategy(tp=1, pp=8, dp=16, cp=2, ep=8, microbatch_size=1, zero_stage=3, recompute="full",
+                      prefetch_layers=2, fsdp_reshard_after_forward=reshard)
+        out[reshard] = float(iteration_arrays(llm, tr, StrategyArrays.from_strategies([st]), sy, CAL)
+                             ["memory_per_gpu_bytes"][0])
+    assert out[True] <= out[False]

@@ -939,9 +939,11 @@ def test_a_stage_quicker_than_the_pace_hides_its_sync_through_its_waits():
     llm = load_model("llama3-8b")
     tr = TrainingSpec(sequence_length=4096, global_batch_sequences=512, total_tokens=1e12)
     base = cluster("h100_sxm", 256, hb_size=8, leaf_span=8)
+    # (the pipeline sends 1/tp slices, pipeline_scatter_gather, so that the middle stages stay
+    # host-bound at every speed)
     S = StrategyArrays(tp=8, pp=8, dp=1, ep=1, cp=4, sp=False, mbs=1, schedule=3, v=1, zero=3, qwz=False, qgz=False,
                        hpz=False, recompute=0, overlap_dp=True, overlap_tp=False, pp_first=1, pp_last=2,
-                       reshard=True, prefetch=1, cp_lb=True)
+                       reshard=True, prefetch=1, cp_lb=True, pp_sg=True)
     beyond_pipeline = []
     for f in (1.0, 1.5, 2.0):
         gpu = base.gpu.model_copy(update={"peak_flops": {k: v * f for k, v in base.gpu.peak_flops.items()}})
@@ -997,3 +999,58 @@ def test_a_launch_bound_stages_backward_window_does_not_shrink_with_a_faster_gpu
         assert out["code"][0] == 0
         times.append(float(out["iteration_time_s"][0]))
     assert all(b <= a for a, b in zip(times, times[1:])), times
+
+
+def test_dualpipe_needs_twice_its_ranks_in_microbatches():
+    # DualPipe.step asserts an even chunk count of at least twice its ranks (deepseek-ai/DualPipe
+    # dualpipe.py: `num_chunks % 2 == 0 and num_chunks >= num_ranks * 2`): pp 8 takes 16 microbatches,
+    # not 8 or 14
+    llm = load_model("llama3-8b")
+    sy = cluster("h100_sxm", 64)
+    for batch, fits in ((64, False), (112, False), (128, True)):
+        tr = TrainingSpec(sequence_length=4096, global_batch_sequences=batch, total_tokens=1e9)
+        st = Strategy(tp=1, pp=8, dp=8, microbatch_size=1, recompute="full", schedule="dualpipe")
+        code = int(iteration_arrays(llm, tr, StrategyArrays.from_strategies([st]), sy, CAL)["code"][0])
+        assert (code != 15) == fits, (batch, code)
+
+
+@pytest.mark.parametrize("interval,first_dense,pp", [(2, 0, 3), (2, 1, 3), (3, 2, 4), (2, 3, 5), (1, 3, 4)])
+def test_moe_layers_per_stage_are_counted_by_position(interval, first_dense, pp):
+    # the MoE layers of each stage, from the model's own per-layer flags and the stage boundaries
+    base = load_model("mixtral-8x7b")
+    llm = base.model_copy(update={"layers": 24, "moe": base.moe.model_copy(update={
+        "moe_layer_interval": interval, "first_dense_layers": first_dense})})
+    flags = llm.moe_layer_flags()
+    lay = _layout(llm, tp=1, pp=pp, dp=1, schedule="1f1b")
+    first, mid, last = int(lay.first[0]), int(lay.mid_max[0]), int(lay.last[0])
+    assert first + (pp - 2) * mid + last == 24  # even stages here (24 over 3 or 4), Megatron's split over 5
+    assert int(lay.first_moe[0]) == sum(flags[:first])
+    assert int(lay.last_moe[0]) == sum(flags[24 - last:])
+    if pp > 2 and int(lay.mid_long[0]) == pp - 2:
+        # the pace middle stage: the last of the long ones
+        start = first + (pp - 3) * mid
+        assert int(lay.mid_moe[0]) == sum(flags[start:start + mid])
+
+
+def test_megatron_core_sends_the_whole_activation_without_sequence_parallelism():
+    # Llama-3 8B, tp 8 x pp 4 over 4 nodes (one stage a node), 1F1B: per microbatch a stage boundary
+    # carries one [b, s, h] activation forward and its gradient back. Under sequence parallelism each
+    # TP rank sends its 1/8; without it Megatron-Core sends the whole activation from every TP rank
+    # (p2p_communication.py), and Megatron-LM's SC'21 scatter/gather sent 1/8 and all-gathered it over
+    # NVLink after (pipeline_scatter_gather). So the pipeline's bytes per GPU beyond the node are 8x
+    # the sequence-parallel ones without it and the same with the slices (their all-gather stays on
+    # the NVLink domain).
+    from designer.perf.model import evaluate_system
+
+    llm = load_model("llama3-8b")
+    tr = TrainingSpec(sequence_length=4096, global_batch_sequences=32, total_tokens=1e9)
+    sy = cluster("h100_sxm", 32)
+    base = dict(tp=8, pp=4, dp=1, microbatch_size=1, recompute="full", overlap_pp_comm=False)
+    sent = {}
+    for name, kw in (("sp", dict(sequence_parallel=True)), ("whole", dict(sequence_parallel=False)),
+                     ("slices", dict(sequence_parallel=False, pipeline_scatter_gather=True))):
+        m = evaluate_system(llm, tr, Strategy(**base, **kw), sy, calib=CAL)
+        assert isinstance(m, Metrics), m
+        sent[name] = m.type_bytes.total_bytes("pp") - m.type_bytes.pp_hb_bytes
+    assert sent["whole"] == pytest.approx(8 * sent["sp"], rel=1e-9)
+    assert sent["slices"] == pytest.approx(sent["sp"], rel=1e-9)

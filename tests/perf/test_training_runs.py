@@ -59,7 +59,8 @@ def megatron_cases():
                             schedule=Schedule.interleaved if row["v"] > 1 else Schedule.one_f_one_b,
                             virtual_stages=row["v"], zero_stage=common["zero_stage"],
                             recompute=Recompute(common["recompute"]), overlap_dp_comm=row["overlap_dp"],
-                            attention_kernel=common["attention_kernel"], overlap_pp_comm=common["overlap_pp_comm"])
+                            attention_kernel=common["attention_kernel"], overlap_pp_comm=common["overlap_pp_comm"],
+                            pipeline_scatter_gather=common["pipeline_scatter_gather"])
         yield row, llm, training, strategy, selene(row["gpus"], common["system"])
 
 
