@@ -833,10 +833,10 @@ def _alternate_matmuls_s(w: cmp.LayerWork):
             + w.attn_mem_s)
 
 
-def _core_attention_redone(ctx: _Context):
-    """Per strategy, the share of the layers whose attention core runs again in the backward: the
-    fully recomputed ones, or every layer where selective recompute names core_attn."""
-    return np.maximum(ctx.full, ((ctx.rc_modules & mem.RC_CORE_ATTN) > 0).astype(float))
+def _redone(ctx: _Context, module: int):
+    """Per strategy, the share of the layers whose `module` (a memory.RC_* bit) runs again in the
+    backward: the fully recomputed ones, or every layer where selective recompute names it."""
+    return np.maximum(ctx.full, ((ctx.rc_modules & module) > 0).astype(float))
 
 
 def compute_term(ctx: _Context, w: cmp.LayerWork, is_moe: bool) -> LayerTimes:
@@ -870,7 +870,7 @@ def compute_term(ctx: _Context, w: cmp.LayerWork, is_moe: bool) -> LayerTimes:
     tp_share = (w.attn_gemm_s + w.tp_mlp_gemm_s) / np.maximum(w.gemm_s, 1e-30) if is_moe else 1.0
     return LayerTimes(compute_s=fwd + bwd + rc, fwd_s=fwd, bwd_s=bwd + rc, w_s=w.gemm_s, expert_host_s=host,
                       gemm_s=3 * w.gemm_s + w.cast_s + w.cast_bwd_s + rc_gemm, gemm_fwd_s=linear,
-                      attn_s=w.attn_fwd_s + w.attn_bwd_s + _core_attention_redone(ctx) * w.attn_fwd_s,
+                      attn_s=w.attn_fwd_s + w.attn_bwd_s + _redone(ctx, mem.RC_CORE_ATTN) * w.attn_fwd_s,
                       tp_gemm_share=tp_share)
 
 
@@ -985,7 +985,7 @@ def cp_term(ctx: _Context, dense: LayerTimes) -> Term:
     # Megatron's selective recompute (core_attn), whose checkpoint wraps Transformer Engine's
     # attention and with it the context-parallel exchange inside it (attention.py
     # _checkpointed_attention_forward)
-    n_fwd = 1.0 + _core_attention_redone(ctx)
+    n_fwd = 1.0 + _redone(ctx, mem.RC_CORE_ATTN)
     # all_gather: the full sequence's K,V (all_gather's n is the gathered total)
     kv_bytes = ctx.b * s * kv_width * cmp.ACT_BYTES
     ag = ctx.ct("all_gather", kv_bytes, ctx.pl.cp, S.cp_comm == CP_ALL_GATHER)
@@ -1083,7 +1083,7 @@ def ep_term(ctx: _Context, moe: LayerTimes | None) -> Term:
     fp8_share = coll.FP8_DISPATCH_BYTES_PER_ELEMENT / cmp.ACT_BYTES if low else 1.0
     d16 = _dispatch_ct(ctx, busiest_bytes, S.dedup)
     d8 = _dispatch_ct(ctx, busiest_bytes * fp8_share, S.dedup) if low else d16
-    redo = np.maximum(ctx.full, ((ctx.rc_modules & mem.RC_MOE) > 0).astype(float))
+    redo = _redone(ctx, mem.RC_MOE)
     n = 4.0 + 2.0 * redo
     n_fwd = 1.0 + redo  # forward dispatches (FP8 under a low-precision recipe)
     # expert tensor parallelism: the tokens a rank received are gathered over its expert-TP group
@@ -1691,9 +1691,8 @@ def _select_term(where, a: Term, b: Term, times_only: bool = False) -> Term:
         if not (ca.live or cb.live):
             rows.append((cb, nb, kind))
             continue
-        if times_only:
-            z = np.zeros(np.shape(where))
-            c = _Coll(pick(ca.time_s, cb.time_s), z, z, z, z)
+        if times_only:  # the rows' other fields are zeros already (_Context.times_only)
+            c = _Coll(pick(ca.time_s, cb.time_s), cb.hb_bytes, cb.rail_bytes, cb.spine_bytes, cb.peers)
         else:
             c = _Coll(pick(ca.time_s, cb.time_s), pick(ca.hb_bytes, cb.hb_bytes), pick(ca.rail_bytes, cb.rail_bytes),
                       pick(ca.spine_bytes, cb.spine_bytes), pick(ca.peers, cb.peers))
